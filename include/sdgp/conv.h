@@ -1,0 +1,65 @@
+/* sdgp: convolution geometry, the dense convolution (oneDNN), and the N:M sparse
+ * backward-data convolution.
+ *
+ * Layouts: activations NHWC fp32 (x: B x H x W x Cin, y: B x Ho x Wo x Cout); weights OIHW
+ * (Cout x Cin x kh x kw, as PyTorch); bias Cout. Zero padding, one stride for both dims. */
+#ifndef SDGP_CONV_H
+#define SDGP_CONV_H
+
+#include "sdgp/isa.h"
+#include "sdgp/prune.h"
+#include "sdgp/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int B, H, W, Cin;   /* input */
+    int Cout, kh, kw;   /* weights */
+    int stride, pad;
+    int Ho, Wo;         /* output, derived: (H + 2 pad - kh) / stride + 1 */
+} sdgp_conv_geom;
+
+/* Validates (all sizes >= 1, pad >= 0, pad < k, output >= 1x1, no int overflow of tensor sizes)
+ * and fills Ho, Wo. The message names the bad value. */
+sdgp_status sdgp_conv_geom_init(sdgp_conv_geom *g, int B, int H, int W, int Cin, int Cout, int kh, int kw,
+                                int stride, int pad, sdgp_error *err);
+
+/* ---- Dense convolution through oneDNN (primitives created once per geometry) ---- */
+typedef struct sdgp_conv sdgp_conv;
+
+/* threads: the OpenMP team size oneDNN uses (0 = OpenMP default). */
+sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads, sdgp_error *err);
+void sdgp_conv_destroy(sdgp_conv *c);
+/* y = conv(x, w) (+ bias when created with_bias; bias ignored otherwise). */
+sdgp_status sdgp_conv_forward(sdgp_conv *c, float *y, const float *x, const float *w, const float *bias, sdgp_error *err);
+/* dx = dL/dx from dy and w (dx overwritten). */
+sdgp_status sdgp_conv_backward_data(sdgp_conv *c, float *dx, const float *dy, const float *w, sdgp_error *err);
+/* dw (OIHW) and dbias (nullable; only with_bias) from x and dy, overwritten. */
+sdgp_status sdgp_conv_backward_weights(sdgp_conv *c, float *dw, float *dbias, const float *x, const float *dy,
+                                       sdgp_error *err);
+
+/* ---- N:M sparse backward-data: dD = prune(dO) x W ----
+ * dO arrives compressed along Cout (sdgp_nm_tensor, axis CHANNEL, rows = B*Ho*Wo, C = Cout).
+ * The plan holds the packed weights; pack again whenever the weights change (packing time is
+ * part of the step). See src/kernels/README.md for the kernel contract. */
+typedef struct sdgp_sparse_bwd sdgp_sparse_bwd;
+
+sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                   int threads, sdgp_error *err);
+void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p);
+/* The ISA path that runs (after resolving SDGP_ISA_AUTO / SDGP_ISA). */
+sdgp_isa sdgp_sparse_bwd_isa(const sdgp_sparse_bwd *p);
+/* Packs w (OIHW) into the plan's layout. */
+sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error *err);
+/* dD (B x H x W x Cin) = the input gradient of the convolution for the compressed dO. */
+sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, sdgp_error *err);
+
+/* A naive C loop for the same product (test oracle): dD from dense dO (B x Ho x Wo x Cout) and w (OIHW). */
+void sdgp_conv_backward_data_naive(float *dD, const float *dO, const float *w, const sdgp_conv_geom *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,91 @@
+/* sdgp: the layers of the training engine, as plain forward/backward functions (llm.c style).
+ *
+ * Outputs come first. Activations are NHWC fp32, viewed as rows x C (rows = B*H*W) where
+ * channels matter. Parameter gradients are OVERWRITTEN (every parameter is used once per step).
+ * Backward functions may be called with dx == dy where noted ("in place ok").
+ * Threads: OpenMP parallel loops with the ambient team size (omp_set_num_threads).
+ * None of these allocate or fail: shapes are validated once, when a model is built. */
+#ifndef SDGP_NN_H
+#define SDGP_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- BatchNorm2d over rows x C ----
+ * Training: batch mean and biased variance per channel normalise x; running stats are updated
+ * in PyTorch's way: running = (1 - momentum) running + momentum * stat (unbiased var, rows/(rows-1)).
+ * mean, rstd (C each) are saved for backward. */
+void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                  const float *x, const float *gamma, const float *beta, int64_t rows, int C,
+                                  float momentum, float eps);
+void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
+                                 const float *running_mean, const float *running_var, int64_t rows, int C, float eps);
+/* dx (in place ok: dx == dy), dgamma, dbeta from dy, x and the saved mean, rstd. */
+void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                             const float *mean, const float *rstd, const float *gamma, int64_t rows, int C);
+
+/* ---- ReLU (in place ok) ---- backward masks by the forward OUTPUT y (y > 0). */
+void sdgp_relu_forward(float *y, const float *x, size_t n);
+void sdgp_relu_backward(float *dx, const float *dy, const float *y, size_t n);
+
+/* ---- 2x2 max pool, stride 2, floor (odd H/W drop the last row/col, as PyTorch) ----
+ * x: B x H x W x C, y: B x H/2 x W/2 x C, arg (same count as y): which of the 4 won (0..3,
+ * first maximum wins). backward overwrites all of dx (zeros where nothing flowed). */
+void sdgp_maxpool2_forward(float *y, uint8_t *arg, const float *x, int B, int H, int W, int C);
+void sdgp_maxpool2_backward(float *dx, const float *dy, const uint8_t *arg, int B, int H, int W, int C);
+
+/* ---- global max pool: y[b,c] = max over H*W of x[b,:,:,c]; arg = winning position (first) ---- */
+void sdgp_global_maxpool_forward(float *y, int32_t *arg, const float *x, int B, int HW, int C);
+void sdgp_global_maxpool_backward(float *dx, const float *dy, const int32_t *arg, int B, int HW, int C);
+
+/* ---- elementwise ---- */
+void sdgp_add_forward(float *y, const float *a, const float *b, size_t n);   /* y = a + b (y may alias a or b) */
+void sdgp_accumulate(float *y, const float *x, size_t n);                    /* y += x */
+void sdgp_scale_forward(float *y, const float *x, float s, size_t n);        /* y = s x (in place ok) */
+
+/* ---- linear: y[B,out] = x[B,in] W^T (+ b); W is out x in (PyTorch) ---- */
+void sdgp_linear_forward(float *y, const float *x, const float *w, const float *b, int B, int in, int out);
+/* dx (nullable), dw, db (nullable) overwritten. */
+void sdgp_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B,
+                          int in, int out);
+
+/* ---- softmax cross-entropy with label smoothing (PyTorch's definition) ----
+ * loss_b = -sum_k q_k log softmax(z_b)_k, q = (1 - s) onehot(label) + s / K.
+ * Returns the mean loss over B; dlogits (nullable) = (softmax - q) / B; correct (nullable)
+ * receives the number of rows whose argmax (first maximum) equals the label. */
+double sdgp_softmax_xent(float *dlogits, int *correct, const float *logits, const int32_t *labels, int B, int K,
+                         float smoothing);
+
+/* ---- SGD with momentum, PyTorch semantics ----
+ * g' = g + wd w;  v = momentum v + g';  step = nesterov ? g' + momentum v : v;  w -= lr step.
+ * (PyTorch's first step sets v = g'; with v initialised to 0 that is the same.) */
+void sdgp_sgd_update(float *w, float *v, const float *g, size_t n, float lr, float momentum, float wd, int nesterov);
+
+/* ---- learning-rate schedules, per iteration ---- */
+typedef enum {
+    SDGP_SCHED_REFERENCE = 0, /* linear from peak*start_factor at 0 to peak at warmup, then linear to 0 at total */
+    SDGP_SCHED_STEP = 1,      /* peak * gamma^(floor(step / step_size)) */
+    SDGP_SCHED_COSINE = 2,    /* linear warm-up as above, then peak * (1 + cos(pi t)) / 2 */
+    SDGP_SCHED_CONSTANT = 3
+} sdgp_sched_kind;
+
+typedef struct {
+    sdgp_sched_kind kind;
+    float peak;
+    float start_factor;   /* reference/cosine: lr at step 0 = peak * start_factor (1e-4) */
+    int64_t warmup_steps; /* reference/cosine */
+    int64_t total_steps;
+    int64_t step_size;    /* step schedule */
+    float gamma;          /* step schedule */
+} sdgp_schedule;
+
+float sdgp_schedule_lr(const sdgp_schedule *s, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

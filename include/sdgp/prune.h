@@ -1,0 +1,118 @@
+/* sdgp: N:M structured pruning of gradient tensors.
+ *
+ * A float32 tensor is viewed as B x P x C (NHWC: B samples, P = H*W positions each, C channels
+ * contiguous); rows = B*P. For every group of m consecutive values along the pruning axis, at
+ * most n stay nonzero:
+ *   SDGP_AXIS_CHANNEL: a group is m consecutive channels of one row (SDGP: for the data-gradient
+ *                      GEMM, which reduces over channels). Requires C % m == 0.
+ *   SDGP_AXIS_ROW:     a group is m consecutive rows of one channel (MVUE: for the weight-gradient
+ *                      GEMM, which reduces over rows). Requires rows % m == 0.
+ * Limits: 1 <= n <= m <= SDGP_NM_MAX_M. n == m is the identity (for every function).
+ *
+ * Randomness (random, mvue, mvue-approx) is Philox4x32-10 keyed by (seed, step, layer) with the
+ * group index as counter: the result is bitwise the same for any thread count and every ISA.
+ * Deterministic functions (magnitude, rescaled) are bitwise equal across ISA paths too.
+ *
+ * Threads: each call runs an OpenMP team of cfg->threads (0 = OpenMP's default).
+ * NaN/Inf input: magnitude ranks NaN above every number (it is kept); values are copied as they
+ * are. MVUE and rescaled magnitude with a non-finite value in a group/scope return
+ * SDGP_ERR_NUMERIC naming the first such index, and leave outputs unspecified (but in bounds). */
+#ifndef SDGP_PRUNE_H
+#define SDGP_PRUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sdgp/isa.h"
+#include "sdgp/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SDGP_NM_MAX_M 64
+
+typedef enum {
+    SDGP_PRUNE_NONE = 0,       /* copy: no pruning */
+    SDGP_PRUNE_RANDOM,         /* n uniformly random positions per group, unscaled (paper) */
+    SDGP_PRUNE_MAGNITUDE,      /* n largest |x|; ties: lower index wins */
+    SDGP_PRUNE_RESCALED,       /* magnitude, then scale kept values to keep the L1 norm per scope */
+    SDGP_PRUNE_MVUE,           /* exact minimum-variance unbiased: closed form 1:2 and 2:4,
+                                  water-filling + systematic sampling for any other n:m */
+    SDGP_PRUNE_MVUE_APPROX,    /* 2:4 only: two draws without replacement, Horvitz-Thompson */
+    SDGP_PRUNE_COUNT
+} sdgp_prune_fn;
+
+typedef enum { SDGP_AXIS_CHANNEL = 0, SDGP_AXIS_ROW = 1 } sdgp_axis;
+
+typedef enum {
+    SDGP_SCOPE_SAMPLE_CHANNEL = 0, /* one scale per (b, c) over the P positions (public code) */
+    SDGP_SCOPE_CHANNEL = 1         /* one scale per c over all B*P rows (paper's text) */
+} sdgp_rescale_scope;
+
+typedef struct {
+    sdgp_prune_fn fn;
+    int n, m;
+    sdgp_axis axis;
+    sdgp_rescale_scope scope; /* rescaled only */
+    uint64_t seed;            /* random functions: key = (seed, step, layer) */
+    uint64_t step;
+    uint32_t layer;
+    sdgp_isa isa;             /* SDGP_ISA_AUTO: see sdgp_isa_resolve() */
+    int threads;              /* 0: OpenMP default */
+} sdgp_prune_cfg;
+
+/* A default config: fn, n, m as given, channel axis, sample-channel scope, seed 0, AUTO ISA. */
+sdgp_prune_cfg sdgp_prune_cfg_make(sdgp_prune_fn fn, int n, int m);
+
+/* Names used by the CLI and JSON: "none", "random", "magnitude", "rescaled", "mvue", "mvue-approx". */
+const char *sdgp_prune_fn_name(sdgp_prune_fn fn);
+sdgp_status sdgp_prune_fn_parse(const char *name, sdgp_prune_fn *out, sdgp_error *err);
+/* Parses "N:M" with the limits above; the message names the text. */
+sdgp_status sdgp_nm_parse(const char *text, int *n, int *m, sdgp_error *err);
+
+/* The compressed N:M form consumed by the sparse kernels. Every group stores exactly n
+ * (value, index) slots, kept positions in increasing index order; a group with fewer than n
+ * nonzeros pads with value 0.0f at unused indices (still increasing, all < m), so strides are fixed.
+ *   axis CHANNEL: values/index are rows x (C/m*n), row-major; index[r*(C/m*n) + g*n + j] in
+ *                 [0, m) is the offset of the kept channel within group g, i.e. channel g*m+index.
+ *   axis ROW:     values/index are (rows/m*n) x C, row-major; slot row (g*n + j), column c holds
+ *                 row g*m + index of channel c.
+ * The buffers are owned by the caller or by sdgp_nm_alloc(). */
+typedef struct {
+    sdgp_axis axis;
+    int n, m;
+    int64_t rows, C;     /* the dense shape: rows = B*P */
+    float *values;
+    uint8_t *index;
+} sdgp_nm_tensor;
+
+/* Number of stored slots: rows*C/m*n. */
+size_t sdgp_nm_slots(const sdgp_nm_tensor *t);
+/* Allocates values and index (64-byte aligned) for the given shape; validates n, m, divisibility
+ * and overflow. Free with sdgp_nm_free (a zeroed struct is safe to free). */
+sdgp_status sdgp_nm_alloc(sdgp_nm_tensor *t, sdgp_axis axis, int n, int m, int64_t rows, int64_t C, sdgp_error *err);
+void sdgp_nm_free(sdgp_nm_tensor *t);
+
+/* Checks that n, m, B, P, C fit the axis and the limits; the message names what is wrong. */
+sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, int64_t C, sdgp_error *err);
+
+/* Prunes x (B x P x C, not modified) with cfg.
+ *   out   (nullable): B x P x C dense pruned tensor; must not alias x.
+ *   nm    (nullable): compressed form; must have been sdgp_nm_alloc'ed (or set up) with the same
+ *                     axis, n, m, rows = B*P, C.
+ * At least one of out, nm is non-NULL. Writes nothing else; allocates only for the rescale sums. */
+sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C,
+                       float *out, sdgp_nm_tensor *nm, sdgp_error *err);
+
+/* Compressed -> dense (rows x C), zeros elsewhere. */
+sdgp_status sdgp_nm_decompress(const sdgp_nm_tensor *nm, float *out, sdgp_error *err);
+
+/* Dense -> compressed, keeping the nonzeros of a tensor that already has at most n nonzeros per
+ * group (SDGP_ERR_INVALID naming the group otherwise). */
+sdgp_status sdgp_nm_compress(const float *x, sdgp_nm_tensor *nm, sdgp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,28 @@
+/* The sdgp command line: subcommands and the small helpers they share. */
+#ifndef SDGP_CLI_H
+#define SDGP_CLI_H
+
+#include <stdint.h>
+
+/* Subcommands: argv[0] is the subcommand's own name; return the process exit code
+ * (0 ok, 1 runtime failure, 2 bad usage or input). Each prints its own --help. */
+int sdgp_cmd_bench_prune(int argc, char **argv);
+int sdgp_cmd_bench_conv(int argc, char **argv);
+
+/* Monotonic wall clock in seconds. */
+double cli_now(void);
+/* Median of n values (sorts a copy in place of v). */
+double cli_median(double *v, int n);
+
+/* Strict number parsing for flags: the whole text must be a number in [lo, hi]; on failure
+ * prints "sdgp: <flag>: <why>" to stderr and returns 0. */
+int cli_parse_int(const char *flag, const char *text, long lo, long hi, long *out);
+int cli_parse_float(const char *flag, const char *text, double lo, double hi, double *out);
+
+/* Thread counts from a comma list such as "1,2" (at most 8 entries); returns the count or 0. */
+int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, long *out, int max);
+
+/* Memory a buffer of n floats, 64-byte aligned, filled with zeros; NULL on failure. */
+float *cli_alloc_floats(size_t n);
+
+#endif

@@ -1,0 +1,98 @@
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_median(double *v, int n) {
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int cli_parse_int(const char *flag, const char *text, long lo, long hi, long *out) {
+    if (!text || !*text) {
+        fprintf(stderr, "sdgp: %s needs a value\n", flag);
+        return 0;
+    }
+    errno = 0;
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (errno || *end) {
+        fprintf(stderr, "sdgp: %s: '%s' is not an integer\n", flag, text);
+        return 0;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "sdgp: %s: %ld is out of range [%ld, %ld]\n", flag, v, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_parse_float(const char *flag, const char *text, double lo, double hi, double *out) {
+    if (!text || !*text) {
+        fprintf(stderr, "sdgp: %s needs a value\n", flag);
+        return 0;
+    }
+    errno = 0;
+    char *end;
+    double v = strtod(text, &end);
+    if (errno || *end || !isfinite(v)) {
+        fprintf(stderr, "sdgp: %s: '%s' is not a finite number\n", flag, text);
+        return 0;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "sdgp: %s: %g is out of range [%g, %g]\n", flag, v, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, long *out, int max) {
+    if (!text || !*text) {
+        fprintf(stderr, "sdgp: %s needs a value\n", flag);
+        return 0;
+    }
+    char buf[256];
+    if (strlen(text) >= sizeof buf) {
+        fprintf(stderr, "sdgp: %s: list too long\n", flag);
+        return 0;
+    }
+    strcpy(buf, text);
+    int count = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (count == max) {
+            fprintf(stderr, "sdgp: %s: at most %d entries\n", flag, max);
+            return 0;
+        }
+        if (!cli_parse_int(flag, tok, lo, hi, &out[count])) return 0;
+        count++;
+    }
+    if (count == 0) fprintf(stderr, "sdgp: %s: empty list\n", flag);
+    return count;
+}
+
+float *cli_alloc_floats(size_t n) {
+    void *p = NULL;
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    bytes = (bytes + 63) / 64 * 64;
+    if (posix_memalign(&p, 64, bytes)) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}

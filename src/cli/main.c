@@ -1,0 +1,67 @@
+/* sdgp: the command line. Dispatches to one subcommand per file in src/cli/. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sdgp/isa.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command bench_commands[] = {
+    {"prune", sdgp_cmd_bench_prune, "N:M pruning + compression throughput against a plain copy"},
+    {"conv", sdgp_cmd_bench_conv, "sparse backward-data convolution against oneDNN dense"},
+};
+
+static const command top_commands[] = {
+    {"bench", NULL, "benchmarks (sdgp bench --help)"},
+};
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: sdgp <command> [options]\n"
+            "       sdgp --help | --version\n\n"
+            "Trains convolutional networks on CPUs with N:M structured sparse gradients.\n\ncommands:\n");
+    for (int i = 0; i < COUNT(top_commands); i++) fprintf(f, "  %-8s %s\n", top_commands[i].name, top_commands[i].summary);
+    fprintf(f, "\nbench subcommands:\n");
+    for (int i = 0; i < COUNT(bench_commands); i++)
+        fprintf(f, "  bench %-6s %s\n", bench_commands[i].name, bench_commands[i].summary);
+    fprintf(f, "\nenvironment: SDGP_ISA=ref|avx2|avx512 lowers the kernel path (default: best the CPU has, here %s)\n",
+            sdgp_isa_name(sdgp_isa_best()));
+}
+
+static int run_from(const command *table, int count, const char *group, int argc, char **argv) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(argv[0], table[i].name) == 0) return table[i].run(argc, argv);
+    fprintf(stderr, "sdgp: unknown %scommand '%s' (see sdgp --help)\n", group, argv[0]);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("sdgp %s\n", SDGP_VERSION_STRING);
+        return 0;
+    }
+    if (strcmp(cmd, "bench") == 0) {
+        if (argc < 3 || strcmp(argv[2], "--help") == 0) {
+            usage(argc < 3 ? stderr : stdout);
+            return argc < 3 ? 2 : 0;
+        }
+        return run_from(bench_commands, COUNT(bench_commands), "bench sub", argc - 2, argv + 2);
+    }
+    return run_from(top_commands, 0, "", argc - 1, argv + 1);
+}

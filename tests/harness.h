@@ -1,0 +1,109 @@
+/* The test harness shared by every tests/test_*.c program.
+ *
+ * A test program defines cases with TEST_CASE(name) { ... } and lists them in main via
+ * RUN(name). CHECK records a failure with file:line and a message and lets the case go on;
+ * REQUIRE returns from the case. Each program ends with the plain line "N passed, M failed"
+ * and exits non-zero when anything failed.
+ * Also here: comparison helpers (relative error, bitwise equality), a seeded random-fill and
+ * central finite differences, so every op's test is written the same way. */
+#ifndef SDGP_TEST_HARNESS_H
+#define SDGP_TEST_HARNESS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int passed, failed;
+    int case_failed;
+    const char *case_name;
+} test_state;
+
+static test_state T_;
+
+#define TEST_CASE(name) static void name(void)
+
+#define CHECK(cond, ...)                                                                        \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            T_.case_failed = 1;                                                                 \
+            fprintf(stderr, "FAIL %s (%s:%d): %s: ", T_.case_name, __FILE__, __LINE__, #cond);  \
+            fprintf(stderr, __VA_ARGS__);                                                       \
+            fputc('\n', stderr);                                                                \
+        }                                                                                       \
+    } while (0)
+
+#define REQUIRE(cond, ...)            \
+    do {                              \
+        CHECK(cond, __VA_ARGS__);     \
+        if (!(cond)) return;          \
+    } while (0)
+
+#define RUN(name)                                                         \
+    do {                                                                  \
+        T_.case_name = #name;                                             \
+        T_.case_failed = 0;                                               \
+        name();                                                           \
+        if (T_.case_failed) T_.failed++; else T_.passed++;                \
+        fprintf(stderr, "%s %s\n", T_.case_failed ? "FAILED" : "ok", #name); \
+    } while (0)
+
+static inline int test_finish(void) {
+    printf("%d passed, %d failed\n", T_.passed, T_.failed);
+    return T_.failed ? 1 : 0;
+}
+
+/* A small deterministic generator for test data (not the library's Philox). */
+static inline uint64_t test_rand_u64(uint64_t *s) {
+    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+static inline double test_rand_u01(uint64_t *s) { return (double)(test_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+static inline float test_rand_normal(uint64_t *s) {
+    double u1 = test_rand_u01(s), u2 = test_rand_u01(s);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+static inline void test_fill_normal(float *x, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) x[i] = test_rand_normal(&seed);
+}
+
+/* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the error measure of all numeric tests. */
+static inline double test_rel_err(const float *a, const float *b, size_t n) {
+    double diff = 0, ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > diff || d != d) diff = d;
+        if (fabs((double)b[i]) > ref) ref = fabs((double)b[i]);
+    }
+    return diff / (ref > 1e-30 ? ref : 1e-30);
+}
+
+static inline int test_bitwise_equal(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
+
+/* Central finite difference of f at x[i]; f reads x and returns a scalar (in double). */
+typedef double (*test_scalar_fn)(void *ctx, const float *x);
+static inline double test_fd(test_scalar_fn f, void *ctx, float *x, size_t i, float h) {
+    float keep = x[i];
+    x[i] = keep + h;
+    double fp = f(ctx, x);
+    x[i] = keep - h;
+    double fm = f(ctx, x);
+    x[i] = keep;
+    return (fp - fm) / (2.0 * (double)h);
+}
+
+static inline void *test_xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "test: out of memory (%zu bytes)\n", bytes);
+        exit(2);
+    }
+    return p;
+}
+
+#endif
