@@ -25,6 +25,7 @@ static test_state T_;
 
 #define TEST_CASE(name) static void name(void)
 
+/* cond is evaluated exactly once (it may be a call with effects). */
 #define CHECK(cond, ...)                                                                        \
     do {                                                                                        \
         if (!(cond)) {                                                                          \
@@ -35,10 +36,15 @@ static test_state T_;
         }                                                                                       \
     } while (0)
 
-#define REQUIRE(cond, ...)            \
-    do {                              \
-        CHECK(cond, __VA_ARGS__);     \
-        if (!(cond)) return;          \
+#define REQUIRE(cond, ...)                                                                      \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            T_.case_failed = 1;                                                                 \
+            fprintf(stderr, "FAIL %s (%s:%d): %s: ", T_.case_name, __FILE__, __LINE__, #cond);  \
+            fprintf(stderr, __VA_ARGS__);                                                       \
+            fputc('\n', stderr);                                                                \
+            return;                                                                             \
+        }                                                                                       \
     } while (0)
 
 #define RUN(name)                                                         \

@@ -29,7 +29,14 @@ sdgp_status sdgp_conv_geom_init(sdgp_conv_geom *g, int B, int H, int W, int Cin,
 /* ---- Dense convolution through oneDNN (primitives created once per geometry) ---- */
 typedef struct sdgp_conv sdgp_conv;
 
-/* threads: the OpenMP team size oneDNN uses (0 = OpenMP default). */
+/* threads: the OpenMP team size oneDNN uses (0 = the caller's omp_get_max_threads()). With
+ * threads > 0, create and each call below set omp_set_num_threads(threads) for their duration
+ * and restore the caller's value before returning.
+ * One sdgp_conv must not be used by two threads at once (its buffers are shared by the calls);
+ * inputs are only read. Errors inside oneDNN return SDGP_ERR_INTERNAL naming the primitive.
+ * Results repeat bitwise for a fixed thread count, but oneDNN's work split depends on it: measured
+ * here, backward-weights (and for some shapes forward) differ in the last bits between 1, 2 and 3
+ * threads. */
 sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads, sdgp_error *err);
 void sdgp_conv_destroy(sdgp_conv *c);
 /* y = conv(x, w) (+ bias when created with_bias; bias ignored otherwise). */

@@ -3,7 +3,9 @@
  * Outputs come first. Activations are NHWC fp32, viewed as rows x C (rows = B*H*W) where
  * channels matter. Parameter gradients are OVERWRITTEN (every parameter is used once per step).
  * Backward functions may be called with dx == dy where noted ("in place ok").
- * Threads: OpenMP parallel loops with the ambient team size (omp_set_num_threads).
+ * Threads: OpenMP parallel loops with the ambient team size (omp_set_num_threads). Every
+ * function here gives bitwise the same results for any thread count (reductions run in an order
+ * fixed by the shapes alone).
  * None of these allocate or fail: shapes are validated once, when a model is built. */
 #ifndef SDGP_NN_H
 #define SDGP_NN_H
@@ -28,7 +30,7 @@ void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, c
 void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                              const float *mean, const float *rstd, const float *gamma, int64_t rows, int C);
 
-/* ---- ReLU (in place ok) ---- backward masks by the forward OUTPUT y (y > 0). */
+/* ---- ReLU (in place ok) ---- NaN propagates; backward masks by the forward OUTPUT y (y > 0). */
 void sdgp_relu_forward(float *y, const float *x, size_t n);
 void sdgp_relu_backward(float *dx, const float *dy, const float *y, size_t n);
 
@@ -56,13 +58,15 @@ void sdgp_linear_backward(float *dx, float *dw, float *db, const float *dy, cons
 /* ---- softmax cross-entropy with label smoothing (PyTorch's definition) ----
  * loss_b = -sum_k q_k log softmax(z_b)_k, q = (1 - s) onehot(label) + s / K.
  * Returns the mean loss over B; dlogits (nullable) = (softmax - q) / B; correct (nullable)
- * receives the number of rows whose argmax (first maximum) equals the label. */
+ * receives the number of rows whose argmax (first maximum) equals the label. A label outside
+ * 0..K-1 makes the loss NaN. Computed in double, with the row maximum subtracted. */
 double sdgp_softmax_xent(float *dlogits, int *correct, const float *logits, const int32_t *labels, int B, int K,
                          float smoothing);
 
 /* ---- SGD with momentum, PyTorch semantics ----
  * g' = g + wd w;  v = momentum v + g';  step = nesterov ? g' + momentum v : v;  w -= lr step.
- * (PyTorch's first step sets v = g'; with v initialised to 0 that is the same.) */
+ * (PyTorch's first step sets v = g'; with v initialised to 0 that is the same.)
+ * momentum == 0: w -= lr g' and v is not used (may be NULL). */
 void sdgp_sgd_update(float *w, float *v, const float *g, size_t n, float lr, float momentum, float wd, int nesterov);
 
 /* ---- learning-rate schedules, per iteration ---- */
@@ -83,6 +87,7 @@ typedef struct {
     float gamma;          /* step schedule */
 } sdgp_schedule;
 
+/* Steps < 0 count as 0; REFERENCE and COSINE give 0 from total_steps on. */
 float sdgp_schedule_lr(const sdgp_schedule *s, int64_t step);
 
 #ifdef __cplusplus

@@ -11,12 +11,22 @@
  *
  * Randomness (random, mvue, mvue-approx) is Philox4x32-10 keyed by (seed, step, layer) with the
  * group index as counter: the result is bitwise the same for any thread count and every ISA.
+ * Group index: axis CHANNEL, group g of row r -> r*(C/m) + g; axis ROW, rows g*m..g*m+m-1 of
+ * channel c -> g*C + c. A group uses words of its draw blocks 0, 1, ... in order.
  * Deterministic functions (magnitude, rescaled) are bitwise equal across ISA paths too.
  *
+ * Rescaled: r = sum|x| / sum|magnitude-pruned x| per scope (sums in double, per sample in row
+ * order, then over samples in sample order, so independent of threads); r = 1 when the kept sum
+ * is <= 2^-24 times the dense sum (zero, or a scope pruned to almost nothing: no NaN, no Inf
+ * from a huge r). Kept values are x * (float)r. On the ROW axis the same scopes are used.
+ * MVUE values are computed in double and rounded once; a value can overflow to +-Inf only when
+ * |x| is within a factor 2m of FLT_MAX.
+ *
  * Threads: each call runs an OpenMP team of cfg->threads (0 = OpenMP's default).
- * NaN/Inf input: magnitude ranks NaN above every number (it is kept); values are copied as they
- * are. MVUE and rescaled magnitude with a non-finite value in a group/scope return
- * SDGP_ERR_NUMERIC naming the first such index, and leave outputs unspecified (but in bounds). */
+ * NaN/Inf input: magnitude ranks NaN above every number (it is kept; NaNs tie with each other);
+ * values are copied as they are. Random copies whatever it keeps. MVUE, mvue-approx and rescaled
+ * magnitude with a non-finite value anywhere in x return SDGP_ERR_NUMERIC naming the first such
+ * index (flat and as b, p, c), and leave outputs unspecified (but in bounds). */
 #ifndef SDGP_PRUNE_H
 #define SDGP_PRUNE_H
 
@@ -73,7 +83,10 @@ sdgp_status sdgp_nm_parse(const char *text, int *n, int *m, sdgp_error *err);
 
 /* The compressed N:M form consumed by the sparse kernels. Every group stores exactly n
  * (value, index) slots, kept positions in increasing index order; a group with fewer than n
- * nonzeros pads with value 0.0f at unused indices (still increasing, all < m), so strides are fixed.
+ * nonzeros pads with its lowest-index zero positions (value = the dense value there, +-0.0; still
+ * increasing, all < m), so strides are fixed. This is a function of the dense pruned group alone
+ * (NaN counts as nonzero): sdgp_prune's nm equals sdgp_nm_compress of its dense output, bitwise.
+ * For n == m every position is a slot (values = x).
  *   axis CHANNEL: values/index are rows x (C/m*n), row-major; index[r*(C/m*n) + g*n + j] in
  *                 [0, m) is the offset of the kept channel within group g, i.e. channel g*m+index.
  *   axis ROW:     values/index are (rows/m*n) x C, row-major; slot row (g*n + j), column c holds
@@ -101,15 +114,21 @@ sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, in
  *   out   (nullable): B x P x C dense pruned tensor; must not alias x.
  *   nm    (nullable): compressed form; must have been sdgp_nm_alloc'ed (or set up) with the same
  *                     axis, n, m, rows = B*P, C.
- * At least one of out, nm is non-NULL. Writes nothing else; allocates only for the rescale sums. */
+ * At least one of out, nm is non-NULL. Writes nothing else; allocates only for the rescale sums.
+ * fn NONE (and any fn with n == m) is a bitwise copy; NONE with nm requires n == m.
+ * Errors: SDGP_ERR_INVALID (shape, n:m, NULL, overlap, nm of another shape), SDGP_ERR_UNSUPPORTED
+ * (mvue-approx other than 2:4 / n == m, an ISA this CPU lacks), SDGP_ERR_NUMERIC (above),
+ * SDGP_ERR_NOMEM. */
 sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C,
                        float *out, sdgp_nm_tensor *nm, sdgp_error *err);
 
-/* Compressed -> dense (rows x C), zeros elsewhere. */
+/* Compressed -> dense (rows x C), zeros elsewhere. Equals sdgp_prune's dense output (a -0.0 that
+ * random/MVUE wrote at a position not stored may come back as +0.0). SDGP_ERR_INVALID names a
+ * slot whose index is >= m. Runs on OpenMP's default team. */
 sdgp_status sdgp_nm_decompress(const sdgp_nm_tensor *nm, float *out, sdgp_error *err);
 
 /* Dense -> compressed, keeping the nonzeros of a tensor that already has at most n nonzeros per
- * group (SDGP_ERR_INVALID naming the group otherwise). */
+ * group (SDGP_ERR_INVALID naming the group otherwise). Runs on OpenMP's default team. */
 sdgp_status sdgp_nm_compress(const float *x, sdgp_nm_tensor *nm, sdgp_error *err);
 
 #ifdef __cplusplus

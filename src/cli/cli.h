@@ -6,6 +6,10 @@
 
 /* Subcommands: argv[0] is the subcommand's own name; return the process exit code
  * (0 ok, 1 runtime failure, 2 bad usage or input). Each prints its own --help. */
+int sdgp_cmd_train(int argc, char **argv);
+int sdgp_cmd_eval(int argc, char **argv);
+int sdgp_cmd_bench_step(int argc, char **argv);
+int sdgp_cmd_bench_layers(int argc, char **argv);
 int sdgp_cmd_bench_prune(int argc, char **argv);
 int sdgp_cmd_bench_conv(int argc, char **argv);
 

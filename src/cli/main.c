@@ -14,9 +14,13 @@ typedef struct {
 static const command bench_commands[] = {
     {"prune", sdgp_cmd_bench_prune, "N:M pruning + compression throughput against a plain copy"},
     {"conv", sdgp_cmd_bench_conv, "sparse backward-data convolution against oneDNN dense"},
+    {"step", sdgp_cmd_bench_step, "one training step, ours (dense and SDGP) against PyTorch"},
+    {"layers", sdgp_cmd_bench_layers, "per-layer conv times: forward, backward-data dense/sparse, backward-weights"},
 };
 
 static const command top_commands[] = {
+    {"train", sdgp_cmd_train, "train a model (default: ResNet-9 w=0.25 on Fashion-MNIST)"},
+    {"eval", sdgp_cmd_eval, "evaluate a checkpoint on the test split"},
     {"bench", NULL, "benchmarks (sdgp bench --help)"},
 };
 
@@ -30,7 +34,7 @@ static void usage(FILE *f) {
     for (int i = 0; i < COUNT(top_commands); i++) fprintf(f, "  %-8s %s\n", top_commands[i].name, top_commands[i].summary);
     fprintf(f, "\nbench subcommands:\n");
     for (int i = 0; i < COUNT(bench_commands); i++)
-        fprintf(f, "  bench %-6s %s\n", bench_commands[i].name, bench_commands[i].summary);
+        fprintf(f, "  bench %-7s %s\n", bench_commands[i].name, bench_commands[i].summary);
     fprintf(f, "\nenvironment: SDGP_ISA=ref|avx2|avx512 lowers the kernel path (default: best the CPU has, here %s)\n",
             sdgp_isa_name(sdgp_isa_best()));
 }
@@ -63,5 +67,5 @@ int main(int argc, char **argv) {
         }
         return run_from(bench_commands, COUNT(bench_commands), "bench sub", argc - 2, argv + 2);
     }
-    return run_from(top_commands, 0, "", argc - 1, argv + 1);
+    return run_from(top_commands, COUNT(top_commands) - 1, "", argc - 1, argv + 1);
 }

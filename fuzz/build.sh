@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets into fuzz/build/ (or $1): each target is compiled together with
+# the library sources it exercises (not the CMake library), with ASan + UBSan.
+# Needs clang with libFuzzer and OpenMP (Debian: clang, libomp-dev) and zlib.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out=${1:-$here/build}
+mkdir -p "$out"
+cc=${CC_FUZZ:-clang}
+flags=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=gnu11
+       -Wall -Wextra -I"$root/include" -I"$root/src")
+data=("$root"/src/data/idx.c "$root"/src/data/file.c "$root"/src/data/cifar.c "$root"/src/data/dataset.c
+      "$root"/src/data/augment.c "$root"/src/core/status.c)
+io=("$root"/src/io/safetensors_read.c "$root"/src/io/safetensors_write.c "$root"/src/core/status.c)
+
+"$cc" "${flags[@]}" -fopenmp "$here/fuzz_idx.c" "${data[@]}" -lz -o "$out/fuzz_idx"
+"$cc" "${flags[@]}" -fopenmp "$here/fuzz_cifar.c" "${data[@]}" -lz -o "$out/fuzz_cifar"
+"$cc" "${flags[@]}" "$here/fuzz_safetensors.c" "${io[@]}" -lz -o "$out/fuzz_safetensors"
+echo "built fuzz_idx fuzz_cifar fuzz_safetensors in $out"

@@ -1,0 +1,128 @@
+/* sdgp: models (ResNet-9 with a width multiplier, a small CNN) and one training step.
+ *
+ * A model is a fixed list of ops over activation slots, built once for a batch size and input
+ * shape. Memory: one arena for parameters (weights, their gradients, momentum; running BatchNorm
+ * statistics), one for activations (what backward needs), and a small pool of gradient buffers
+ * reused by liveness during backward. Nothing is allocated per step.
+ *
+ * SDGP: each conv layer can prune its output gradient dL/dO (N:M along output channels) before
+ * the data-gradient product dL/dD = prune(dL/dO) x W, through the sparse kernel or through
+ * oneDNN's dense kernel on the pruned tensor. The weight gradient always uses the dense dL/dO. */
+#ifndef SDGP_MODEL_H
+#define SDGP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sdgp/prune.h"
+#include "sdgp/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SDGP_MODEL_RESNET9 = 0, SDGP_MODEL_SMALLCNN = 1 } sdgp_model_kind;
+
+typedef enum {
+    SDGP_SPARSE_AUTO = 0, /* per layer: the sparse kernel only where a start-up measurement says it is faster */
+    SDGP_SPARSE_ON = 1,   /* always the sparse kernel */
+    SDGP_SPARSE_OFF = 2   /* oneDNN dense backward-data on the pruned (decompressed) tensor */
+} sdgp_sparse_mode;
+
+typedef struct {
+    sdgp_model_kind kind;
+    float width;          /* channel multiplier; channels rounded to multiples of 32 (>= 32) */
+    int batch;            /* B */
+    int height, width_px, channels; /* input image */
+    int num_classes;
+    float bn_momentum, bn_eps;
+    float out_scale;      /* ResNet-9: logits multiplied by this (0.2) */
+    int threads;          /* OpenMP team size (0 = default) */
+    uint64_t seed;        /* initialisation and pruning randomness */
+
+    /* SDGP (data-gradient pruning); fn = SDGP_PRUNE_NONE turns it off */
+    sdgp_prune_cfg prune;      /* fn, n, m, scope, isa; seed/step/layer are set per call */
+    int prune_first_layer;     /* the paper does not prune the first conv (default 0) */
+    sdgp_sparse_mode sparse;
+    /* MVUE for the weight gradient (groups of m rows per channel); fn NONE = off */
+    sdgp_prune_cfg prune_wgrad;
+} sdgp_model_config;
+
+/* Defaults: ResNet-9, width 1, batch 64, 32x32x3, 10 classes, BN momentum 0.1 eps 1e-5, scale 0.2,
+ * no pruning, sparse AUTO, prune isa AUTO. */
+sdgp_model_config sdgp_model_config_default(void);
+
+typedef struct sdgp_model sdgp_model;
+
+/* Builds the model and its arenas, initialises weights as PyTorch does (kaiming-uniform with
+ * a = sqrt(5) for conv and linear; BN gamma 1, beta 0, running mean 0, var 1) from cfg->seed.
+ * Errors: shapes that do not fit (too small an input for the model, n:m that does not divide a
+ * layer's channels), memory. */
+sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sdgp_error *err);
+void sdgp_model_destroy(sdgp_model *m);
+const sdgp_model_config *sdgp_model_get_config(const sdgp_model *m);
+
+/* Parameters, in a fixed order. Each tensor: name (e.g. "conv3.weight", "bn3.running_var"),
+ * shape, data, grad (NULL for BN running stats), momentum buffer (NULL likewise), and whether
+ * weight decay applies (conv/linear weights only). */
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    size_t count;
+    float *data, *grad, *momentum;
+    int decay;     /* weight decay applies */
+    int trainable; /* 0 for BN running statistics */
+} sdgp_param;
+
+int sdgp_model_param_count(const sdgp_model *m);
+const sdgp_param *sdgp_model_param(const sdgp_model *m, int i);
+size_t sdgp_model_param_floats(const sdgp_model *m); /* trainable parameter count */
+size_t sdgp_model_activation_bytes(const sdgp_model *m);
+
+/* Forward on a batch x (B x H x W x C NHWC). train != 0: BatchNorm uses batch statistics and
+ * updates running ones, and activations are kept for backward. Returns logits (B x classes),
+ * valid until the next forward. */
+const float *sdgp_model_forward(sdgp_model *m, const float *x, int train);
+
+/* Backward from dlogits (B x classes): fills every trainable parameter's grad. step and the
+ * model seed key the pruning randomness. Must follow a forward with train != 0. */
+sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t step, sdgp_error *err);
+
+/* SGD with momentum on every trainable parameter (weight decay where decay != 0). */
+void sdgp_model_sgd(sdgp_model *m, float lr, float momentum, float weight_decay, int nesterov);
+
+/* Data-gradient statistics of the last backward, per conv layer (grad-stats): when enabled,
+ * backward also computes the dense dL/dD and compares. */
+typedef struct {
+    const char *layer;
+    int pruned;            /* this layer prunes its dL/dO */
+    int sparse_kernel;     /* uses the sparse kernel */
+    double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
+} sdgp_layer_info;
+void sdgp_model_enable_grad_stats(sdgp_model *m, int on);
+int sdgp_model_conv_count(const sdgp_model *m);
+const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i);
+
+/* SPARSE_AUTO: measures dense vs sparse backward-data per pruned layer (a few repetitions on
+ * random data) and picks the faster. Called by create when cfg->sparse == AUTO and pruning is on. */
+sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
+
+/* Per-layer times of the last forward/backward (ms), for `sdgp bench layers`: forward conv,
+ * backward-data (dense or sparse), pruning, backward-weights, for each conv layer. */
+typedef struct {
+    double fwd_ms, bwd_data_ms, prune_ms, bwd_weights_ms;
+} sdgp_layer_times;
+void sdgp_model_enable_timing(sdgp_model *m, int on);
+const sdgp_layer_times *sdgp_model_conv_times(const sdgp_model *m, int i);
+
+/* Inspection hook (tests, oracles): called during backward for every conv layer whose data
+ * gradient is computed, with its dense dL/dO (dz) and the tensor the data-gradient product used
+ * (the pruned dL/dO, or dz itself when the layer does not prune), both rows x C, NHWC. */
+typedef void (*sdgp_dz_hook)(void *ctx, int conv_index, const float *dz, const float *dz_used, int64_t rows, int C);
+void sdgp_model_set_dz_hook(sdgp_model *m, sdgp_dz_hook hook, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,101 @@
+/* sdgp: training runs (data, schedule, evaluation, logs, checkpoints) and evaluation.
+ *
+ * A run is a pure function of its configuration and thread count: the data order, augmentation
+ * and pruning masks are keyed by (seed, step), so a run resumed from a checkpoint ends bitwise
+ * equal to an uninterrupted one on the same number of threads. */
+#ifndef SDGP_TRAIN_H
+#define SDGP_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sdgp/data.h"
+#include "sdgp/model.h"
+#include "sdgp/nn.h"
+#include "sdgp/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SDGP_ON_NAN_STOP = 0, SDGP_ON_NAN_SKIP = 1 } sdgp_on_nan;
+
+typedef struct {
+    sdgp_model_config model;      /* batch, kind, width, pruning; input shape comes from the data */
+    char data[32];                /* fashion-mnist | mnist | cifar10 */
+    char data_dir[1024];
+    int epochs;
+    int64_t max_steps;            /* stop after this many steps in total (0: no limit) */
+    float lr, momentum, weight_decay, label_smoothing;
+    int nesterov;
+    sdgp_sched_kind schedule;
+    float warmup_epochs;          /* reference and cosine schedules */
+    float step_gamma;             /* step schedule: x gamma every step_epochs */
+    float step_epochs;
+    sdgp_augment augment;         /* mean/std are filled from the training set */
+    int tta;                      /* evaluate with the mirror image too (average of logits) */
+    char checkpoint[1024];        /* written at the end of each epoch (and every checkpoint_every steps) */
+    int64_t checkpoint_every;
+    char resume[1024];            /* continue this checkpoint's run */
+    char log[1024];               /* JSON lines, one per epoch */
+    int grad_stats_every;         /* 0 off; else every k steps: per-layer dL/dD error into the log */
+    sdgp_on_nan on_nan;
+    int progress;                 /* 1: a live progress line on stderr (a terminal); 0: plain lines */
+    int quiet;                    /* no per-epoch lines on stderr */
+} sdgp_train_config;
+
+/* The reference recipe scaled to 15 epochs, ResNet-9 width 0.25, Fashion-MNIST from
+ * /usr/share/datasets/fashion-mnist, batch 512, lr 0.5, momentum 0.9, wd 5e-4, smoothing 0.1,
+ * flip + translate 2 + cutout 4, TTA on. */
+sdgp_train_config sdgp_train_config_default(void);
+
+typedef struct {
+    int64_t steps;
+    int epochs_done;
+    double train_loss, test_loss, test_acc; /* of the last epoch */
+    double elapsed_s, img_per_s;
+    int skipped_steps;                      /* on_nan skip */
+} sdgp_train_result;
+
+/* Runs the training; messages (progress, per-epoch lines) go to `out` (stderr if NULL). */
+sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FILE *out, sdgp_error *err);
+
+/* Accuracy and mean loss (with the given smoothing) of model m on ds, in evaluation mode.
+ * aug supplies the normalisation (augmentation flags are ignored); tta adds the mirror image. */
+sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta, float smoothing,
+                          double *loss, double *acc, sdgp_error *err);
+
+/* Checkpoints (safetensors): every parameter and BatchNorm statistic by name, the momentum
+ * buffers as "momentum.<name>", and metadata: format, model configuration, the run's
+ * configuration (JSON), epoch, step, normalisation, and the loss sums of the running epoch. */
+typedef struct {
+    int64_t step;
+    int epoch;
+    double loss_sum;      /* running epoch's training loss sum and count, for exact resume */
+    int64_t loss_count;
+    float mean[4], std[4];
+} sdgp_checkpoint_state;
+
+sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sdgp_train_config *cfg,
+                                 const sdgp_checkpoint_state *state, sdgp_error *err);
+/* Loads into a model built with the same configuration (a checkpoint of another model is an
+ * error naming the mismatch). */
+sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoint_state *state, sdgp_error *err);
+/* Reads only the run configuration of a checkpoint (to rebuild the model for resume or eval). */
+sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg, sdgp_error *err);
+
+/* The run configuration as named fields. One table serves the command-line flags
+ * (`--lr 0.5` sets "lr"), checkpoint metadata ("cfg.lr"), sweep files and logs.
+ * sdgp_train_config_set parses and range-checks one field; the message names the key and value. */
+sdgp_status sdgp_train_config_set(sdgp_train_config *cfg, const char *key, const char *value, sdgp_error *err);
+/* The number of fields, and field i's name, help text and current value (formatted into buf).
+ * Returns NULL for i out of range. Values round-trip exactly through sdgp_train_config_set. */
+int sdgp_train_config_field_count(void);
+const char *sdgp_train_config_field(const sdgp_train_config *cfg, int i, const char **help, char *buf, size_t size);
+/* Whether a field is a flag without value (booleans: "--tta" sets it to 1). */
+int sdgp_train_config_field_is_bool(int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

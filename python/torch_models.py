@@ -1,0 +1,114 @@
+"""PyTorch twins of sdgp's models, for the golden tests and as the benchmark peer.
+
+The architecture mirrors src/model/model_build.c exactly (ResNet-9 of KakaoBrain / ffcv with a
+width multiplier, and the small CNN). Parameter names match sdgp's: conv<i>.weight,
+bn<i>.weight/bias/running_mean/running_var, linear.weight(/bias).
+
+A conv layer can prune its output gradient for the data gradient only, by an elementwise factor
+handed over from sdgp (pruned dL/dO = factor * dL/dO), which replays sdgp's masks exactly.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def scaled_channels(width, base):
+    c = int(round(width * base / 32.0)) * 32
+    return max(c, 32)
+
+
+class _PrunedConvFn(torch.autograd.Function):
+    """conv2d whose backward prunes dL/dO for dL/dD only; dL/dW uses the dense dL/dO."""
+
+    @staticmethod
+    def forward(ctx, x, w, stride, pad, factor):
+        ctx.save_for_backward(x, w, factor)
+        ctx.stride, ctx.pad = stride, pad
+        return F.conv2d(x, w, None, stride, pad)
+
+    @staticmethod
+    def backward(ctx, go):
+        x, w, factor = ctx.saved_tensors
+        gx = None
+        if ctx.needs_input_grad[0]:
+            gx = torch.nn.grad.conv2d_input(x.shape, w, go * factor, ctx.stride, ctx.pad)
+        gw = torch.nn.grad.conv2d_weight(x, w.shape, go, ctx.stride, ctx.pad)
+        return gx, gw, None, None, None
+
+
+class ConvBN(nn.Module):
+    def __init__(self, cin, cout, k=3, stride=1, pad=1):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride, pad, bias=False)
+        self.bn = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.factor = None  # NCHW tensor: prune dL/dO by this elementwise factor
+
+    def forward(self, x):
+        if self.factor is None:
+            z = self.conv(x)
+        else:
+            z = _PrunedConvFn.apply(x, self.conv.weight, self.conv.stride, self.conv.padding, self.factor)
+        return F.relu(self.bn(z))
+
+
+class Residual(nn.Module):
+    def __init__(self, *layers):
+        super().__init__()
+        self.f = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.f(x)
+
+
+class ResNet9(nn.Module):
+    def __init__(self, in_ch=3, classes=10, width=1.0, scale=0.2):
+        super().__init__()
+        c1, c2, c3 = (scaled_channels(width, b) for b in (128, 256, 512))
+        self.convs = [ConvBN(in_ch, c1), ConvBN(c1, c2, 5, 2, 2), ConvBN(c2, c2), ConvBN(c2, c2),
+                      ConvBN(c2, c3), ConvBN(c3, c3), ConvBN(c3, c3), ConvBN(c3, c2, 3, 1, 0)]
+        cv = self.convs
+        self.body = nn.Sequential(cv[0], cv[1], Residual(cv[2], cv[3]), cv[4], nn.MaxPool2d(2),
+                                  Residual(cv[5], cv[6]), cv[7], nn.AdaptiveMaxPool2d(1), nn.Flatten())
+        self.linear = nn.Linear(c2, classes, bias=False)
+        self.scale = scale
+
+    def forward(self, x):
+        return self.linear(self.body(x)) * self.scale
+
+
+class SmallCNN(nn.Module):
+    def __init__(self, in_ch=1, classes=10, width=1.0):
+        super().__init__()
+        c1, c2 = scaled_channels(width, 32), scaled_channels(width, 64)
+        self.convs = [ConvBN(in_ch, c1), ConvBN(c1, c2)]
+        self.body = nn.Sequential(self.convs[0], nn.MaxPool2d(2), self.convs[1], nn.MaxPool2d(2),
+                                  nn.AdaptiveMaxPool2d(1), nn.Flatten())
+        self.linear = nn.Linear(c2, classes, bias=True)
+
+    def forward(self, x):
+        return self.linear(self.body(x))
+
+
+def named_tensors(model):
+    """sdgp's parameter names -> the torch tensors (parameters and BatchNorm buffers)."""
+    out = {}
+    for i, cb in enumerate(model.convs):
+        out[f"conv{i}.weight"] = cb.conv.weight
+        out[f"bn{i}.weight"] = cb.bn.weight
+        out[f"bn{i}.bias"] = cb.bn.bias
+        out[f"bn{i}.running_mean"] = cb.bn.running_mean
+        out[f"bn{i}.running_var"] = cb.bn.running_var
+    out["linear.weight"] = model.linear.weight
+    if model.linear.bias is not None:
+        out["linear.bias"] = model.linear.bias
+    return out
+
+
+def param_groups(model, weight_decay):
+    """Weight decay on conv and linear weights only, as sdgp (not on BatchNorm parameters)."""
+    decay, no_decay = [], []
+    for name, t in named_tensors(model).items():
+        if not t.requires_grad:
+            continue
+        (decay if name.endswith(".weight") and not name.startswith("bn") else no_decay).append(t)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]

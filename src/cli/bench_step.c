@@ -1,0 +1,379 @@
+/* sdgp bench step / sdgp bench layers: whole training steps, ours (dense and SDGP) against
+ * PyTorch's on the same model, batch and threads, in one run.
+ *
+ * Each measurement runs in its own child process so that its peak RSS is its own: ours by
+ * fork() (the parent never starts OpenMP, so the child may), PyTorch through
+ * bench/torch_step.py under Debian's python3. */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "sdgp/train.h"
+
+typedef struct {
+    const char *name;
+    float width;
+    int h, w, c, batch;
+} bench_model;
+
+static const bench_model models[] = {
+    {"resnet9-w1-32x32x3", 1.0f, 32, 32, 3, 64},
+    {"resnet9-w0.25-28x28x1", 0.25f, 28, 28, 1, 128},
+};
+
+typedef struct {
+    int threads, steps, json, torch;
+    const char *python, *torch_script;
+    sdgp_prune_fn fns[SDGP_PRUNE_COUNT];
+    int n_fns;
+    int nm[8][2];
+    int n_nm;
+    int model_mask; /* bit i: models[i] */
+} options;
+
+typedef struct {
+    double ms, rss_mb;
+    double layer[16][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
+    int n_layers;
+    char err[SDGP_ERROR_MSG_LEN + 64];
+} result;
+
+static sdgp_model_config model_config(const bench_model *bm, int threads) {
+    sdgp_model_config c = sdgp_model_config_default();
+    c.width = bm->width;
+    c.height = bm->h;
+    c.width_px = bm->w;
+    c.channels = bm->c;
+    c.batch = bm->batch;
+    c.threads = threads;
+    return c;
+}
+
+/* In the child: build the model, run warm-up + timed steps on a random batch. */
+static void measure_ours(const sdgp_model_config *mc, int steps, int timing, result *r) {
+    omp_set_num_threads(mc->threads);
+    sdgp_model *m;
+    sdgp_error err;
+    if (sdgp_model_create(&m, mc, &err) != SDGP_OK) {
+        snprintf(r->err, sizeof r->err, "%s", err.msg);
+        return;
+    }
+    size_t B = (size_t)mc->batch, img = (size_t)mc->height * mc->width_px * mc->channels;
+    float *x = cli_alloc_floats(B * img), *dl = cli_alloc_floats(B * mc->num_classes);
+    int32_t *y = calloc(B, sizeof *y);
+    double *t = calloc((size_t)steps, sizeof *t);
+    uint64_t s = 42;
+    for (size_t i = 0; i < B * img; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+    }
+    for (size_t i = 0; i < B; i++) y[i] = (int32_t)(i % (size_t)mc->num_classes);
+    sdgp_model_enable_timing(m, timing);
+    int n_conv = sdgp_model_conv_count(m);
+    double(*lt)[5] = calloc((size_t)steps * 16, sizeof *lt);
+    for (int i = -2; i < steps; i++) {
+        double t0 = cli_now();
+        const float *logits = sdgp_model_forward(m, x, 1);
+        sdgp_softmax_xent(dl, NULL, logits, y, (int)B, mc->num_classes, 0.1f);
+        if (sdgp_model_backward(m, dl, (uint64_t)(i + 2), &err) != SDGP_OK) {
+            snprintf(r->err, sizeof r->err, "%s", err.msg);
+            break;
+        }
+        sdgp_model_sgd(m, 0.01f, 0.9f, 5e-4f, 0);
+        if (i < 0) continue;
+        t[i] = cli_now() - t0;
+        for (int l = 0; l < n_conv && l < 16; l++) {
+            const sdgp_layer_times *tm = sdgp_model_conv_times(m, l);
+            lt[i * 16 + l][0] = tm->fwd_ms;
+            lt[i * 16 + l][1] = tm->bwd_data_ms;
+            lt[i * 16 + l][2] = tm->prune_ms;
+            lt[i * 16 + l][3] = tm->bwd_weights_ms;
+            lt[i * 16 + l][4] = sdgp_model_conv_info(m, l)->sparse_kernel;
+        }
+    }
+    if (!r->err[0]) {
+        r->ms = 1e3 * cli_median(t, steps);
+        r->n_layers = n_conv < 16 ? n_conv : 16;
+        double *col = calloc((size_t)steps, sizeof *col);
+        for (int l = 0; l < r->n_layers; l++)
+            for (int k = 0; k < 5; k++) {
+                for (int i = 0; i < steps; i++) col[i] = lt[i * 16 + l][k];
+                r->layer[l][k] = cli_median(col, steps);
+            }
+        free(col);
+    }
+    free(x), free(dl), free(y), free(t), free(lt);
+    sdgp_model_destroy(m);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r->rss_mb = (double)ru.ru_maxrss / 1024.0;
+}
+
+static int run_child_ours(const sdgp_model_config *mc, int steps, int timing, result *r) {
+    memset(r, 0, sizeof *r);
+    int fd[2];
+    if (pipe(fd)) return 0;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        close(fd[0]);
+        result cr;
+        memset(&cr, 0, sizeof cr);
+        measure_ours(mc, steps, timing, &cr);
+        ssize_t wr = write(fd[1], &cr, sizeof cr);
+        _exit(wr == (ssize_t)sizeof cr ? 0 : 1);
+    }
+    close(fd[1]);
+    ssize_t got = 0;
+    while (got < (ssize_t)sizeof *r) {
+        ssize_t n = read(fd[0], (char *)r + got, sizeof *r - (size_t)got);
+        if (n <= 0) break;
+        got += n;
+    }
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (got != (ssize_t)sizeof *r) snprintf(r->err, sizeof r->err, "measuring child died (status %d)", status);
+    return !r->err[0];
+}
+
+/* PyTorch: one process per memory format, the faster one counts (its own RSS). */
+static int run_torch(const options *o, const bench_model *bm, result *r) {
+    memset(r, 0, sizeof *r);
+    const char *formats[] = {"channels_last", "contiguous"};
+    r->ms = INFINITY;
+    for (int f = 0; f < 2; f++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "OMP_NUM_THREADS=%d '%s' '%s' --model resnet9 --width %g --hwc %d,%d,%d --batch %d --threads %d "
+                 "--steps %d --formats %s",
+                 o->threads, o->python, o->torch_script, (double)bm->width, bm->h, bm->w, bm->c, bm->batch, o->threads,
+                 o->steps, formats[f]);
+        FILE *p = popen(cmd, "r");
+        char line[512] = {0};
+        int ok = p && fgets(line, sizeof line, p) != NULL;
+        int rc = p ? pclose(p) : -1;
+        double ms, rss;
+        char *a = strstr(line, "\"ms\": "), *b = strstr(line, "\"rss_mb\": ");
+        if (!ok || rc != 0 || !a || !b || sscanf(a + 6, "%lf", &ms) != 1 || sscanf(b + 10, "%lf", &rss) != 1) {
+            fprintf(stderr, "sdgp: the PyTorch peer failed: %s\n", cmd);
+            snprintf(r->err, sizeof r->err, "PyTorch peer failed (set --python / --torch-script, or --no-torch)");
+            return 0;
+        }
+        if (ms < r->ms) {
+            r->ms = ms;
+            r->rss_mb = rss;
+        }
+    }
+    return 1;
+}
+
+static const char *default_torch_script(void) {
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/bench/torch_step.py", SDGP_SOURCE_DIR);
+    return path;
+}
+
+static void usage(FILE *f, const char *cmd) {
+    fprintf(f,
+            "usage: sdgp bench %s [options]\n\n"
+            "%s\n\n"
+            "  --model all|w1|w0.25   ResNet-9 w=1 on 32x32x3 at batch 64, w=0.25 on 28x28x1 at batch 128 [all]\n"
+            "  --threads N            threads for every measurement [2]\n"
+            "  --steps N              timed steps (median; after 2 warm-up steps) [10]\n"
+            "  --prune LIST           SDGP functions to compare with dense, e.g. magnitude,rescaled [%s]\n"
+            "  --nm LIST              N:M list [2:4,1:4,2:8,4:32]\n"
+            "  --no-torch             skip the PyTorch peer\n"
+            "  --python PATH          Python with torch [/usr/bin/python3]\n"
+            "  --torch-script PATH    [%s]\n"
+            "  --json                 one JSON object per line\n",
+            cmd,
+            strcmp(cmd, "step") == 0
+                ? "One training step of our engine (dense, and with SDGP when --prune is given) against PyTorch's\n"
+                  "dense step: times, the ratio of throughputs and peak RSS, all measured in this run."
+                : "Per conv layer (the paper's Figure 9): forward, dense backward-data, sparse backward-data,\n"
+                  "pruning and backward-weights times, from timed training steps.",
+            strcmp(cmd, "step") == 0 ? "none" : "magnitude", default_torch_script());
+}
+
+static int parse_options(options *o, int argc, char **argv, int layers) {
+    memset(o, 0, sizeof *o);
+    o->threads = 2;
+    o->steps = 10;
+    o->torch = !layers;
+    o->python = "/usr/bin/python3";
+    o->torch_script = default_torch_script();
+    o->model_mask = 3;
+    if (layers) o->fns[o->n_fns++] = SDGP_PRUNE_MAGNITUDE;
+    const char *nm_list = "2:4,1:4,2:8,4:32";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+        sdgp_error err;
+        if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--no-torch")) o->torch = 0;
+        else if (!v) {
+            fprintf(stderr, "sdgp: unknown option or missing value: %s (see --help)\n", a);
+            return 0;
+        } else if (!strcmp(a, "--threads")) {
+            if (!cli_parse_int(a, v, 1, 256, &x)) return 0;
+            o->threads = (int)x, i++;
+        } else if (!strcmp(a, "--steps")) {
+            if (!cli_parse_int(a, v, 1, 10000, &x)) return 0;
+            o->steps = (int)x, i++;
+        } else if (!strcmp(a, "--python")) o->python = v, i++;
+        else if (!strcmp(a, "--torch-script")) o->torch_script = v, i++;
+        else if (!strcmp(a, "--nm")) nm_list = v, i++;
+        else if (!strcmp(a, "--model")) {
+            o->model_mask = !strcmp(v, "all") ? 3 : !strcmp(v, "w1") ? 1 : !strcmp(v, "w0.25") ? 2 : 0;
+            if (!o->model_mask) {
+                fprintf(stderr, "sdgp: --model: '%s' is not all, w1 or w0.25\n", v);
+                return 0;
+            }
+            i++;
+        } else if (!strcmp(a, "--prune")) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            o->n_fns = 0;
+            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                sdgp_prune_fn fn;
+                if (sdgp_prune_fn_parse(t, &fn, &err) != SDGP_OK) {
+                    fprintf(stderr, "sdgp: --prune: %s\n", err.msg);
+                    return 0;
+                }
+                if (fn != SDGP_PRUNE_NONE && o->n_fns < SDGP_PRUNE_COUNT) o->fns[o->n_fns++] = fn;
+            }
+            i++;
+        } else {
+            fprintf(stderr, "sdgp: unknown option %s (see --help)\n", a);
+            return 0;
+        }
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", nm_list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        sdgp_error err;
+        if (o->n_nm == 8) {
+            fprintf(stderr, "sdgp: --nm: at most 8 entries\n");
+            return 0;
+        }
+        if (sdgp_nm_parse(t, &o->nm[o->n_nm][0], &o->nm[o->n_nm][1], &err) != SDGP_OK) {
+            fprintf(stderr, "sdgp: --nm: %s\n", err.msg);
+            return 0;
+        }
+        o->n_nm++;
+    }
+    return 1;
+}
+
+int sdgp_cmd_bench_step(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            usage(stdout, "step");
+            return 0;
+        }
+    options o;
+    if (!parse_options(&o, argc, argv, 0)) return 2;
+    for (int mi = 0; mi < 2; mi++) {
+        if (!(o.model_mask & (1 << mi))) continue;
+        const bench_model *bm = &models[mi];
+        sdgp_model_config mc = model_config(bm, o.threads);
+        result ours, torch;
+        if (!run_child_ours(&mc, o.steps, 0, &ours)) {
+            fprintf(stderr, "sdgp: %s: %s\n", bm->name, ours.err);
+            return 1;
+        }
+        memset(&torch, 0, sizeof torch);
+        if (o.torch && !run_torch(&o, bm, &torch)) {
+            fprintf(stderr, "sdgp: %s\n", torch.err);
+            return 1;
+        }
+        if (o.json)
+            printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"prune\":\"none\",\"ours_ms\":%.2f,\"torch_ms\":%.2f,"
+                   "\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
+                   bm->name, bm->batch, o.threads, ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
+                   torch.rss_mb);
+        else
+            printf("%-24s batch %3d  %d threads  dense: ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
+                   "peak RSS ours %6.0f MB  torch %6.0f MB (x%.2f)\n",
+                   bm->name, bm->batch, o.threads, ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
+                   torch.rss_mb, o.torch ? ours.rss_mb / torch.rss_mb : 0);
+        fflush(stdout);
+        for (int f = 0; f < o.n_fns; f++)
+            for (int k = 0; k < o.n_nm; k++) {
+                sdgp_model_config pc = mc;
+                pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
+                result sd;
+                if (!run_child_ours(&pc, o.steps, 0, &sd)) {
+                    fprintf(stderr, "sdgp: %s %s %d:%d: %s\n", bm->name, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
+                            sd.err);
+                    return 1;
+                }
+                if (o.json)
+                    printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\",\"dense_ms\":%.2f,"
+                           "\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f}\n",
+                           bm->name, bm->batch, o.threads, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], ours.ms,
+                           sd.ms, ours.ms / sd.ms, torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb);
+                else
+                    printf("%-24s   SDGP %-9s %2d:%-2d  %8.1f ms  vs our dense x%.3f%s", bm->name,
+                           sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sd.ms, ours.ms / sd.ms, o.torch ? "" : "\n");
+                if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd.ms);
+                fflush(stdout);
+            }
+    }
+    return 0;
+}
+
+int sdgp_cmd_bench_layers(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            usage(stdout, "layers");
+            return 0;
+        }
+    options o;
+    if (!parse_options(&o, argc, argv, 1)) return 2;
+    for (int mi = 0; mi < 2; mi++) {
+        if (!(o.model_mask & (1 << mi))) continue;
+        const bench_model *bm = &models[mi];
+        sdgp_model_config mc = model_config(bm, o.threads);
+        result dense;
+        if (!run_child_ours(&mc, o.steps, 1, &dense)) {
+            fprintf(stderr, "sdgp: %s: %s\n", bm->name, dense.err);
+            return 1;
+        }
+        for (int f = 0; f < o.n_fns; f++)
+            for (int k = 0; k < o.n_nm; k++) {
+                sdgp_model_config pc = mc;
+                pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
+                pc.sparse = SDGP_SPARSE_ON;
+                result sp;
+                if (!run_child_ours(&pc, o.steps, 1, &sp)) {
+                    fprintf(stderr, "sdgp: %s: %s\n", bm->name, sp.err);
+                    return 1;
+                }
+                for (int l = 0; l < dense.n_layers; l++) {
+                    const double *d = dense.layer[l], *s = sp.layer[l];
+                    if (o.json)
+                        printf("{\"model\":\"%s\",\"layer\":\"conv%d\",\"threads\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
+                               "\"fwd_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,\"bwd_data_sparse_ms\":%.3f,\"prune_ms\":%.3f,"
+                               "\"bwd_weights_ms\":%.3f}\n",
+                               bm->name, l, o.threads, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], d[1],
+                               l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
+                    else
+                        printf("%-24s conv%d  %s %d:%d  fwd %7.2f  bwd-data dense %7.2f  sparse %7.2f (+prune %5.2f)  "
+                               "bwd-weights %7.2f ms\n",
+                               bm->name, l, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], d[1],
+                               l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
+                }
+            }
+    }
+    return 0;
+}

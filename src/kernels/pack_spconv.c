@@ -1,0 +1,60 @@
+/* Packing for the sparse backward-data convolution (BLIS's "pack B" and "pack A" steps).
+ *
+ * Weights: OIHW w[k][c][i][j] -> per column block nb (columns c0 .. c0+ncols of Cin) and tap
+ * t = i*kw + j, a panel of Cout rows of ldp floats:
+ *   wp[((nb*T + t)*Cout + k)*ldp + c] = w[k][c0 + c][i][j],   zero for ncols <= c < ldp.
+ * A chunk of kc consecutive output channels of one tap is kc contiguous rows.
+ *
+ * dO: the compressed form stores, per slot, the value and the offset of the kept channel within
+ * its group of m. The micro-kernel wants one 64-bit entry per slot: the value's bits and the byte
+ * offset of the panel row, (g*m + index) * ldp * 4 (spconv_internal.h). Packed once per call,
+ * reused by every tap and column block. */
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/spconv_internal.h"
+
+void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w) {
+    const sdgp_conv_geom *g = &p->g;
+    const int64_t Cin = g->Cin, Cout = g->Cout, T = (int64_t)g->kh * g->kw, nr = p->blk.nr, ldp = p->ldp;
+    const int nblocks = p->nblocks;
+    float *wp = p->wp;
+    /* Each k reads its own contiguous Cin*T source floats and writes its own panel rows (whole
+     * 64-byte lines): threads never share a cache line. */
+#pragma omp parallel for schedule(static) num_threads(p->threads)
+    for (int64_t k = 0; k < Cout; k++) {
+        const float *src = w + k * Cin * T;
+        for (int nb = 0; nb < nblocks; nb++) {
+            const int64_t c0 = nb * nr, ncols = Cin - c0 < nr ? Cin - c0 : nr;
+            /* One destination row at a time, written whole (a row of one tap is ldp floats; rows of
+             * different taps are Cout*ldp floats apart, a multiple of 4 KiB, so writing them
+             * round-robin would thrash one L1 set). The strided reads hit the k-th source row,
+             * Cin*T floats that stay in L1. */
+            for (int64_t t = 0; t < T; t++) {
+                float *dst = wp + (((int64_t)nb * T + t) * Cout + k) * ldp;
+                const float *s = src + c0 * T + t;
+                for (int64_t c = 0; c < ncols; c++) dst[c] = s[c * T];
+                for (int64_t c = ncols; c < ldp; c++) dst[c] = 0.0f;
+            }
+        }
+    }
+}
+
+void spconv_pack_entries(struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO) {
+    const int64_t rows = (int64_t)p->g.B * p->g.Ho * p->g.Wo, slots = p->slots;
+    const uint32_t row_bytes = (uint32_t)(p->ldp * sizeof(float));
+    const int32_t *base = p->slot_base; /* (slot / n) * m: the group's first channel */
+    spconv_entry *ent = p->ent;
+    /* One flat loop per row (vectorizes even for SSE2). */
+#pragma omp parallel for schedule(static) num_threads(p->threads)
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *restrict idx = dO->index + r * slots;
+        const float *restrict val = dO->values + r * slots;
+        spconv_entry *restrict out = ent + r * slots;
+        for (int64_t s = 0; s < slots; s++) {
+            uint32_t bits;
+            memcpy(&bits, val + s, sizeof bits);
+            out[s] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[s] + idx[s]) * row_bytes) << 32);
+        }
+    }
+}

@@ -1,0 +1,106 @@
+/* The N:M sparse backward-data convolution: plan layout, micro-kernel contract and dispatch.
+ * See src/kernels/README.md for the design, the measurements behind it and the contract. */
+#ifndef SDGP_SPCONV_INTERNAL_H
+#define SDGP_SPCONV_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sdgp/conv.h"
+
+/* Panels store rows of ldp = round_up(nr, SPCONV_LDP_ALIGN) floats for every column block (the
+ * narrower last block too, so one entry offset serves all blocks), 64-byte aligned, zero padded:
+ * the same layout for every ISA, so a vector kernel may read whole vectors of a row. */
+#define SPCONV_LDP_ALIGN 16
+
+/* One entry of the compressed dO as the micro-kernels read it: the value's float bits in the low
+ * 32 bits, the byte offset of its panel row (channel k * ldp * 4) in the high 32 bits. One 64-bit
+ * integer load yields both; the value reaches a vector register by a GPR broadcast instead of a
+ * vector load, which would compete with the panel loads for the load ports (README.md). */
+typedef uint64_t spconv_entry;
+
+static inline spconv_entry spconv_entry_make(float v, uint32_t byte_offset) {
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return (uint64_t)bits | ((uint64_t)byte_offset << 32);
+}
+static inline float spconv_entry_value(spconv_entry e) {
+    uint32_t bits = (uint32_t)e;
+    float v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+static inline uint32_t spconv_entry_offset(spconv_entry e) { return (uint32_t)(e >> 32); }
+
+/* One micro-kernel call: a 2D block of nx x ny output pixels, one column block, one tap and one
+ * chunk of output channels. For every pixel (x, y) of the block, with E = ent + x*e_sx + y*e_sy:
+ *   dd[x*dd_sx + y*dd_sy + c] += sum_{e < ne} value(E[e]) * panel_row(E[e])[c]   for c < ncols,
+ * panel_row(E) = (const float *)((const char *)panel + offset(E)), 64-byte aligned, holding at
+ * least round_up(ncols, SPCONV_LDP_ALIGN) readable floats (zero beyond ncols).
+ * Reads exactly those dd and ent elements and those panel rows; writes only dd[... + c], c < ncols.
+ * The summation order inside one call is the kernel's own (ISA paths may differ in rounding);
+ * it depends only on the entries, never on nx, ny or the caller's blocking. */
+typedef struct {
+    float *dd;                /* the first pixel's row segment in dD */
+    int64_t dd_sx, dd_sy;     /* floats between neighbouring pixels along x / y */
+    const spconv_entry *ent;  /* the first pixel's first entry */
+    int64_t e_sx, e_sy;       /* entries between neighbouring source pixels along x / y */
+    const float *panel;       /* packed W of one tap and column block */
+    int ne;                   /* entries per pixel (>= 0) */
+    int nx, ny;               /* pixels (>= 0) */
+    int ncols;                /* valid columns, 1 <= ncols <= the kernel's nr */
+} spconv_tile;
+
+typedef void (*spconv_tile_fn)(const spconv_tile *t);
+
+/* One ISA's kernels. nr: the widest column block the tile kernel takes. */
+typedef struct {
+    sdgp_isa isa;
+    int nr;
+    spconv_tile_fn tile;
+} spconv_kernels;
+
+void spconv_tile_ref(const spconv_tile *t);
+void spconv_tile_avx2(const spconv_tile *t);
+void spconv_tile_avx512(const spconv_tile *t);
+
+/* Blocking parameters of a plan (chosen in create; overridable for tuning experiments). */
+typedef struct {
+    int nr;          /* column block width (<= the kernel's nr) */
+    int kc;          /* output channels per panel chunk, a multiple of m */
+    int64_t tile_px; /* target dD pixels per work unit (the unit's dD block stays in L2) */
+    int order;       /* 0: chunk outer, taps inner; 1: taps outer, chunks inner */
+} spconv_blocking;
+
+struct sdgp_sparse_bwd {
+    sdgp_conv_geom g;
+    int n, m, threads;
+    spconv_kernels k;
+    spconv_blocking blk;
+    int nblocks;       /* column blocks of Cin */
+    int64_t ldp;       /* floats per panel row, every block: round_up(nr, SPCONV_LDP_ALIGN) */
+    int64_t slots;     /* entries per dO row: Cout/m*n */
+    float *wp;         /* packed weights: [block][tap][Cout][ldp] (64-byte aligned) */
+    size_t wp_floats;
+    spconv_entry *ent; /* dO as entries: rows x slots */
+    int32_t *slot_base; /* per slot of a row: first channel of its group, (slot / n) * m */
+    int packed;
+};
+
+/* Packing (pack_spconv.c). */
+/* W (OIHW) -> p->wp. threads: OpenMP team size. */
+void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w);
+/* Compressed dO (values + offsets within the group) -> p->ent. */
+void spconv_pack_entries(struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO);
+
+/* Overrides the plan's blocking (tuning experiments and tests); validates it. */
+sdgp_status spconv_set_blocking(struct sdgp_sparse_bwd *p, const spconv_blocking *b, sdgp_error *err);
+
+/* The FMA ceiling (GFLOP/s) of an ISA path on `threads` threads (peak.c): a pure register FMA
+ * loop, about `seconds` per round. The loops themselves live in peak_<isa>.c. */
+double spconv_fma_ceiling(sdgp_isa isa, int threads, double seconds);
+int64_t spconv_peak_loop_avx512(int64_t iters, float *sink);
+int64_t spconv_peak_loop_avx2(int64_t iters, float *sink);
+
+#endif

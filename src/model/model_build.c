@@ -1,0 +1,468 @@
+/* Building a model: the op list, parameters, arenas, gradient-buffer liveness, initialisation. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/philox.h"
+#include "model/model_internal.h"
+
+size_t model_align_up(size_t x) { return (x + 63) & ~(size_t)63; }
+
+sdgp_model_config sdgp_model_config_default(void) {
+    sdgp_model_config c;
+    memset(&c, 0, sizeof c);
+    c.kind = SDGP_MODEL_RESNET9;
+    c.width = 1.0f;
+    c.batch = 64;
+    c.height = 32;
+    c.width_px = 32;
+    c.channels = 3;
+    c.num_classes = 10;
+    c.bn_momentum = 0.1f;
+    c.bn_eps = 1e-5f;
+    c.out_scale = 0.2f;
+    c.seed = 0;
+    c.prune = sdgp_prune_cfg_make(SDGP_PRUNE_NONE, 2, 4);
+    c.prune_wgrad = sdgp_prune_cfg_make(SDGP_PRUNE_NONE, 2, 4);
+    c.prune_wgrad.axis = SDGP_AXIS_ROW;
+    c.sparse = SDGP_SPARSE_AUTO;
+    return c;
+}
+
+/* ---- building the op list ---- */
+
+typedef struct {
+    sdgp_model *m;
+    sdgp_error *err;
+    sdgp_status st;
+} builder;
+
+static int add_slot(builder *b, int H, int W, int C) {
+    sdgp_model *m = b->m;
+    if (m->n_slots == MODEL_MAX_SLOTS) {
+        b->st = sdgp_fail(b->err, SDGP_ERR_INTERNAL, "model: too many activation slots");
+        return 0;
+    }
+    slot *s = &m->slots[m->n_slots];
+    s->H = H;
+    s->W = W;
+    s->C = C;
+    s->count = (size_t)m->B * (size_t)H * (size_t)W * (size_t)C;
+    return m->n_slots++;
+}
+
+static op *add_op(builder *b, op_kind kind, int in) {
+    sdgp_model *m = b->m;
+    if (b->st != SDGP_OK) return NULL;
+    if (m->n_ops == MODEL_MAX_OPS) {
+        b->st = sdgp_fail(b->err, SDGP_ERR_INTERNAL, "model: too many ops");
+        return NULL;
+    }
+    op *o = &m->ops[m->n_ops++];
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    o->in = in;
+    o->in2 = -1;
+    o->p_lb = -1;
+    return o;
+}
+
+static int add_param(builder *b, const char *name, int ndim, const int64_t *shape, int trainable, int decay) {
+    sdgp_model *m = b->m;
+    if (m->n_params == MODEL_MAX_PARAMS) {
+        b->st = sdgp_fail(b->err, SDGP_ERR_INTERNAL, "model: too many parameters");
+        return 0;
+    }
+    int i = m->n_params++;
+    sdgp_param *p = &m->params[i];
+    snprintf(m->param_names[i], sizeof m->param_names[i], "%s", name);
+    p->name = m->param_names[i];
+    p->ndim = ndim;
+    p->count = 1;
+    for (int d = 0; d < ndim; d++) {
+        p->shape[d] = shape[d];
+        p->count *= (size_t)shape[d];
+    }
+    p->trainable = trainable;
+    p->decay = decay;
+    return i;
+}
+
+/* conv (no bias) + BatchNorm + ReLU; returns the output slot. */
+static int conv_bn_relu(builder *b, int in, int cout, int k, int stride, int pad) {
+    if (b->st != SDGP_OK) return in;
+    sdgp_model *m = b->m;
+    const slot *s = &m->slots[in];
+    op *o = add_op(b, OP_CONV_BN_RELU, in);
+    if (!o) return in;
+    o->conv_index = m->n_convs;
+    m->conv_ops[m->n_convs++] = m->n_ops - 1;
+    b->st = sdgp_conv_geom_init(&o->geom, m->B, s->H, s->W, s->C, cout, k, k, stride, pad, b->err);
+    if (b->st != SDGP_OK) {
+        char msg[SDGP_ERROR_MSG_LEN];
+        snprintf(msg, sizeof msg, "%s", b->err ? b->err->msg : "");
+        b->st = sdgp_fail(b->err, b->st, "model: conv%d on a %dx%dx%d input: %s", o->conv_index, s->H, s->W, s->C, msg);
+        return in;
+    }
+    snprintf(o->name, sizeof o->name, "conv%d", o->conv_index);
+    char name[32];
+    int64_t wshape[4] = {cout, s->C, k, k}, cshape[1] = {cout};
+    snprintf(name, sizeof name, "conv%d.weight", o->conv_index);
+    o->p_w = add_param(b, name, 4, wshape, 1, 1);
+    snprintf(name, sizeof name, "bn%d.weight", o->conv_index);
+    o->p_gamma = add_param(b, name, 1, cshape, 1, 0);
+    snprintf(name, sizeof name, "bn%d.bias", o->conv_index);
+    o->p_beta = add_param(b, name, 1, cshape, 1, 0);
+    snprintf(name, sizeof name, "bn%d.running_mean", o->conv_index);
+    o->p_rmean = add_param(b, name, 1, cshape, 0, 0);
+    snprintf(name, sizeof name, "bn%d.running_var", o->conv_index);
+    o->p_rvar = add_param(b, name, 1, cshape, 0, 0);
+    o->out = add_slot(b, o->geom.Ho, o->geom.Wo, cout);
+    return o->out;
+}
+
+static int maxpool2(builder *b, int in) {
+    const slot *s = &b->m->slots[in];
+    if (b->st == SDGP_OK && (s->H < 2 || s->W < 2))
+        b->st = sdgp_fail(b->err, SDGP_ERR_INVALID, "model: 2x2 max pool on a %dx%d activation (input image too small)",
+                          s->H, s->W);
+    op *o = add_op(b, OP_MAXPOOL2, in);
+    if (!o) return in;
+    o->out = add_slot(b, s->H / 2, s->W / 2, s->C);
+    return o->out;
+}
+
+static int residual_add(builder *b, int a, int c) {
+    op *o = add_op(b, OP_ADD, a);
+    if (!o) return a;
+    o->in2 = c;
+    const slot *s = &b->m->slots[a];
+    o->out = add_slot(b, s->H, s->W, s->C);
+    return o->out;
+}
+
+static int global_maxpool(builder *b, int in) {
+    op *o = add_op(b, OP_GLOBAL_MAXPOOL, in);
+    if (!o) return in;
+    o->out = add_slot(b, 1, 1, b->m->slots[in].C);
+    return o->out;
+}
+
+static int linear(builder *b, int in, int out_features, int bias) {
+    op *o = add_op(b, OP_LINEAR, in);
+    if (!o) return in;
+    int64_t wshape[2] = {out_features, b->m->slots[in].C}, bshape[1] = {out_features};
+    o->p_lw = add_param(b, "linear.weight", 2, wshape, 1, 1);
+    o->p_lb = bias ? add_param(b, "linear.bias", 1, bshape, 1, 0) : -1;
+    o->out = add_slot(b, 1, 1, out_features);
+    return o->out;
+}
+
+static int scale(builder *b, int in, float s) {
+    op *o = add_op(b, OP_SCALE, in);
+    if (!o) return in;
+    o->scale = s;
+    o->out = add_slot(b, 1, 1, b->m->slots[in].C);
+    return o->out;
+}
+
+/* Channels: width x base, a multiple of 32, at least 32. */
+static int scaled_channels(float width, int base) {
+    int c = (int)lrintf(width * (float)base / 32.0f) * 32;
+    return c < 32 ? 32 : c;
+}
+
+static void build_resnet9(builder *b) {
+    const sdgp_model_config *c = &b->m->cfg;
+    int c1 = scaled_channels(c->width, 128), c2 = scaled_channels(c->width, 256), c3 = scaled_channels(c->width, 512);
+    int x = add_slot(b, c->height, c->width_px, c->channels);
+    x = conv_bn_relu(b, x, c1, 3, 1, 1);          /* prep */
+    x = conv_bn_relu(b, x, c2, 5, 2, 2);          /* layer1 */
+    int r = conv_bn_relu(b, x, c2, 3, 1, 1);      /* res1 */
+    r = conv_bn_relu(b, r, c2, 3, 1, 1);
+    x = residual_add(b, x, r);
+    x = conv_bn_relu(b, x, c3, 3, 1, 1);          /* layer2 */
+    x = maxpool2(b, x);
+    r = conv_bn_relu(b, x, c3, 3, 1, 1);          /* res2 */
+    r = conv_bn_relu(b, r, c3, 3, 1, 1);
+    x = residual_add(b, x, r);
+    x = conv_bn_relu(b, x, c2, 3, 1, 0);          /* layer3 */
+    x = global_maxpool(b, x);
+    x = linear(b, x, c->num_classes, 0);
+    b->m->logits_slot = scale(b, x, c->out_scale);
+}
+
+static void build_smallcnn(builder *b) {
+    const sdgp_model_config *c = &b->m->cfg;
+    int c1 = scaled_channels(c->width, 32), c2 = scaled_channels(c->width, 64);
+    int x = add_slot(b, c->height, c->width_px, c->channels);
+    x = conv_bn_relu(b, x, c1, 3, 1, 1);
+    x = maxpool2(b, x);
+    x = conv_bn_relu(b, x, c2, 3, 1, 1);
+    x = maxpool2(b, x);
+    x = global_maxpool(b, x);
+    b->m->logits_slot = linear(b, x, c->num_classes, 1);
+}
+
+/* ---- gradient buffers by liveness ----
+ * Backward runs the ops in reverse. An op reads its output's gradient and writes its inputs'.
+ * A slot's gradient is born at its first writer (the last consumer in forward order) and dies
+ * after its producer's backward. Buffers are recycled from a pool; the pool's size is the
+ * largest number alive at once. The network input (slot 0) never needs a gradient. */
+static void plan_gradients(sdgp_model *m) {
+    int owner[MODEL_MAX_SLOTS];  /* pool buffer of each live slot gradient, -1 none */
+    int busy[MODEL_MAX_SLOTS * 2] = {0};
+    int pool = 0;
+    for (int s = 0; s < m->n_slots; s++) owner[s] = -1;
+    owner[m->logits_slot] = -2; /* the caller's dlogits */
+    for (int k = m->n_ops - 1; k >= 0; k--) {
+        op *o = &m->ops[k];
+        o->out_buf = owner[o->out];
+        int inputs[2] = {o->in, o->in2};
+        for (int j = 0; j < 2; j++) {
+            int s = inputs[j];
+            grad_mode *mode = j == 0 ? &o->in_mode : &o->in2_mode;
+            int *buf = j == 0 ? &o->in_buf : &o->in2_buf;
+            if (s < 0) continue;
+            if (s == 0) {
+                *mode = GRAD_NONE;
+                *buf = -1;
+                continue;
+            }
+            if (owner[s] != -1) {
+                *mode = GRAD_ACCUMULATE;
+                *buf = owner[s];
+                continue;
+            }
+            *mode = GRAD_WRITE;
+            if (o->kind == OP_ADD && j == 0 && o->out_buf >= 0) {
+                owner[s] = o->out_buf; /* inherit: the identity gradient needs no copy */
+                o->in_inherits = 1;
+                o->out_buf = -3;       /* released to the input, not freed */
+            } else {
+                int f = 0;
+                while (busy[f]) f++;
+                busy[f] = 1;
+                owner[s] = f;
+                if (f + 1 > pool) pool = f + 1;
+            }
+            *buf = owner[s];
+        }
+        if (o->out_buf >= 0) busy[o->out_buf] = 0;
+        if (o->in_inherits) o->out_buf = o->in_buf;
+    }
+    m->n_grad_pool = pool;
+}
+
+/* ---- initialisation: PyTorch's defaults, from our own generator ---- */
+static void init_params(sdgp_model *m) {
+    sdgp_philox_key key = sdgp_philox_make_key(m->cfg.seed, 0, 0x1a17u);
+    for (int i = 0; i < m->n_params; i++) {
+        sdgp_param *p = &m->params[i];
+        const char *dot = strrchr(p->name, '.');
+        if (p->ndim >= 2) {
+            /* kaiming_uniform(a = sqrt(5)): bound = sqrt(6 / ((1 + 5) fan_in)) = 1 / sqrt(fan_in) */
+            size_t fan_in = p->count / (size_t)p->shape[0];
+            float bound = 1.0f / sqrtf((float)fan_in);
+            for (size_t j = 0; j < p->count; j += 4) {
+                sdgp_philox_ctr r = sdgp_philox_draw(key, ((uint64_t)i << 40) | (j / 4), 0);
+                for (size_t t = 0; t < 4 && j + t < p->count; t++)
+                    p->data[j + t] = bound * (2.0f * sdgp_u01f(r.v[t]) - 1.0f);
+            }
+        } else if (strcmp(p->name, "linear.bias") == 0) {
+            float bound = 1.0f / sqrtf((float)m->params[i - 1].shape[1]);
+            for (size_t j = 0; j < p->count; j++) {
+                sdgp_philox_ctr r = sdgp_philox_draw(key, ((uint64_t)i << 40) | j, 0);
+                p->data[j] = bound * (2.0f * sdgp_u01f(r.v[0]) - 1.0f);
+            }
+        } else {
+            float v = (strcmp(dot, ".weight") == 0 || strcmp(dot, ".running_var") == 0) ? 1.0f : 0.0f;
+            for (size_t j = 0; j < p->count; j++) p->data[j] = v;
+        }
+    }
+}
+
+static sdgp_status alloc_arenas(sdgp_model *m, sdgp_error *err) {
+    /* parameters: data for all, grad + momentum for the trainable ones */
+    size_t data = 0, train = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        data += model_align_up(m->params[i].count);
+        if (m->params[i].trainable) train += model_align_up(m->params[i].count);
+    }
+    m->param_floats = data;
+    float *pa = NULL;
+    if (posix_memalign((void **)&pa, 64, (data + 2 * train) * sizeof(float)))
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "model: cannot allocate %zu parameter floats", data + 2 * train);
+    memset(pa, 0, (data + 2 * train) * sizeof(float));
+    m->param_arena = pa;
+    float *d = pa, *g = pa + data, *v = pa + data + train;
+    m->trainable_floats = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        sdgp_param *p = &m->params[i];
+        p->data = d;
+        d += model_align_up(p->count);
+        if (p->trainable) {
+            p->grad = g;
+            p->momentum = v;
+            g += model_align_up(p->count);
+            v += model_align_up(p->count);
+            m->trainable_floats += p->count;
+        }
+    }
+
+    /* activations: slots (but the input), conv outputs + BN stats, pool indices, grad pool,
+     * two scratch buffers, the compressed dL/dO */
+    size_t max_count = 0, max_nm_slots = 0, bytes = 0;
+    for (int s = 0; s < m->n_slots; s++)
+        if (m->slots[s].count > max_count) max_count = m->slots[s].count;
+    for (int s = 1; s < m->n_slots; s++) bytes += model_align_up(m->slots[s].count * sizeof(float));
+    for (int k = 0; k < m->n_ops; k++) {
+        const op *o = &m->ops[k];
+        const slot *out = &m->slots[o->out];
+        if (o->kind == OP_CONV_BN_RELU) {
+            bytes += model_align_up(out->count * sizeof(float)) + 2 * model_align_up((size_t)out->C * sizeof(float));
+            if (o->prune) {
+                size_t slots_n = out->count / (size_t)m->cfg.prune.m * (size_t)m->cfg.prune.n;
+                if (slots_n > max_nm_slots) max_nm_slots = slots_n;
+            }
+        }
+        if (o->kind == OP_MAXPOOL2) bytes += model_align_up(out->count);
+        if (o->kind == OP_GLOBAL_MAXPOOL) bytes += model_align_up(out->count * sizeof(int32_t));
+    }
+    bytes += ((size_t)m->n_grad_pool + 2) * model_align_up(max_count * sizeof(float));
+    bytes += model_align_up(max_nm_slots * sizeof(float)) + model_align_up(max_nm_slots);
+    m->max_count = max_count;
+    m->act_bytes = bytes;
+    m->grad_pool = calloc((size_t)m->n_grad_pool + 1, sizeof(float *));
+    if (!m->grad_pool || posix_memalign(&m->act_arena, 64, bytes))
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "model: cannot allocate %.1f MB of activations for batch %d",
+                         (double)bytes / 1e6, m->B);
+    memset(m->act_arena, 0, bytes);
+
+    char *a = m->act_arena;
+#define CARVE(ptr, type, n)            \
+    do {                               \
+        ptr = (type *)(void *)a;       \
+        a += model_align_up((n) * sizeof(type)); \
+    } while (0)
+    for (int s = 1; s < m->n_slots; s++) CARVE(m->slots[s].act, float, m->slots[s].count);
+    for (int k = 0; k < m->n_ops; k++) {
+        op *o = &m->ops[k];
+        const slot *out = &m->slots[o->out];
+        if (o->kind == OP_CONV_BN_RELU) {
+            CARVE(o->z, float, out->count);
+            CARVE(o->mean, float, (size_t)out->C);
+            CARVE(o->rstd, float, (size_t)out->C);
+        }
+        if (o->kind == OP_MAXPOOL2) CARVE(o->pool_arg, uint8_t, out->count);
+        if (o->kind == OP_GLOBAL_MAXPOOL) CARVE(o->gmp_arg, int32_t, out->count);
+    }
+    for (int i = 0; i < m->n_grad_pool; i++) CARVE(m->grad_pool[i], float, max_count);
+    CARVE(m->scratch, float, max_count);
+    CARVE(m->scratch2, float, max_count);
+    CARVE(m->nm.values, float, max_nm_slots);
+    CARVE(m->nm.index, uint8_t, max_nm_slots);
+#undef CARVE
+    return SDGP_OK;
+}
+
+static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
+    const sdgp_prune_cfg *pc = &m->cfg.prune;
+    int pruning = pc->fn != SDGP_PRUNE_NONE && pc->n < pc->m; /* n = m keeps everything: the dense path, bitwise */
+    for (int i = 0; i < m->n_convs; i++) {
+        op *o = &m->ops[m->conv_ops[i]];
+        o->prune = pruning && (i > 0 || m->cfg.prune_first_layer);
+        if (o->prune && o->geom.Cout % pc->m != 0)
+            return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %d output channels, not a multiple of m=%d (--nm %d:%d)",
+                             o->name, o->geom.Cout, pc->m, pc->n, pc->m);
+        if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
+            size_t rows = (size_t)o->geom.B * (size_t)o->geom.Ho * (size_t)o->geom.Wo;
+            if (rows % (size_t)m->cfg.prune_wgrad.m != 0)
+                return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %zu positions, not a multiple of m=%d (--nm-wgrad)",
+                                 o->name, rows, m->cfg.prune_wgrad.m);
+        }
+        sdgp_status st = sdgp_conv_create(&o->dnnl, &o->geom, 0, m->cfg.threads, err);
+        if (st != SDGP_OK) return st;
+        o->info.layer = o->name;
+        o->info.pruned = o->prune;
+        if (o->prune && m->cfg.sparse != SDGP_SPARSE_OFF) {
+            st = sdgp_sparse_bwd_create(&o->sparse, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+            if (st != SDGP_OK) return st;
+        }
+        o->info.sparse_kernel = o->sparse != NULL;
+    }
+    return SDGP_OK;
+}
+
+sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sdgp_error *err) {
+    if (!out || !cfg) return sdgp_fail(err, SDGP_ERR_INVALID, "model: NULL argument");
+    *out = NULL;
+    if (cfg->batch < 1 || cfg->batch > 65536) return sdgp_fail(err, SDGP_ERR_INVALID, "model: batch %d out of range [1, 65536]", cfg->batch);
+    if (cfg->height < 1 || cfg->width_px < 1 || cfg->channels < 1 || cfg->height > 4096 || cfg->width_px > 4096 || cfg->channels > 64)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: input %dx%dx%d out of range", cfg->height, cfg->width_px, cfg->channels);
+    if (cfg->num_classes < 2 || cfg->num_classes > 100000)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: %d classes out of range [2, 100000]", cfg->num_classes);
+    if (!(cfg->width > 0.0f && cfg->width <= 16.0f)) return sdgp_fail(err, SDGP_ERR_INVALID, "model: width %g out of range (0, 16]", cfg->width);
+    if (cfg->prune.fn != SDGP_PRUNE_NONE) {
+        sdgp_status st = sdgp_prune_check(&cfg->prune, 1, 1, cfg->prune.m, err);
+        if (st != SDGP_OK) return st;
+    }
+
+    sdgp_model *m = calloc(1, sizeof *m);
+    if (!m) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
+    m->cfg = *cfg;
+    m->B = cfg->batch;
+    builder b = {m, err, SDGP_OK};
+    if (cfg->kind == SDGP_MODEL_RESNET9) build_resnet9(&b);
+    else if (cfg->kind == SDGP_MODEL_SMALLCNN) build_smallcnn(&b);
+    else b.st = sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown kind %d", (int)cfg->kind);
+    sdgp_status st = b.st;
+    if (st == SDGP_OK) st = setup_convs(m, err);
+    if (st == SDGP_OK) {
+        plan_gradients(m);
+        st = alloc_arenas(m, err);
+    }
+    if (st == SDGP_OK) {
+        init_params(m);
+        m->nm.n = cfg->prune.n;
+        m->nm.m = cfg->prune.m;
+        m->nm.axis = SDGP_AXIS_CHANNEL;
+        if (cfg->prune.fn != SDGP_PRUNE_NONE && cfg->sparse == SDGP_SPARSE_AUTO) st = sdgp_model_tune_sparse(m, err);
+    }
+    if (st != SDGP_OK) {
+        sdgp_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return SDGP_OK;
+}
+
+void sdgp_model_destroy(sdgp_model *m) {
+    if (!m) return;
+    for (int k = 0; k < m->n_ops; k++) {
+        sdgp_conv_destroy(m->ops[k].dnnl);
+        sdgp_sparse_bwd_destroy(m->ops[k].sparse);
+    }
+    free(m->param_arena);
+    free(m->act_arena);
+    free(m->grad_pool);
+    free(m);
+}
+
+const sdgp_model_config *sdgp_model_get_config(const sdgp_model *m) { return &m->cfg; }
+int sdgp_model_param_count(const sdgp_model *m) { return m->n_params; }
+const sdgp_param *sdgp_model_param(const sdgp_model *m, int i) {
+    return i >= 0 && i < m->n_params ? &m->params[i] : NULL;
+}
+size_t sdgp_model_param_floats(const sdgp_model *m) { return m->trainable_floats; }
+size_t sdgp_model_activation_bytes(const sdgp_model *m) { return m->act_bytes; }
+int sdgp_model_conv_count(const sdgp_model *m) { return m->n_convs; }
+const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i) {
+    return i >= 0 && i < m->n_convs ? &m->ops[m->conv_ops[i]].info : NULL;
+}
+const sdgp_layer_times *sdgp_model_conv_times(const sdgp_model *m, int i) {
+    return i >= 0 && i < m->n_convs ? &m->ops[m->conv_ops[i]].times : NULL;
+}
+void sdgp_model_enable_grad_stats(sdgp_model *m, int on) { m->grad_stats = on; }
+void sdgp_model_enable_timing(sdgp_model *m, int on) { m->timing = on; }

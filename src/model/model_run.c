@@ -1,0 +1,217 @@
+/* Running a model: forward, backward (with SDGP's pruned data gradient), SGD. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/model_internal.h"
+#include "sdgp/nn.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* ---- forward ---- */
+
+static void conv_bn_relu_forward(sdgp_model *m, op *o, int train) {
+    const float *x = m->slots[o->in].act;
+    float *y = m->slots[o->out].act;
+    const sdgp_param *p = m->params;
+    int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
+    double t0 = m->timing ? now_ms() : 0;
+    /* A failure here would be an internal oneDNN error on shapes validated at build time. */
+    (void)sdgp_conv_forward(o->dnnl, o->z, x, p[o->p_w].data, NULL, NULL);
+    if (m->timing) o->times.fwd_ms = now_ms() - t0;
+    if (train)
+        sdgp_batchnorm_forward_train(y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, o->z,
+                                     p[o->p_gamma].data, p[o->p_beta].data, rows, o->geom.Cout, m->cfg.bn_momentum,
+                                     m->cfg.bn_eps);
+    else
+        sdgp_batchnorm_forward_eval(y, o->z, p[o->p_gamma].data, p[o->p_beta].data, p[o->p_rmean].data,
+                                    p[o->p_rvar].data, rows, o->geom.Cout, m->cfg.bn_eps);
+    sdgp_relu_forward(y, y, m->slots[o->out].count);
+}
+
+const float *sdgp_model_forward(sdgp_model *m, const float *x, int train) {
+    m->slots[0].act = (float *)x; /* read only; kept for the first conv's weight gradient */
+    for (int k = 0; k < m->n_ops; k++) {
+        op *o = &m->ops[k];
+        const slot *in = &m->slots[o->in];
+        slot *out = &m->slots[o->out];
+        switch (o->kind) {
+        case OP_CONV_BN_RELU: conv_bn_relu_forward(m, o, train); break;
+        case OP_MAXPOOL2: sdgp_maxpool2_forward(out->act, o->pool_arg, in->act, m->B, in->H, in->W, in->C); break;
+        case OP_ADD: sdgp_add_forward(out->act, in->act, m->slots[o->in2].act, out->count); break;
+        case OP_GLOBAL_MAXPOOL: sdgp_global_maxpool_forward(out->act, o->gmp_arg, in->act, m->B, in->H * in->W, in->C); break;
+        case OP_LINEAR:
+            sdgp_linear_forward(out->act, in->act, m->params[o->p_lw].data, o->p_lb >= 0 ? m->params[o->p_lb].data : NULL,
+                                m->B, in->C, out->C);
+            break;
+        case OP_SCALE: sdgp_scale_forward(out->act, in->act, o->scale, out->count); break;
+        }
+    }
+    return m->slots[m->logits_slot].act;
+}
+
+/* ---- backward ---- */
+
+static float *grad_buffer(sdgp_model *m, int buf, const float *dlogits) {
+    return buf == -2 ? (float *)dlogits : buf >= 0 ? m->grad_pool[buf] : NULL;
+}
+
+/* Where an op writes an input's gradient: the buffer itself (first writer), or the scratch
+ * buffer that is added afterwards (see finish_input_grad). */
+static float *input_target(sdgp_model *m, grad_mode mode, int buf) {
+    return mode == GRAD_ACCUMULATE ? m->scratch : mode == GRAD_WRITE ? m->grad_pool[buf] : NULL;
+}
+
+static void finish_input_grad(sdgp_model *m, grad_mode mode, int buf, size_t count) {
+    if (mode == GRAD_ACCUMULATE) sdgp_accumulate(m->grad_pool[buf], m->scratch, count);
+}
+
+static void grad_stats(sdgp_model *m, op *o, const float *dx_pruned, const float *dz) {
+    /* dense reference into scratch2 (free at this point of the step) */
+    size_t n = m->slots[o->in].count;
+    (void)sdgp_conv_backward_data(o->dnnl, m->scratch2, dz, m->params[o->p_w].data, NULL);
+    double dd = 0, pp = 0, pd = 0, diff = 0;
+#pragma omp parallel for reduction(+ : dd, pp, pd, diff) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        double a = dx_pruned[i], b = m->scratch2[i];
+        dd += b * b;
+        pp += a * a;
+        pd += a * b;
+        diff += (a - b) * (a - b);
+    }
+    o->info.rel_l2 = dd > 0 ? sqrt(diff / dd) : 0.0;
+    o->info.cosine = dd > 0 && pp > 0 ? pd / sqrt(dd * pp) : 1.0;
+}
+
+/* dx = dL/dD for conv op o from its dense dL/dO dz: dense, or SDGP's pruned product. */
+sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
+                                     sdgp_error *err) {
+    const float *w = m->params[o->p_w].data;
+    int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
+    if (!o->prune) {
+        if (m->dz_hook) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, dz, rows, o->geom.Cout);
+        return sdgp_conv_backward_data(o->dnnl, dx, dz, w, err);
+    }
+    sdgp_prune_cfg pc = m->cfg.prune;
+    pc.axis = SDGP_AXIS_CHANNEL;
+    pc.seed = m->cfg.seed;
+    pc.step = step;
+    pc.layer = (uint32_t)o->conv_index;
+    pc.threads = m->cfg.threads;
+    int64_t P = (int64_t)o->geom.Ho * o->geom.Wo;
+    m->nm.rows = (int64_t)m->B * P;
+    m->nm.C = o->geom.Cout;
+    double t0 = m->timing ? now_ms() : 0;
+    sdgp_status st;
+    if (o->sparse) {
+        st = sdgp_prune(&pc, dz, m->B, P, o->geom.Cout, NULL, &m->nm, err);
+        double t1 = m->timing ? now_ms() : 0;
+        if (st == SDGP_OK) st = sdgp_sparse_bwd_pack(o->sparse, w, err);
+        if (st == SDGP_OK) st = sdgp_sparse_bwd_data(o->sparse, dx, &m->nm, err);
+        if (m->timing) {
+            o->times.prune_ms = t1 - t0;
+            o->times.bwd_data_ms = now_ms() - t1;
+        }
+    } else {
+        st = sdgp_prune(&pc, dz, m->B, P, o->geom.Cout, m->scratch2, NULL, err);
+        double t1 = m->timing ? now_ms() : 0;
+        if (st == SDGP_OK) st = sdgp_conv_backward_data(o->dnnl, dx, m->scratch2, w, err);
+        if (m->timing) {
+            o->times.prune_ms = t1 - t0;
+            o->times.bwd_data_ms = now_ms() - t1;
+        }
+    }
+    if (st == SDGP_OK && m->dz_hook) {
+        if (o->sparse) st = sdgp_nm_decompress(&m->nm, m->scratch2, err);
+        if (st == SDGP_OK) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, m->scratch2, rows, o->geom.Cout);
+    }
+    if (st == SDGP_OK && m->grad_stats) grad_stats(m, o, dx, dz);
+    return st;
+}
+
+static sdgp_status conv_bn_relu_backward(sdgp_model *m, op *o, float *dy, uint64_t step, sdgp_error *err) {
+    const sdgp_param *p = m->params;
+    int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
+    /* ReLU and BatchNorm backward in place: dy becomes dL/dz, the conv's dense dL/dO. */
+    sdgp_relu_backward(dy, dy, m->slots[o->out].act, m->slots[o->out].count);
+    sdgp_batchnorm_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, o->z, o->mean, o->rstd,
+                            p[o->p_gamma].data, rows, o->geom.Cout);
+    const float *dz = dy;
+    sdgp_status st = SDGP_OK;
+    if (o->in_mode != GRAD_NONE) { /* the first conv's input is the image: no gradient needed */
+        double t0 = m->timing ? now_ms() : 0;
+        st = model_conv_backward_data(m, o, input_target(m, o->in_mode, o->in_buf), dz, step, err);
+        if (st != SDGP_OK) return st;
+        if (m->timing && !o->prune) o->times.bwd_data_ms = now_ms() - t0;
+        finish_input_grad(m, o->in_mode, o->in_buf, m->slots[o->in].count);
+    }
+    /* The weight gradient uses the dense dL/dO, or MVUE along positions when asked. */
+    const float *dz_w = dz;
+    if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
+        sdgp_prune_cfg pc = m->cfg.prune_wgrad;
+        pc.axis = SDGP_AXIS_ROW;
+        pc.seed = m->cfg.seed ^ 0x77677261ull; /* "wgra": independent of the data-gradient masks */
+        pc.step = step;
+        pc.layer = (uint32_t)o->conv_index;
+        pc.threads = m->cfg.threads;
+        st = sdgp_prune(&pc, dz, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, m->scratch2, NULL, err);
+        if (st != SDGP_OK) return st;
+        dz_w = m->scratch2;
+    }
+    double t0 = m->timing ? now_ms() : 0;
+    st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, m->slots[o->in].act, dz_w, err);
+    if (m->timing) o->times.bwd_weights_ms = now_ms() - t0;
+    return st;
+}
+
+sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t step, sdgp_error *err) {
+    for (int k = m->n_ops - 1; k >= 0; k--) {
+        op *o = &m->ops[k];
+        slot *in = &m->slots[o->in], *out = &m->slots[o->out];
+        float *dy = grad_buffer(m, o->out_buf, dlogits);
+        float *dx = input_target(m, o->in_mode, o->in_buf);
+        switch (o->kind) {
+        case OP_CONV_BN_RELU: {
+            sdgp_status st = conv_bn_relu_backward(m, o, dy, step, err);
+            if (st != SDGP_OK) return st;
+            continue; /* finished its own input gradient */
+        }
+        case OP_MAXPOOL2: sdgp_maxpool2_backward(dx, dy, o->pool_arg, m->B, in->H, in->W, in->C); break;
+        case OP_ADD: {
+            /* d(a + b): both inputs receive dy. Input b first: a may own dy's buffer. */
+            float *db = input_target(m, o->in2_mode, o->in2_buf);
+            memcpy(db, dy, out->count * sizeof(float));
+            finish_input_grad(m, o->in2_mode, o->in2_buf, out->count);
+            if (o->in_inherits) continue; /* a's gradient is dy itself */
+            if (dx) memcpy(dx, dy, out->count * sizeof(float));
+            break;
+        }
+        case OP_GLOBAL_MAXPOOL: sdgp_global_maxpool_backward(dx, dy, o->gmp_arg, m->B, in->H * in->W, in->C); break;
+        case OP_LINEAR:
+            sdgp_linear_backward(dx, m->params[o->p_lw].grad, o->p_lb >= 0 ? m->params[o->p_lb].grad : NULL, dy, in->act,
+                                 m->params[o->p_lw].data, m->B, in->C, out->C);
+            break;
+        case OP_SCALE: sdgp_scale_forward(dx, dy, o->scale, out->count); break;
+        }
+        finish_input_grad(m, o->in_mode, o->in_buf, in->count);
+    }
+    return SDGP_OK;
+}
+
+void sdgp_model_set_dz_hook(sdgp_model *m, sdgp_dz_hook hook, void *ctx) {
+    m->dz_hook = hook;
+    m->dz_hook_ctx = ctx;
+}
+
+void sdgp_model_sgd(sdgp_model *m, float lr, float momentum, float weight_decay, int nesterov) {
+    for (int i = 0; i < m->n_params; i++) {
+        sdgp_param *p = &m->params[i];
+        if (!p->trainable) continue;
+        sdgp_sgd_update(p->data, p->momentum, p->grad, p->count, lr, momentum, p->decay ? weight_decay : 0.0f, nesterov);
+    }
+}

@@ -1,0 +1,164 @@
+/* BatchNorm2d over rows x C (NHWC activations, rows = B*H*W), PyTorch semantics.
+ *
+ * Per-channel reductions (mean/variance, dgamma/dbeta) sum blocks of 16 rows in float and the
+ * block sums in double, each channel sequentially over rows 0..rows-1. Threads split the
+ * CHANNELS (each thread sweeps all rows over its contiguous slice of C, a contiguous read per row
+ * in NHWC), so every channel's sum is the same sequence of additions whatever the thread count:
+ * all outputs here are bitwise independent of the number of threads. The elementwise passes
+ * split the rows. (Parallelism is limited to C/16 threads, plenty for C >= 64.)
+ *
+ * Variance is one pass, E[(x - x0)^2] - (E[x] - x0)^2 with x0 the channel's first value (a shift
+ * that removes the cancellation a large mean would cause); float block sums of 16 terms cost
+ * about 1e-7 relative. */
+#include "sdgp/nn.h"
+
+#include <math.h>
+#include <omp.h>
+
+/* Channels are split between threads in blocks of CBLK (one cache line of floats) and swept in
+ * windows of at most CWIN channels so the accumulators fit on the stack; RBLK rows per float
+ * block sum. */
+enum { CBLK = 16, CWIN = 256, RBLK = 16 };
+
+/* This thread's channel slice [*c0, *c1) for a reduction over C channels. */
+static void thread_channels(int C, int *c0, int *c1) {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int nblk = (C + CBLK - 1) / CBLK;
+    int b0 = (int)((int64_t)nblk * t / nt), b1 = (int)((int64_t)nblk * (t + 1) / nt);
+    *c0 = b0 * CBLK;
+    *c1 = b1 * CBLK < C ? b1 * CBLK : C;
+}
+
+/* Parallel regions only pay off for large tensors; below this many floats run on one thread. */
+static int worth_threads(int64_t rows, int C) { return rows * C >= (1 << 15); }
+
+/* s[c] = sum_r (a[r,c] - sa[c]),  q[c] = sum_r (a[r,c] - sa[c]) (b[r,c] - sb[c])  for c in
+ * [c0, c0+n), n <= CWIN; sa, sb are shifts (NULL: 0), indexed from c0. Blocks of RBLK rows (fixed
+ * by row index) are summed in float, which vectorises twice as wide as double, and the block
+ * sums in double. */
+static void channel_sums(double *s, double *q, const float *a, const float *sa, const float *b, const float *sb,
+                         int64_t rows, int C, int c0, int n) {
+    float bs[CWIN], bq[CWIN], ka[CWIN], kb[CWIN];
+    for (int j = 0; j < n; j++) {
+        s[j] = q[j] = 0.0;
+        ka[j] = sa ? sa[j] : 0.0f;
+        kb[j] = sb ? sb[j] : 0.0f;
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += RBLK) {
+        int64_t r1 = r0 + RBLK < rows ? r0 + RBLK : rows;
+        for (int j = 0; j < n; j++) bs[j] = bq[j] = 0.0f;
+        for (int64_t r = r0; r < r1; r++) {
+            const float *ar = a + r * C + c0, *br = b + r * C + c0;
+            for (int j = 0; j < n; j++) {
+                float d = ar[j] - ka[j];
+                bs[j] += d;
+                bq[j] += d * (br[j] - kb[j]);
+            }
+        }
+        for (int j = 0; j < n; j++) {
+            s[j] += bs[j];
+            q[j] += bq[j];
+        }
+    }
+}
+
+/* y[r, c0:c0+n] = (x - m) a + b for every row; an orphaned `omp for`: call inside a parallel
+ * region. Per-channel coefficients are computed once per window (no per-element division or
+ * sqrt); subtracting the mean first keeps y accurate when |mean| >> std. */
+static void affine_rows(float *y, const float *x, const float *m, const float *a, const float *b, int64_t rows, int C,
+                        int c0, int n) {
+#pragma omp for schedule(static) nowait
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * C + c0;
+        float *yr = y + r * C + c0;
+        for (int j = 0; j < n; j++) yr[j] = (xr[j] - m[j]) * a[j] + b[j];
+    }
+}
+
+void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                  const float *x, const float *gamma, const float *beta, int64_t rows, int C,
+                                  float momentum, float eps) {
+    /* mean, var per channel; running stats with the unbiased variance (rows/(rows-1); for a
+     * single row, where PyTorch refuses to train, the biased one). */
+    double unbias = rows > 1 ? (double)rows / (double)(rows - 1) : 1.0;
+#pragma omp parallel if (worth_threads(rows, C))
+    {
+        int c0, c1;
+        thread_channels(C, &c0, &c1);
+        for (int w0 = c0; w0 < c1; w0 += CWIN) {
+            int n = c1 - w0 < CWIN ? c1 - w0 : CWIN;
+            double s[CWIN], q[CWIN];
+            /* shifted by the first row: sums of (x - x0) and (x - x0)^2 */
+            channel_sums(s, q, x, x + w0, x, x + w0, rows, C, w0, n);
+            for (int j = 0; j < n; j++) {
+                int c = w0 + j;
+                double d = s[j] / (double)rows, var = q[j] / (double)rows - d * d, m = x[c] + d;
+                if (var < 0) var = 0;
+                mean[c] = (float)m;
+                rstd[c] = (float)(1.0 / sqrt(var + (double)eps));
+                if (running_mean) running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * m);
+                if (running_var) running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * var * unbias);
+            }
+        }
+    }
+    /* y = (x - mean) (rstd gamma) + beta */
+#pragma omp parallel if (worth_threads(rows, C))
+    for (int w0 = 0; w0 < C; w0 += CWIN) {
+        int n = C - w0 < CWIN ? C - w0 : CWIN;
+        float a[CWIN];
+        for (int j = 0; j < n; j++) a[j] = rstd[w0 + j] * gamma[w0 + j];
+        affine_rows(y, x, mean + w0, a, beta + w0, rows, C, w0, n);
+    }
+}
+
+void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
+                                 const float *running_mean, const float *running_var, int64_t rows, int C, float eps) {
+#pragma omp parallel if (worth_threads(rows, C))
+    for (int w0 = 0; w0 < C; w0 += CWIN) {
+        int n = C - w0 < CWIN ? C - w0 : CWIN;
+        float a[CWIN];
+        for (int j = 0; j < n; j++) a[j] = gamma[w0 + j] / sqrtf(running_var[w0 + j] + eps);
+        affine_rows(y, x, running_mean + w0, a, beta + w0, rows, C, w0, n);
+    }
+}
+
+/* With xhat = (x - mean) rstd:  dbeta = sum dy,  dgamma = sum dy xhat,
+ * dx = gamma rstd (dy - dbeta/rows - xhat dgamma/rows) = k dy + m (x - mean) + o per channel,
+ * with k = gamma rstd, m = -k rstd dgamma/rows, o = -k dbeta/rows. */
+void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                             const float *mean, const float *rstd, const float *gamma, int64_t rows, int C) {
+#pragma omp parallel if (worth_threads(rows, C))
+    {
+        int c0, c1;
+        thread_channels(C, &c0, &c1);
+        for (int w0 = c0; w0 < c1; w0 += CWIN) {
+            int n = c1 - w0 < CWIN ? c1 - w0 : CWIN;
+            double s[CWIN], q[CWIN];
+            channel_sums(s, q, dy, NULL, x, mean + w0, rows, C, w0, n);
+            for (int j = 0; j < n; j++) {
+                dbeta[w0 + j] = (float)s[j];
+                dgamma[w0 + j] = (float)(q[j] * rstd[w0 + j]);
+            }
+        }
+    }
+    /* dx may alias dy: each element is read before it is written, by the same iteration. */
+#pragma omp parallel if (worth_threads(rows, C))
+    for (int w0 = 0; w0 < C; w0 += CWIN) {
+        int n = C - w0 < CWIN ? C - w0 : CWIN;
+        float k[CWIN], m[CWIN], o[CWIN];
+        const float *mu = mean + w0;
+        for (int j = 0; j < n; j++) {
+            int c = w0 + j;
+            double kc = (double)gamma[c] * rstd[c];
+            k[j] = (float)kc;
+            m[j] = (float)(-kc * rstd[c] * dgamma[c] / (double)rows);
+            o[j] = (float)(-kc * dbeta[c] / (double)rows);
+        }
+#pragma omp for schedule(static) nowait
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * C + w0, *dyr = dy + r * C + w0;
+            float *dxr = dx + r * C + w0;
+            for (int j = 0; j < n; j++) dxr[j] = k[j] * dyr[j] + m[j] * (xr[j] - mu[j]) + o[j];
+        }
+    }
+}

@@ -1,0 +1,357 @@
+/* AVX-512 pruning kernels: magnitude and rescaled magnitude (both passes) on both axes; random
+ * and MVUE go to prune_mvue_avx512.c for the shapes it vectorises, else to the reference.
+ *
+ * Ranking is on integer keys (prune_key: |x| bits, NaN clamped above Inf) with the tie rule
+ * "lower index wins", so every path keeps exactly the reference's positions; values are x or
+ * x * scale (one multiply), so results are bitwise the reference's.
+ *   channel axis, m | 16:  16 lanes = 16/m groups; lane i is beaten by lane j of its group when
+ *                          key_j > key_i, or key_j == key_i and j < i; the m-1 rotations within
+ *                          the group count the beaters; kept = fewer than n beaters. Compressed
+ *                          output by vcompressps into a register (never to memory: microcoded on
+ *                          some cores) and a masked store.
+ *   channel axis, other m: one group at a time: repeatedly take every remaining lane with the
+ *                          largest key; the last round's ties go to the lowest indices (pdep).
+ *   row axis:              vertical: 16 channels per vector, the m rows of a group as m vectors,
+ *                          pairwise ranks. */
+#include <immintrin.h>
+
+#include "prune/prune_internal.h"
+
+static inline __m512i key16(__m512 x) {
+    __m512i k = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+    return _mm512_min_epu32(k, _mm512_set1_epi32(0x7f800001));
+}
+
+static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+/* The within-group rotations for m | 16: lane l meets lane rot[s][l] = group base + (l + s) % m,
+ * and before[s] marks the lanes whose partner has the lower index (wins ties). */
+typedef struct {
+    int m, n;
+    __m512i rot[15];
+    __mmask16 before[15];
+    __m512i lane; /* l % m: the index stored in the compressed form */
+} rank16;
+
+static void rank16_init(rank16 *p, int n, int m) {
+    int32_t idx[16], lane[16];
+    p->m = m;
+    p->n = n;
+    for (int s = 1; s < m; s++) {
+        unsigned before = 0;
+        for (int l = 0; l < 16; l++) {
+            idx[l] = (l & ~(m - 1)) | ((l + s) & (m - 1));
+            if (l % m + s >= m) before |= 1u << l;
+        }
+        p->rot[s - 1] = _mm512_loadu_si512(idx);
+        p->before[s - 1] = (__mmask16)before;
+    }
+    for (int l = 0; l < 16; l++) lane[l] = l % m;
+    p->lane = _mm512_loadu_si512(lane);
+}
+
+static inline __mmask16 keep16(const rank16 *p, __m512i k) {
+    const __m512i one = _mm512_set1_epi32(1);
+    /* keys are < 2^31, so signed compares work and "j wins ties" is key_j > key_i - 1 */
+    __m512i km1 = _mm512_sub_epi32(k, one), rank = _mm512_setzero_si512();
+    if (p->m == 4) { /* the hot case: in-lane shuffles, and the count as mask logic */
+        __mmask16 b1 = _mm512_cmpgt_epi32_mask(_mm512_shuffle_epi32(k, (_MM_PERM_ENUM)0x39), _mm512_mask_blend_epi32(0x8888, k, km1));
+        __mmask16 b2 = _mm512_cmpgt_epi32_mask(_mm512_shuffle_epi32(k, (_MM_PERM_ENUM)0x4e), _mm512_mask_blend_epi32(0xcccc, k, km1));
+        __mmask16 b3 = _mm512_cmpgt_epi32_mask(_mm512_shuffle_epi32(k, (_MM_PERM_ENUM)0x93), _mm512_mask_blend_epi32(0xeeee, k, km1));
+        if (p->n == 1) return (__mmask16)~(b1 | b2 | b3);
+        if (p->n == 2) return (__mmask16)~((b1 & b2) | (b1 & b3) | (b2 & b3));
+        return (__mmask16)~(b1 & b2 & b3);
+    }
+    for (int s = 0; s < p->m - 1; s++) {
+        __m512i other = _mm512_permutexvar_epi32(p->rot[s], k);
+        __mmask16 beaten = _mm512_cmpgt_epi32_mask(other, _mm512_mask_blend_epi32(p->before[s], k, km1));
+        rank = _mm512_mask_add_epi32(rank, beaten, rank, one);
+    }
+    return _mm512_cmplt_epi32_mask(rank, _mm512_set1_epi32(p->n));
+}
+
+/* Kept lanes of one group of any m (x = its first value): rounds of "all remaining lanes with the
+ * extreme key", from the top when n <= m/2, else dropping from the bottom. */
+static uint64_t keep_group(const float *x, int n, int m) {
+    __m512i k[4];
+    __mmask16 v[4];
+    const int nq = (m + 15) / 16;
+    uint64_t remaining = 0;
+    for (int q = 0; q < nq; q++) {
+        v[q] = tail_mask(m - 16 * q);
+        k[q] = key16(_mm512_maskz_loadu_ps(v[q], x + 16 * q));
+        remaining |= (uint64_t)v[q] << (16 * q);
+    }
+    const int top = n <= m - n;
+    int need = top ? n : m - n;
+    uint64_t taken = 0;
+    for (;;) {
+        __m512i ext = top ? _mm512_setzero_si512() : _mm512_set1_epi32(0x7f800002);
+        for (int q = 0; q < nq; q++) {
+            __mmask16 r = (__mmask16)(remaining >> (16 * q));
+            ext = top ? _mm512_mask_max_epu32(ext, r, ext, k[q]) : _mm512_mask_min_epu32(ext, r, ext, k[q]);
+        }
+        __m512i e = _mm512_set1_epi32((int)(top ? _mm512_reduce_max_epu32(ext) : _mm512_reduce_min_epu32(ext)));
+        uint64_t eq = 0;
+        for (int q = 0; q < nq; q++) eq |= (uint64_t)_mm512_mask_cmpeq_epi32_mask((__mmask16)(remaining >> (16 * q)), k[q], e) << (16 * q);
+        int cnt = __builtin_popcountll(eq);
+        if (cnt >= need) {
+            /* ties: the lowest indices are kept first, the highest dropped first */
+            uint64_t low = need >= 64 ? ~0ull : (1ull << need) - 1;
+            taken |= top ? _pdep_u64(low, eq) : eq & ~_pdep_u64(cnt - need >= 64 ? ~0ull : (1ull << (cnt - need)) - 1, eq);
+            break;
+        }
+        taken |= eq;
+        remaining &= ~eq;
+        need -= cnt;
+    }
+    uint64_t all = m == 64 ? ~0ull : (1ull << m) - 1;
+    return top ? taken : all & ~taken;
+}
+
+/* The kept lanes of a 16-lane mask in increasing order, one byte each (then zeros), by scalar
+ * bit tricks that run beside the vector work: a permute by these moves the values (vcompressps
+ * is slow on some cores), and lane & (m-1) is the stored index. */
+static inline __m128i kept_lanes(__mmask16 kp) {
+    uint64_t src = _pext_u64(0xfedcba9876543210ull, _pdep_u64(kp, 0x1111111111111111ull) * 0xf);
+    return _mm_set_epi64x((long long)_pdep_u64(src >> 32, 0x0f0f0f0f0f0f0f0full), (long long)_pdep_u64(src, 0x0f0f0f0f0f0f0f0full));
+}
+
+/* The output of one 16-lane chunk: dense y (kept lanes of x, times scale) and compressed slots.
+ * lanes_mask = m - 1 for m | 16 (the index is lane & (m-1)), else 0 and `lane` holds the index. */
+static inline void emit16(float *out, int64_t *pos, float *vals, uint8_t *idx, __m512 x, const float *scale,
+                          __mmask16 kp, __mmask16 valid, __m512i lane, int lanes_mask) {
+    __m512 y = scale ? _mm512_maskz_mul_ps(kp, x, _mm512_maskz_loadu_ps(valid, scale)) : x;
+    if (out) _mm512_mask_storeu_ps(out, valid, scale ? y : _mm512_maskz_mov_ps(kp, x));
+    if (vals) {
+        int cnt = __builtin_popcount(kp);
+        __mmask16 first = (__mmask16)((1u << cnt) - 1);
+        if (lanes_mask) {
+            __m128i lanes = kept_lanes(kp);
+            _mm512_mask_storeu_ps(vals + *pos, first, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lanes), y));
+            _mm_mask_storeu_epi8(idx + *pos, first, _mm_and_si128(lanes, _mm_set1_epi8((char)lanes_mask)));
+        } else {
+            _mm512_mask_storeu_ps(vals + *pos, first, _mm512_maskz_compress_ps(kp, y));
+            _mm_mask_storeu_epi8(idx + *pos, first, _mm512_cvtepi32_epi8(_mm512_maskz_compress_epi32(kp, lane)));
+        }
+        *pos += cnt;
+    }
+}
+
+/* dense[0..16) += |x|, kept[0..16) += |x| on kept lanes, in double, valid lanes only. */
+static inline void acc16(double *dense, double *kept, __m512 x, __mmask16 kp, __mmask16 valid) {
+    __m512 a = _mm512_abs_ps(x);
+    __m512d half[2] = {_mm512_cvtps_pd(_mm512_castps512_ps256(a)), _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)))};
+    for (int h = 0; h < 2; h++) {
+        __mmask8 v = (__mmask8)(valid >> (8 * h)), k = (__mmask8)(kp >> (8 * h));
+        __m512d d = _mm512_add_pd(_mm512_maskz_loadu_pd(v, dense + 8 * h), half[h]);
+        __m512d s = _mm512_add_pd(_mm512_maskz_loadu_pd(v, kept + 8 * h), _mm512_maskz_mov_pd(k, half[h]));
+        _mm512_mask_storeu_pd(dense + 8 * h, v, d);
+        _mm512_mask_storeu_pd(kept + 8 * h, v, s);
+    }
+}
+
+/* Channel axis, m | 16, rows [r0, r1). Inlined once per combination of outputs, so the loop
+ * carries no branches on them. The second rescale pass reuses the masks of the first. */
+static inline __attribute__((always_inline)) void vec_rows(const prune_job *j, const rank16 *rp, int64_t r0, int64_t r1, const int has_out,
+                                                           const int has_vals, const int scaled) {
+    const int64_t C = j->C, slots = C / j->m * j->n, W = (C + 15) / 16;
+    const int per = 16 / j->m * j->n;
+    const __mmask16 first = (__mmask16)((1u << per) - 1);
+    const __m128i lane_mod = _mm_set1_epi8((char)(j->m - 1));
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = j->x + r * C, *sr = scaled ? j->scale + (r / j->P) * j->scale_bstride : NULL;
+        const uint16_t *keep = scaled && j->keep ? j->keep + r * W : NULL;
+        float *outr = has_out ? j->out + r * C : NULL, *vals = has_vals ? j->vals + r * slots : NULL;
+        uint8_t *idx = has_vals ? j->idx + r * slots : NULL;
+        int64_t pos = 0, c = 0;
+        /* full vectors keep exactly `per` lanes: fixed store sizes, no masks on the loads */
+        for (; c + 16 <= C; c += 16, pos += per) {
+            __m512 x = _mm512_loadu_ps(xr + c);
+            __mmask16 kp = keep ? (__mmask16)keep[c / 16] : keep16(rp, key16(x));
+            __m512 y = scaled ? _mm512_maskz_mul_ps(kp, x, _mm512_loadu_ps(sr + c)) : x;
+            if (has_out) _mm512_storeu_ps(outr + c, scaled ? y : _mm512_maskz_mov_ps(kp, x));
+            if (has_vals) {
+                __m128i lanes = kept_lanes(kp);
+                _mm512_mask_storeu_ps(vals + pos, first, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lanes), y));
+                _mm_mask_storeu_epi8(idx + pos, first, _mm_and_si128(lanes, lane_mod));
+            }
+        }
+        if (c < C) {
+            __mmask16 valid = tail_mask(C - c);
+            __m512 x = _mm512_maskz_loadu_ps(valid, xr + c);
+            __mmask16 kp = (keep ? (__mmask16)keep[c / 16] : keep16(rp, key16(x))) & valid;
+            emit16(has_out ? outr + c : NULL, &pos, vals, idx, x, scaled ? sr + c : NULL, kp, valid, rp->lane, rp->m - 1);
+        }
+    }
+}
+
+static void channel_vec(const prune_job *j, const rank16 *rp, int64_t r0, int64_t r1) {
+    const int o = j->out != NULL, v = j->vals != NULL;
+    if (j->scale) {
+        if (o && v) vec_rows(j, rp, r0, r1, 1, 1, 1);
+        else if (o) vec_rows(j, rp, r0, r1, 1, 0, 1);
+        else vec_rows(j, rp, r0, r1, 0, 1, 1);
+    } else {
+        if (o && v) vec_rows(j, rp, r0, r1, 1, 1, 0);
+        else if (o) vec_rows(j, rp, r0, r1, 1, 0, 0);
+        else vec_rows(j, rp, r0, r1, 0, 1, 0);
+    }
+}
+
+/* One row of the channel axis, one group at a time (m not dividing 16): prune, or (dense != NULL)
+ * accumulate the rescale sums. */
+static void channel_row(const prune_job *j, int64_t r, double *dense, double *kept) {
+    const int n = j->n, m = j->m;
+    const int64_t C = j->C, slots = C / m * n;
+    const float *xr = j->x + r * C;
+    const float *sr = j->scale && !dense ? j->scale + (r / j->P) * j->scale_bstride : NULL;
+    float *outr = j->out ? j->out + r * C : NULL, *vals = j->vals ? j->vals + r * slots : NULL;
+    uint8_t *idx = j->idx ? j->idx + r * slots : NULL;
+    int64_t pos = 0;
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int64_t c0 = 0; c0 < C; c0 += m) {
+        uint64_t keep = keep_group(xr + c0, n, m);
+        for (int q = 0; 16 * q < m; q++) {
+            int64_t c = c0 + 16 * q;
+            __mmask16 valid = tail_mask(m - 16 * q), kp = (__mmask16)(keep >> (16 * q)) & valid;
+            __m512 x = _mm512_maskz_loadu_ps(valid, xr + c);
+            if (dense) acc16(dense + c, kept + c, x, kp, valid);
+            else emit16(outr ? outr + c : NULL, &pos, vals, idx, x, sr ? sr + c : NULL, kp, valid, _mm512_add_epi32(iota, _mm512_set1_epi32(16 * q)), 0);
+        }
+    }
+}
+
+/* Row axis: kept masks of the m rows of group g at channels [c, c + 16). */
+static void row_keep(const prune_job *j, int64_t g, int64_t c, __mmask16 valid, __m512 *x, __mmask16 *kp) {
+    const int n = j->n, m = j->m;
+    const int64_t C = j->C;
+    __m512i key[SDGP_NM_MAX_M], rank[SDGP_NM_MAX_M];
+    for (int k = 0; k < m; k++) {
+        x[k] = _mm512_maskz_loadu_ps(valid, j->x + (g * m + k) * C + c);
+        key[k] = key16(x[k]);
+        rank[k] = _mm512_setzero_si512();
+    }
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int a = 0; a < m; a++)
+        for (int b = a + 1; b < m; b++) {
+            __mmask16 b_wins = _mm512_cmpgt_epu32_mask(key[b], key[a]); /* else a wins (ties: lower index) */
+            rank[a] = _mm512_mask_add_epi32(rank[a], b_wins, rank[a], one);
+            rank[b] = _mm512_mask_add_epi32(rank[b], (__mmask16)~b_wins, rank[b], one);
+        }
+    for (int k = 0; k < m; k++) kp[k] = _mm512_cmplt_epi32_mask(rank[k], _mm512_set1_epi32(n)) & valid;
+}
+
+static void row_groups(const prune_job *j, int64_t g0, int64_t g1) {
+    const int n = j->n, m = j->m;
+    const int64_t C = j->C;
+    __m512 x[SDGP_NM_MAX_M], sv[SDGP_NM_MAX_M];
+    __m512i si[SDGP_NM_MAX_M];
+    __mmask16 kp[SDGP_NM_MAX_M];
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t c = 0; c < C; c += 16) {
+            __mmask16 valid = tail_mask(C - c);
+            row_keep(j, g, c, valid, x, kp);
+            __m512i cnt = _mm512_setzero_si512();
+            for (int s = 0; s < n; s++) {
+                sv[s] = _mm512_setzero_ps();
+                si[s] = _mm512_setzero_si512();
+            }
+            for (int k = 0; k < m; k++) {
+                const int64_t r = g * m + k;
+                __m512 y = j->scale ? _mm512_maskz_mul_ps(kp[k], x[k], _mm512_maskz_loadu_ps(valid, j->scale + (r / j->P) * j->scale_bstride + c))
+                                    : _mm512_maskz_mov_ps(kp[k], x[k]);
+                if (j->out) _mm512_mask_storeu_ps(j->out + r * C + c, valid, y);
+                /* slot s takes the s-th kept row: only rows s .. m-n+s can be it */
+                for (int s = k - (m - n) > 0 ? k - (m - n) : 0; s <= k && s < n; s++) {
+                    __mmask16 sel = _mm512_mask_cmpeq_epi32_mask(kp[k], cnt, _mm512_set1_epi32(s));
+                    sv[s] = _mm512_mask_mov_ps(sv[s], sel, y);
+                    si[s] = _mm512_mask_mov_epi32(si[s], sel, _mm512_set1_epi32(k));
+                }
+                cnt = _mm512_mask_add_epi32(cnt, kp[k], cnt, _mm512_set1_epi32(1));
+            }
+            if (j->vals)
+                for (int s = 0; s < n; s++) {
+                    _mm512_mask_storeu_ps(j->vals + (g * n + s) * C + c, valid, sv[s]);
+                    _mm_mask_storeu_epi8(j->idx + (g * n + s) * C + c, valid, _mm512_cvtepi32_epi8(si[s]));
+                }
+        }
+}
+
+static int avx512_prune(const prune_job *j, int64_t t0, int64_t t1) {
+    if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED) {
+        int r = prune_avx512_sampled(j, t0, t1);
+        return r >= 0 ? r : prune_ref_prune(j, t0, t1);
+    }
+    if (j->axis == SDGP_AXIS_ROW) {
+        row_groups(j, t0, t1);
+        return 0;
+    }
+    if (16 % j->m == 0) {
+        rank16 rp;
+        rank16_init(&rp, j->n, j->m);
+        channel_vec(j, &rp, t0, t1);
+    } else {
+        for (int64_t r = t0; r < t1; r++) channel_row(j, r, NULL, NULL);
+    }
+    return 0;
+}
+
+static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *kept) {
+    const int m = j->m;
+    const int64_t C = j->C, rb = b * j->P, re = rb + j->P;
+    for (int64_t c = 0; c < C; c++) dense[c] = kept[c] = 0.0;
+    if (j->axis == SDGP_AXIS_CHANNEL && 16 % m == 0) {
+        /* 64 channels at a time down the sample's rows, the 16 double sums in registers */
+        rank16 rp;
+        rank16_init(&rp, j->n, m);
+        for (int64_t c0 = 0; c0 < C; c0 += 64) {
+            __m512d d[8], k[8];
+            __mmask16 valid[4];
+            for (int q = 0; q < 4; q++) valid[q] = c0 + 16 * q < C ? tail_mask(C - c0 - 16 * q) : 0;
+            for (int h = 0; h < 8; h++) d[h] = k[h] = _mm512_setzero_pd();
+            for (int64_t r = rb; r < re; r++) {
+                const float *xr = j->x + r * C + c0;
+                uint16_t *keep = j->keep + r * ((C + 15) / 16) + c0 / 16;
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) {
+                    if (!valid[q]) break;
+                    __m512 x = _mm512_maskz_loadu_ps(valid[q], xr + 16 * q);
+                    __mmask16 kp = keep16(&rp, key16(x));
+                    keep[q] = kp;
+                    __m512 a = _mm512_abs_ps(x);
+                    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+                    __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+                    /* a masked add leaves the sum as is where the reference adds +0.0: same bits */
+                    d[2 * q] = _mm512_add_pd(d[2 * q], lo);
+                    d[2 * q + 1] = _mm512_add_pd(d[2 * q + 1], hi);
+                    k[2 * q] = _mm512_mask_add_pd(k[2 * q], (__mmask8)kp, k[2 * q], lo);
+                    k[2 * q + 1] = _mm512_mask_add_pd(k[2 * q + 1], (__mmask8)(kp >> 8), k[2 * q + 1], hi);
+                }
+            }
+            for (int q = 0; q < 4; q++)
+                for (int h = 0; h < 2; h++) {
+                    __mmask8 v = (__mmask8)(valid[q] >> (8 * h));
+                    _mm512_mask_storeu_pd(dense + c0 + 16 * q + 8 * h, v, d[2 * q + h]);
+                    _mm512_mask_storeu_pd(kept + c0 + 16 * q + 8 * h, v, k[2 * q + h]);
+                }
+        }
+        return;
+    }
+    if (j->axis == SDGP_AXIS_CHANNEL) {
+        for (int64_t r = rb; r < re; r++) channel_row(j, r, dense, kept);
+        return;
+    }
+    /* row axis: the groups touching the sample, only its rows, in row order per channel */
+    __m512 x[SDGP_NM_MAX_M];
+    __mmask16 kp[SDGP_NM_MAX_M];
+    for (int64_t g = rb / m; g * m < re; g++)
+        for (int64_t c = 0; c < C; c += 16) {
+            __mmask16 valid = tail_mask(C - c);
+            row_keep(j, g, c, valid, x, kp);
+            for (int k = 0; k < m; k++)
+                if (g * m + k >= rb && g * m + k < re) acc16(dense + c, kept + c, x[k], kp[k], valid);
+        }
+}
+
+const prune_kernels prune_kernels_avx512 = {avx512_prune, avx512_sums};

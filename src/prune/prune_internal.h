@@ -1,0 +1,108 @@
+/* sdgp pruning internals: the per-group decision functions (shared by every ISA path and used
+ * by the tests to enumerate outcomes) and the kernel table behind sdgp_prune().
+ *
+ * Group indexing (the Philox counter of a group; a fixed function of the group's position):
+ *   axis CHANNEL: group g of row r          -> r * (C/m) + g
+ *   axis ROW:     rows g*m..g*m+m-1, chan c -> g * C + c
+ * A group's m values are gathered into x[0..m) in increasing position order. */
+#ifndef SDGP_PRUNE_INTERNAL_H
+#define SDGP_PRUNE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "core/philox.h"
+#include "sdgp/prune.h"
+
+/* ---- per-group decisions (prune_group.c; plain C, no ISA flags) ---- */
+
+/* Ranking key of a value: |x| as bits, NaN clamped just above +Inf, so unsigned (and, since the
+ * top bit is clear, signed) integer order is the magnitude order with every NaN ranked highest
+ * and NaNs tied with each other. */
+static inline uint32_t prune_key(float v) {
+    union { float f; uint32_t u; } b = {v};
+    uint32_t k = b.u & 0x7fffffffu;
+    return k > 0x7f800001u ? 0x7f800001u : k;
+}
+
+/* Bit i set: x[i] is one of the n largest keys, ties to the lower index. Exactly n bits set. */
+uint64_t prune_magnitude_mask(const float *x, int n, int m);
+
+/* Bit i set: position i is in a uniformly random n-subset (partial Fisher-Yates driven by the
+ * Philox words of `group`, unbiased integer draws by rejection). Exactly n bits set. */
+uint64_t prune_random_mask(sdgp_philox_key key, uint64_t group, int n, int m);
+
+/* The exact MVUE sampler of one group, split so a test can enumerate it:
+ * the outcome is a deterministic function of one uniform u in [0, 1), piecewise constant with
+ * changes only at the points prune_mvue_breaks() lists (up to rounding: the decision compares
+ * u * total < cum, so a u within a few ulps of a break may fall either way; the sampler's u is
+ * on the 2^-32 grid of sdgp_u01d, so probabilities are exact up to that resolution). 1:2 and 2:4 use the closed forms
+ * (algorithms.md section 2, corrected cases B and C); other n:m use water-filling
+ * P_i = min(1, c a_i), sum P_i = n, and systematic sampling in index order.
+ * n == m or at most n nonzeros: y = x. All zero: y = 0.
+ * Returns 0, or 1 when the group holds a NaN/Inf (y is then zeros). */
+int prune_mvue_group(float *y, const float *x, int n, int m, double u);
+/* Writes the sorted points in (0, 1) at which prune_mvue_group's outcome may change (at most
+ * m + 6) and returns their count; -1 on a non-finite value. */
+int prune_mvue_breaks(double *breaks, const float *x, int n, int m);
+
+/* Approximate 2:4 MVUE: i1 is the first index whose running sum of a = |x| (index order)
+ * exceeds u1 * S; i2 likewise among the other three with u2 and their sum. Kept values are
+ * x_i / p_i, p_i the true inclusion probability (Horvitz-Thompson). At most 2 nonzeros: y = x.
+ * Returns 0, or 1 on a non-finite value. */
+int prune_mvue_approx_group(float *y, const float *x, double u1, double u2);
+
+/* The uniforms a group's sampler uses: word 0 (and 1 for approx) of the group's block 0. */
+static inline double prune_group_u(sdgp_philox_key key, uint64_t group, int word) {
+    return sdgp_u01d(sdgp_philox_draw(key, group, 0).v[word]);
+}
+
+/* Canonical compressed slots of one group's dense output y[0..m): the nonzero positions
+ * (NaN counts as nonzero), padded with the lowest-index zero positions, all in increasing order;
+ * value = y at that position. Writes vals[j*stride], idx[j*stride] for j < n.
+ * Returns the number of nonzeros (> n means y does not fit; nothing is written then). */
+int prune_compress_group(float *vals, uint8_t *idx, int64_t stride, const float *y, int n, int m);
+
+/* ---- kernels (prune_ref.c, prune_avx2.c, prune_avx512.c) ---- */
+
+typedef struct {
+    sdgp_prune_fn fn;     /* RANDOM, MAGNITUDE, RESCALED, MVUE, MVUE_APPROX (n < m) */
+    sdgp_axis axis;
+    int n, m;
+    int64_t B, P, C, rows; /* rows = B*P */
+    const float *x;       /* rows x C */
+    float *out;           /* rows x C or NULL */
+    float *vals;          /* compressed values / index (layout of sdgp_nm_tensor) or NULL */
+    uint8_t *idx;
+    sdgp_philox_key key;
+    /* RESCALED: the factor of row r, channel c is scale[(r / P) * scale_bstride + c]
+     * (scale_bstride = C for the sample-channel scope, 0 for the channel scope). */
+    const float *scale;
+    int64_t scale_bstride;
+    /* RESCALED: rows * ceil(C/16) words of workspace. sums() may leave the keep masks of its rows
+     * there for prune() of the same kernel table (the second pass then skips the ranking). */
+    uint16_t *keep;
+} prune_job;
+
+typedef struct {
+    /* Prunes tiles [t0, t1): rows for the channel axis, row groups (m rows each) for the row
+     * axis. Returns 1 when a MVUE group held a non-finite value (outputs then unspecified). */
+    int (*prune)(const prune_job *j, int64_t t0, int64_t t1);
+    /* Rescale pass 1 for sample b: dense[c] = sum_p |x|, kept[c] = sum_p |x| over positions the
+     * magnitude rule keeps, both over the P rows of sample b in row order (double). */
+    void (*sums)(const prune_job *j, int64_t b, double *dense, double *kept);
+} prune_kernels;
+
+extern const prune_kernels prune_kernels_ref;
+extern const prune_kernels prune_kernels_avx2;
+extern const prune_kernels prune_kernels_avx512;
+
+/* The AVX-512 random / MVUE kernels (prune_mvue_avx512.c): the prune() contract, or -1 (nothing
+ * written) for a case they do not vectorise. */
+int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1);
+
+/* The reference implementations, also the fallback of the SIMD paths for the cases they do not
+ * specialise. */
+int prune_ref_prune(const prune_job *j, int64_t t0, int64_t t1);
+void prune_ref_sums(const prune_job *j, int64_t b, double *dense, double *kept);
+
+#endif

@@ -1,0 +1,314 @@
+/* AVX-512 random and exact-MVUE kernels for m = 4 (random any n, MVUE 2:4), 16 groups at a time.
+ *
+ * Philox4x32-10 runs on 16 counters (group indices) in parallel. The groups are then held
+ * "transposed": vector e_k holds element k of 16 groups (the row axis is laid out that way; the
+ * channel axis is transposed in registers), so the per-group arithmetic of prune_group.c runs
+ * once per 16 groups. Every operation mirrors the reference in order and precision (double for
+ * the MVUE probabilities, no fused multiply-add anywhere a rounding could differ), so outputs are
+ * bitwise the reference's. A batch whose random draws would need the reference's rejection loop
+ * (probability 2^-32 per group) is handed to the reference whole. */
+#include <immintrin.h>
+
+#include "prune/prune_internal.h"
+
+/* ---- Philox4x32-10 on 16 counters: groups g0 .. g0+15, draw block 0 ---- */
+
+/* hi and lo 32 bits of a * b (b broadcast) for 16 lanes from two 32x32->64 multiplies: the even
+ * lanes' products and the odd lanes' products, their dwords swapped into place by vpshufd. */
+static inline void mul_hilo(__m512i *hi, __m512i *lo, __m512i a, __m512i b) {
+    __m512i even = _mm512_mul_epu32(a, b), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), b);
+    *hi = _mm512_mask_shuffle_epi32(odd, 0x5555, even, (_MM_PERM_ENUM)0xb1);
+    *lo = _mm512_mask_shuffle_epi32(even, 0xaaaa, odd, (_MM_PERM_ENUM)0xb1);
+}
+
+static inline __attribute__((always_inline)) void philox16(__m512i w[4], sdgp_philox_key key, uint64_t g0) {
+    const __m512i M0 = _mm512_set1_epi32((int)0xD2511F53u), M1 = _mm512_set1_epi32((int)0xCD9E8D57u);
+    __m512i lo = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)g0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    /* the high word carries where the low word wrapped */
+    __mmask16 carry = _mm512_cmplt_epu32_mask(lo, _mm512_set1_epi32((int)(uint32_t)g0));
+    __m512i c0 = lo, c1 = _mm512_mask_add_epi32(_mm512_set1_epi32((int)(uint32_t)(g0 >> 32)), carry, _mm512_set1_epi32((int)(uint32_t)(g0 >> 32)),
+                                                 _mm512_set1_epi32(1));
+    __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_set1_epi32(0x53444750);
+    uint32_t k0 = key.v[0], k1 = key.v[1];
+    for (int r = 0; r < 10; r++) {
+        __m512i hi0, lo0, hi1, lo1;
+        mul_hilo(&hi0, &lo0, c0, M0);
+        mul_hilo(&hi1, &lo1, c2, M1);
+        c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32((int)k0), 0x96); /* xor of three */
+        c1 = lo1;
+        c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32((int)k1), 0x96);
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    w[0] = c0;
+    w[1] = c1;
+    w[2] = c2;
+    w[3] = c3;
+}
+
+/* ---- transposes between 4 vectors of 4 groups each and 4 vectors of one element each ---- */
+
+/* The 128-bit blocks of 4 vectors as a 4x4 matrix, transposed. */
+static inline void blocks4(__m512 out[4], const __m512 t[4]) {
+    __m512 x0 = _mm512_shuffle_f32x4(t[0], t[1], 0x44), y0 = _mm512_shuffle_f32x4(t[2], t[3], 0x44);
+    __m512 x1 = _mm512_shuffle_f32x4(t[0], t[1], 0xee), y1 = _mm512_shuffle_f32x4(t[2], t[3], 0xee);
+    out[0] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+    out[1] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
+    out[2] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+    out[3] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
+}
+
+/* a[q] lane 4j+k = element k of group 4q+j  ->  e[k] lane 4q+j: a 4x4 transpose inside each
+ * vector, then of the blocks across them. */
+static inline void to_elements(__m512 e[4], const __m512 a[4]) {
+    const __m512i p = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512 t[4];
+    for (int q = 0; q < 4; q++) t[q] = _mm512_permutexvar_ps(p, a[q]);
+    blocks4(e, t);
+}
+
+/* The inverse: blocks first, then within. */
+static inline void to_groups(__m512 a[4], const __m512 e[4]) {
+    const __m512i p = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512 t[4];
+    blocks4(t, e);
+    for (int q = 0; q < 4; q++) a[q] = _mm512_permutexvar_ps(p, t[q]);
+}
+
+/* ---- the decisions, 16 groups at a time ---- */
+
+/* Random n:4 (prune_random_mask): k = min(n, 4-n) Fisher-Yates draws from words w0, w1.
+ * Returns 0 when some lane would need a rejection redraw (w1 == 0 with two draws). */
+static inline __attribute__((always_inline)) int random4(__m512 y[4], const __m512 e[4], const __m512i w[4], int n) {
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512i j0 = _mm512_srli_epi32(w[0], 30); /* uniform below 4: (w * 4) >> 32, never rejects */
+    __m512i chosen = _mm512_sllv_epi32(one, j0);
+    if (n == 2) {
+        if (_mm512_cmpeq_epi32_mask(w[1], _mm512_setzero_si512())) return 0;
+        /* 1 + (w * 3) >> 32 */
+        __m512i j1 = _mm512_mask_add_epi32(one, _mm512_cmpge_epu32_mask(w[1], _mm512_set1_epi32(0x55555556)), one, one);
+        j1 = _mm512_mask_add_epi32(j1, _mm512_cmpge_epu32_mask(w[1], _mm512_set1_epi32((int)0xAAAAAAABu)), j1, one);
+        /* after the first swap, position j1 holds 0 if j1 == j0, else j1 */
+        __m512i p1 = _mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(j1, j0), j1);
+        chosen = _mm512_or_si512(chosen, _mm512_sllv_epi32(one, p1));
+    }
+    if (n == 3) chosen = _mm512_andnot_si512(chosen, _mm512_set1_epi32(15));
+    for (int k = 0; k < 4; k++) y[k] = _mm512_maskz_mov_ps(_mm512_test_epi32_mask(chosen, _mm512_set1_epi32(1 << k)), e[k]);
+    return 1;
+}
+
+/* 8 doubles from the low or high half of 16 floats. */
+static inline __m512d half_pd(__m512 v, int h) {
+    return _mm512_cvtps_pd(h ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)) : _mm512_castps512_ps256(v));
+}
+
+/* Exact MVUE 2:4 (prune_mvue_group with the 2:4 plan). Returns the lanes holding a NaN/Inf. */
+static inline __attribute__((always_inline)) __mmask16 mvue24(__m512 y[4], const __m512 e[4], __m512i w0) {
+    const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+    __m512 a[4];
+    __mmask16 finite = 0xffff, nz[4];
+    __m512i rank[4], nnz = zero;
+    for (int k = 0; k < 4; k++) {
+        a[k] = _mm512_abs_ps(e[k]);
+        finite &= _mm512_cmp_ps_mask(a[k], _mm512_set1_ps(3.40282347e38f), _CMP_LE_OQ);
+        nz[k] = _mm512_cmp_ps_mask(a[k], _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        nnz = _mm512_mask_add_epi32(nnz, nz[k], nnz, one);
+        rank[k] = zero;
+    }
+    /* stable ascending ranks: j goes before i (i < j) only when strictly smaller */
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++) {
+            __mmask16 j_first = _mm512_cmp_ps_mask(a[j], a[i], _CMP_LT_OQ);
+            rank[i] = _mm512_mask_add_epi32(rank[i], j_first, rank[i], one);
+            rank[j] = _mm512_mask_add_epi32(rank[j], (__mmask16)~j_first, rank[j], one);
+        }
+    /* sorted values a1 <= a2 <= a3 <= a4 (a network: ties need no order here) */
+    __m512 s[4] = {a[0], a[1], a[2], a[3]};
+    const int net[5][2] = {{0, 1}, {2, 3}, {0, 2}, {1, 3}, {1, 2}};
+    for (int q = 0; q < 5; q++) {
+        __m512 lo = _mm512_min_ps(s[net[q][0]], s[net[q][1]]), hi = _mm512_max_ps(s[net[q][0]], s[net[q][1]]);
+        s[net[q][0]] = lo;
+        s[net[q][1]] = hi;
+    }
+    /* the plan in double, 8 groups per half, in the reference's order of operations */
+    __mmask16 caseA = 0, caseC = 0, step[4] = {0, 0, 0, 0};
+    __m256 hf[2], Rf[2];
+    for (int h = 0; h < 2; h++) {
+        const __m512d zd = _mm512_setzero_pd(), two = _mm512_set1_pd(2.0);
+        __m512d a1 = half_pd(s[0], h), a2 = half_pd(s[1], h), a3 = half_pd(s[2], h), a4 = half_pd(s[3], h);
+        __m512d a12 = _mm512_add_pd(a1, a2), S = _mm512_add_pd(a12, _mm512_add_pd(a3, a4)), R = _mm512_add_pd(a12, a3);
+        __m512d A0 = _mm512_sub_pd(_mm512_add_pd(_mm512_mul_pd(two, a1), a3), a4);
+        __m512d A1 = _mm512_add_pd(_mm512_sub_pd(_mm512_mul_pd(two, a1), a3), a4);
+        __m512d A2 = _mm512_sub_pd(_mm512_add_pd(_mm512_mul_pd(two, a2), a3), a4);
+        __m512d A3 = _mm512_add_pd(_mm512_sub_pd(_mm512_mul_pd(two, a2), a3), a4);
+        __m512d t34 = _mm512_sub_pd(_mm512_sub_pd(_mm512_add_pd(a3, a4), a1), a2);
+        __m512d A4 = _mm512_mul_pd(two, t34);
+        __m512d B0 = _mm512_mul_pd(two, a1), B1 = _mm512_sub_pd(R, a4);
+        __m512d B2 = _mm512_sub_pd(_mm512_sub_pd(_mm512_add_pd(a2, a4), a1), a3), B3 = t34;
+        __mmask8 cC = _mm512_cmp_pd_mask(a4, R, _CMP_GE_OQ);
+        __mmask8 cA = (__mmask8)(_mm512_cmp_pd_mask(A0, zd, _CMP_GT_OQ) & ~cC);
+        /* case C: a1, a2, a3; case B: four; case A: five; the rest weigh 0 */
+        __m512d wv[5];
+        wv[0] = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, B0, A0), a1);
+        wv[1] = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, B1, A1), a2);
+        wv[2] = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, B2, A2), a3);
+        wv[3] = _mm512_maskz_mov_pd((__mmask8)~cC, _mm512_mask_blend_pd(cA, B3, A3));
+        wv[4] = _mm512_maskz_mov_pd(cA, A4);
+        __m512d cum[5], c = zd;
+        for (int k = 0; k < 5; k++) cum[k] = c = _mm512_add_pd(c, _mm512_max_pd(wv[k], zd)); /* max(w, +0) is the clamp */
+        __m512d u = _mm512_mul_pd(_mm512_cvtepu32_pd(h ? _mm512_extracti64x4_epi64(w0, 1) : _mm512_castsi512_si256(w0)), _mm512_set1_pd(1.0 / 4294967296.0));
+        __m512d ut = _mm512_mul_pd(u, cum[4]);
+        for (int k = 0; k < 4; k++) step[k] |= (__mmask16)((unsigned)_mm512_cmp_pd_mask(ut, cum[k], _CMP_NLT_UQ) << (8 * h));
+        caseA |= (__mmask16)((unsigned)cA << (8 * h));
+        caseC |= (__mmask16)((unsigned)cC << (8 * h));
+        hf[h] = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_set1_pd(0.5), S));
+        Rf[h] = _mm512_cvtpd_ps(R);
+    }
+    /* outcome k = first with u*total < cum[k], at most count-1 (A 4, B 3, C 2) */
+    __m512i k = zero;
+    for (int q = 0; q < 4; q++) k = _mm512_mask_add_epi32(k, step[q], k, one);
+    __m512i last = _mm512_mask_blend_epi32(caseA, _mm512_mask_blend_epi32(caseC, _mm512_set1_epi32(3), _mm512_set1_epi32(2)), _mm512_set1_epi32(4));
+    k = _mm512_min_epi32(k, last);
+    /* kept ranks (bits over sorted positions) of outcome k: A (0)-(4), B (5)-(8), C (10)-(12) */
+    const __m512i pairs = _mm512_setr_epi32(0x5, 0x9, 0x6, 0xa, 0xc, 0x9, 0x6, 0xa, 0xc, 0, 0x9, 0xa, 0xc, 0, 0, 0);
+    __m512i base = _mm512_mask_blend_epi32(caseA, _mm512_mask_blend_epi32(caseC, _mm512_set1_epi32(5), _mm512_set1_epi32(10)), zero);
+    __m512i kept = _mm512_permutexvar_epi32(_mm512_add_epi32(base, k), pairs);
+    __m512 hv = _mm512_insertf32x8(_mm512_castps256_ps512(hf[0]), hf[1], 1), Rv = _mm512_insertf32x8(_mm512_castps256_ps512(Rf[0]), Rf[1], 1);
+    __m512 v = _mm512_mask_blend_ps(caseC, hv, Rv);
+    __mmask16 ident = _mm512_cmple_epi32_mask(nnz, _mm512_set1_epi32(2));
+    const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u));
+    for (int q = 0; q < 4; q++) {
+        __mmask16 keep = _mm512_test_epi32_mask(_mm512_srlv_epi32(kept, rank[q]), one);
+        __mmask16 top = caseC & _mm512_cmpeq_epi32_mask(rank[q], _mm512_set1_epi32(3)); /* case C: x4 as is */
+        __m512 val = _mm512_mask_blend_ps(top, _mm512_or_ps(v, _mm512_and_ps(e[q], sign)), e[q]);
+        y[q] = _mm512_mask_blend_ps(ident, _mm512_maskz_mov_ps(keep & finite, val), e[q]);
+        y[q] = _mm512_maskz_mov_ps(finite, y[q]);
+    }
+    return (__mmask16)~finite;
+}
+
+/* ---- outputs ---- */
+
+/* The canonical compressed slots (prune_compress_group) of 16 transposed groups: nonzeros, padded
+ * with the lowest-index zeros. sel[k]: lanes whose element k is stored. */
+static inline __attribute__((always_inline)) void canonical4(__mmask16 sel[4], const __m512 y[4], int n) {
+    __mmask16 nz[4];
+    __m512i nnz = _mm512_setzero_si512(), zeros = _mm512_setzero_si512();
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int k = 0; k < 4; k++) {
+        nz[k] = _mm512_cmp_ps_mask(y[k], _mm512_setzero_ps(), _CMP_NEQ_UQ); /* NaN counts as nonzero */
+        nnz = _mm512_mask_add_epi32(nnz, nz[k], nnz, one);
+    }
+    __m512i pad = _mm512_sub_epi32(_mm512_set1_epi32(n), nnz);
+    for (int k = 0; k < 4; k++) {
+        sel[k] = nz[k] | (__mmask16)(~nz[k] & _mm512_cmplt_epi32_mask(zeros, pad));
+        zeros = _mm512_mask_add_epi32(zeros, (__mmask16)~nz[k], zeros, one);
+    }
+}
+
+/* Row axis: y[k] is row 4g+k at channels [c, c+16). */
+static inline __attribute__((always_inline)) void store_rows(const prune_job *j, int64_t g, int64_t c, __mmask16 valid, const __m512 y[4]) {
+    const int64_t C = j->C;
+    const int n = j->n;
+    if (j->out)
+        for (int k = 0; k < 4; k++) _mm512_mask_storeu_ps(j->out + (4 * g + k) * C + c, valid, y[k]);
+    if (!j->vals) return;
+    __mmask16 sel[4];
+    canonical4(sel, y, n);
+    for (int s = 0; s < n; s++) { /* slot s: the s-th stored row */
+        __m512 sv = _mm512_setzero_ps();
+        __m512i si = _mm512_setzero_si512(), cnt = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(sel[k], cnt, _mm512_set1_epi32(s));
+            sv = _mm512_mask_mov_ps(sv, hit, y[k]);
+            si = _mm512_mask_mov_epi32(si, hit, _mm512_set1_epi32(k));
+            cnt = _mm512_mask_add_epi32(cnt, sel[k], cnt, _mm512_set1_epi32(1));
+        }
+        _mm512_mask_storeu_ps(j->vals + (g * n + s) * C + c, valid, sv);
+        _mm_mask_storeu_epi8(j->idx + (g * n + s) * C + c, valid, _mm512_cvtepi32_epi8(si));
+    }
+}
+
+/* Channel axis: y[k] is element k of groups g0 .. g0+15 of row r (groups < G valid). */
+static inline __attribute__((always_inline)) void store_channel(const prune_job *j, int64_t r, int64_t gr, int ng, const __m512 y[4]) {
+    const int n = j->n;
+    const int64_t C = j->C, slots = C / 4 * n;
+    __m512 a[4];
+    to_groups(a, y);
+    if (j->out)
+        for (int q = 0; q < 4 && 4 * q < ng; q++) {
+            int left = ng - 4 * q;
+            _mm512_mask_storeu_ps(j->out + r * C + 4 * (gr + 4 * q), left >= 4 ? (__mmask16)0xffff : (__mmask16)((1u << (4 * left)) - 1), a[q]);
+        }
+    if (!j->vals) return;
+    __mmask16 sel[4];
+    canonical4(sel, y, n);
+    /* bit 4g+k of the original layout = bit g of sel[k] */
+    uint64_t bits = 0;
+    for (int k = 0; k < 4; k++) bits |= _pdep_u64(sel[k], 0x1111111111111111ull << k);
+    float *vals = j->vals + r * slots + gr * n;
+    uint8_t *idx = j->idx + r * slots + gr * n;
+    for (int q = 0; q < 4 && 4 * q < ng; q++) {
+        int groups = ng - 4 * q < 4 ? ng - 4 * q : 4;
+        __mmask16 kp = (__mmask16)(bits >> (16 * q)), first = (__mmask16)((1u << (groups * n)) - 1);
+        uint64_t src = _pext_u64(0xfedcba9876543210ull, _pdep_u64(kp, 0x1111111111111111ull) * 0xf);
+        __m128i lanes = _mm_set_epi64x((long long)_pdep_u64(src >> 32, 0x0f0f0f0f0f0f0f0full), (long long)_pdep_u64(src, 0x0f0f0f0f0f0f0f0full));
+        _mm512_mask_storeu_ps(vals + 4 * q * n, first, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lanes), a[q]));
+        _mm_mask_storeu_epi8(idx + 4 * q * n, first, _mm_and_si128(lanes, _mm_set1_epi8(3)));
+    }
+}
+
+/* One batch of 16 groups (starting at group index gi); returns -1 if it must go to the reference,
+ * else 1 on a non-finite value, 0 otherwise. */
+static inline __attribute__((always_inline)) int batch(const prune_job *j, uint64_t gi, __m512 y[4], const __m512 e[4]) {
+    __m512i w[4];
+    philox16(w, j->key, gi);
+    if (j->fn == SDGP_PRUNE_RANDOM) return random4(y, e, w, j->n) ? 0 : -1;
+    return mvue24(y, e, w[0]) ? 1 : 0;
+}
+
+int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1) {
+    const int vec_random = j->fn == SDGP_PRUNE_RANDOM && j->m == 4;
+    const int vec_mvue = j->fn == SDGP_PRUNE_MVUE && j->m == 4 && j->n == 2;
+    if (!vec_random && !vec_mvue) return -1;
+    const int64_t C = j->C;
+    int bad = 0;
+    __m512 e[4], y[4];
+    if (j->axis == SDGP_AXIS_ROW) {
+        for (int64_t g = t0; g < t1; g++)
+            for (int64_t c = 0; c < C; c += 16) {
+                __mmask16 valid = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+                for (int k = 0; k < 4; k++) e[k] = _mm512_maskz_loadu_ps(valid, j->x + (4 * g + k) * C + c);
+                int r = batch(j, (uint64_t)(g * C + c), y, e);
+                if (r < 0) {
+                    bad |= prune_ref_prune(j, g, g + 1); /* the whole row group (rare) */
+                    break;
+                }
+                bad |= r;
+                store_rows(j, g, c, valid, y);
+            }
+        return bad;
+    }
+    const int64_t G = C / 4;
+    for (int64_t r = t0; r < t1; r++)
+        for (int64_t gr = 0; gr < G; gr += 16) {
+            int ng = G - gr >= 16 ? 16 : (int)(G - gr);
+            __m512 a[4];
+            for (int q = 0; q < 4; q++) {
+                int left = ng - 4 * q;
+                __mmask16 v = left >= 4 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << (4 * left)) - 1) : 0;
+                a[q] = _mm512_maskz_loadu_ps(v, j->x + r * C + 4 * (gr + 4 * q));
+            }
+            to_elements(e, a);
+            int res = batch(j, (uint64_t)(r * G + gr), y, e);
+            if (res < 0) {
+                bad |= prune_ref_prune(j, r, r + 1); /* the whole row (rare) */
+                break;
+            }
+            /* lanes past the row's end hold zero groups: harmless, and not stored */
+            bad |= res;
+            store_channel(j, r, gr, ng, y);
+        }
+    return bad;
+}

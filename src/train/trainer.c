@@ -1,0 +1,290 @@
+/* The training loop: data, schedule, steps, evaluation, logs, checkpoints, numerical guards. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sdgp/train.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta, float smoothing,
+                          double *loss, double *acc, sdgp_error *err) {
+    const sdgp_model_config *c = sdgp_model_get_config(m);
+    int B = c->batch, K = c->num_classes;
+    size_t img = (size_t)ds->h * ds->w * ds->c;
+    float *x = calloc((size_t)B * img, sizeof(float)), *avg = calloc((size_t)B * K, sizeof(float));
+    int32_t *y = calloc((size_t)B, sizeof(int32_t));
+    int64_t *idx = calloc((size_t)B, sizeof(int64_t));
+    if (!x || !avg || !y || !idx) {
+        free(x), free(avg), free(y), free(idx);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "evaluate: out of memory for batch %d", B);
+    }
+    sdgp_augment norm = *aug;
+    norm.flip = norm.translate = norm.cutout = 0;
+    double loss_sum = 0;
+    int64_t correct = 0;
+    for (int64_t start = 0; start < ds->count; start += B) {
+        int n = (int)(ds->count - start < B ? ds->count - start : B);
+        for (int i = 0; i < B; i++) idx[i] = start + (i < n ? i : 0); /* pad a short last batch; rows >= n are ignored */
+        for (int pass = 0; pass < (tta ? 2 : 1); pass++) {
+            sdgp_batch_build(x, y, ds, idx, B, &norm, 0, 0, pass);
+            const float *logits = sdgp_model_forward(m, x, 0);
+            for (size_t i = 0; i < (size_t)B * K; i++) avg[i] = pass ? 0.5f * (avg[i] + logits[i]) : logits[i];
+        }
+        int ok = 0;
+        loss_sum += sdgp_softmax_xent(NULL, &ok, avg, y, n, K, smoothing) * n;
+        correct += ok;
+    }
+    *loss = loss_sum / (double)ds->count;
+    *acc = (double)correct / (double)ds->count;
+    free(x), free(avg), free(y), free(idx);
+    return SDGP_OK;
+}
+
+/* Names the first parameter whose gradient (grads != 0) or value is not finite, or returns NULL. */
+static const char *nonfinite_param(const sdgp_model *m, int grads) {
+    for (int i = 0; i < sdgp_model_param_count(m); i++) {
+        const sdgp_param *p = sdgp_model_param(m, i);
+        if (grads && !p->trainable) continue;
+        const float *v = grads ? p->grad : p->data;
+        int bad = 0;
+        for (size_t j = 0; j < p->count; j++) bad |= !(v[j] - v[j] == 0.0f); /* NaN and Inf give NaN */
+        if (bad) return p->name;
+    }
+    return NULL;
+}
+
+typedef struct {
+    const sdgp_train_config *cfg;
+    sdgp_model *model;
+    sdgp_dataset train, test;
+    sdgp_augment aug;
+    sdgp_loader *loader;
+    FILE *log, *out;
+    float *dlogits;
+    float *bn_backup; /* running statistics before the step, for --on-nan skip */
+    int64_t spe, total_steps, end_step;
+    sdgp_schedule sched;
+    double t_start;
+} run;
+
+static void run_free(run *r) {
+    sdgp_loader_destroy(r->loader);
+    sdgp_model_destroy(r->model);
+    sdgp_dataset_free(&r->train);
+    sdgp_dataset_free(&r->test);
+    if (r->log) fclose(r->log);
+    free(r->dlogits);
+    free(r->bn_backup);
+}
+
+static void bn_stats_copy(sdgp_model *m, float *buf, int restore) {
+    for (int i = 0; i < sdgp_model_param_count(m); i++) {
+        const sdgp_param *p = sdgp_model_param(m, i);
+        if (p->trainable) continue;
+        if (restore) memcpy(p->data, buf, p->count * sizeof(float));
+        else memcpy(buf, p->data, p->count * sizeof(float));
+        buf += p->count;
+    }
+}
+
+static void log_grad_stats(run *r, int64_t step) {
+    if (!r->log) return;
+    fprintf(r->log, "{\"event\":\"grad_stats\",\"step\":%lld,\"layers\":[", (long long)step);
+    int first = 1;
+    for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
+        const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
+        if (!li->pruned) continue;
+        fprintf(r->log, "%s{\"layer\":\"%s\",\"rel_l2\":%.6g,\"cosine\":%.6g}", first ? "" : ",", li->layer, li->rel_l2,
+                li->cosine);
+        first = 0;
+    }
+    fprintf(r->log, "]}\n");
+    fflush(r->log);
+}
+
+static sdgp_status end_of_epoch(run *r, int64_t step, int epoch, double train_loss, double lr, sdgp_train_result *res,
+                                sdgp_error *err) {
+    double test_loss, test_acc;
+    sdgp_status st = sdgp_evaluate(r->model, &r->test, &r->aug, r->cfg->tta, r->cfg->label_smoothing, &test_loss, &test_acc, err);
+    if (st != SDGP_OK) return st;
+    double elapsed = now_s() - r->t_start;
+    double ips = (double)res->steps * r->cfg->model.batch / (elapsed > 0 ? elapsed : 1);
+    if (r->log) {
+        fprintf(r->log,
+                "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%lld,\"lr\":%.6g,\"train_loss\":%.6f,\"test_loss\":%.6f,"
+                "\"test_acc\":%.6f,\"elapsed_s\":%.3f,\"img_per_s\":%.1f}\n",
+                epoch, (long long)step, lr, train_loss, test_loss, test_acc, elapsed, ips);
+        fflush(r->log);
+    }
+    if (!r->cfg->quiet)
+        fprintf(r->out, "%sepoch %d  step %lld  lr %.4f  train_loss %.4f  test_loss %.4f  test_acc %.2f%%  %.0fs  %.0f img/s\n",
+                r->cfg->progress ? "\r\033[K" : "", epoch, (long long)step, lr, train_loss, test_loss, 100 * test_acc,
+                elapsed, ips);
+    res->epochs_done = epoch;
+    res->train_loss = train_loss;
+    res->test_loss = test_loss;
+    res->test_acc = test_acc;
+    res->elapsed_s = elapsed;
+    res->img_per_s = ips;
+    return SDGP_OK;
+}
+
+static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) {
+    const sdgp_train_config *cfg = r->cfg;
+    sdgp_status st = sdgp_dataset_load(&r->train, cfg->data, cfg->data_dir, 1, err);
+    if (st == SDGP_OK) st = sdgp_dataset_load(&r->test, cfg->data, cfg->data_dir, 0, err);
+    if (st != SDGP_OK) return st;
+    r->aug = cfg->augment;
+    sdgp_dataset_stats(&r->train, r->aug.mean, r->aug.std);
+    sdgp_model_config mc = cfg->model;
+    mc.height = r->train.h;
+    mc.width_px = r->train.w;
+    mc.channels = r->train.c;
+    mc.num_classes = r->train.num_classes;
+    st = sdgp_model_create(&r->model, &mc, err);
+    if (st != SDGP_OK) return st;
+    memset(state, 0, sizeof *state);
+    if (cfg->resume[0]) {
+        st = sdgp_checkpoint_load(cfg->resume, r->model, state, err);
+        if (st != SDGP_OK) return st;
+        memcpy(r->aug.mean, state->mean, sizeof state->mean);
+        memcpy(r->aug.std, state->std, sizeof state->std);
+    } else {
+        memcpy(state->mean, r->aug.mean, sizeof state->mean);
+        memcpy(state->std, r->aug.std, sizeof state->std);
+    }
+    r->spe = r->train.count / mc.batch;
+    if (r->spe < 1)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "batch size %d is larger than the training set (%lld images)", mc.batch,
+                         (long long)r->train.count);
+    r->total_steps = r->spe * cfg->epochs;
+    r->end_step = cfg->max_steps > 0 && cfg->max_steps < r->total_steps ? cfg->max_steps : r->total_steps;
+    if (state->step > r->end_step)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: checkpoint is at step %lld, past this run's end (%lld)", cfg->resume,
+                         (long long)state->step, (long long)r->end_step);
+    r->sched = (sdgp_schedule){cfg->schedule, cfg->lr, 1e-4f, (int64_t)(cfg->warmup_epochs * (float)r->spe),
+                               r->total_steps, (int64_t)(cfg->step_epochs * (float)r->spe), cfg->step_gamma};
+    if (r->sched.step_size < 1) r->sched.step_size = 1;
+    st = sdgp_loader_create(&r->loader, &r->train, mc.batch, &r->aug, mc.seed, state->step, err);
+    if (st != SDGP_OK) return st;
+    size_t bn_floats = 0;
+    for (int i = 0; i < sdgp_model_param_count(r->model); i++)
+        if (!sdgp_model_param(r->model, i)->trainable) bn_floats += sdgp_model_param(r->model, i)->count;
+    r->dlogits = calloc((size_t)mc.batch * mc.num_classes, sizeof(float));
+    r->bn_backup = calloc(bn_floats + 1, sizeof(float));
+    if (!r->dlogits || !r->bn_backup) return sdgp_fail(err, SDGP_ERR_NOMEM, "train: out of memory");
+    if (cfg->log[0]) {
+        r->log = fopen(cfg->log, cfg->resume[0] ? "a" : "w");
+        if (!r->log) return sdgp_fail(err, SDGP_ERR_IO, "--log %s: cannot open for writing", cfg->log);
+    }
+    return SDGP_OK;
+}
+
+static void report_layers(run *r) {
+    if (r->cfg->quiet || r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
+    fprintf(r->out, "pruning dL/dO: %s %d:%d; data gradient per layer:", sdgp_prune_fn_name(r->cfg->model.prune.fn),
+            r->cfg->model.prune.n, r->cfg->model.prune.m);
+    for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
+        const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
+        fprintf(r->out, " %s=%s", li->layer, !li->pruned ? "dense" : li->sparse_kernel ? "sparse" : "pruned+dense");
+    }
+    fprintf(r->out, "\n");
+    if (r->cfg->model.prune_wgrad.fn != SDGP_PRUNE_NONE)
+        fprintf(r->out, "weight gradient: %s %d:%d along positions, computed by the dense kernel on the pruned tensor\n",
+                sdgp_prune_fn_name(r->cfg->model.prune_wgrad.fn), r->cfg->model.prune_wgrad.n, r->cfg->model.prune_wgrad.m);
+}
+
+sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FILE *out, sdgp_error *err) {
+    run r;
+    memset(&r, 0, sizeof r);
+    memset(res, 0, sizeof *res);
+    r.cfg = cfg;
+    r.out = out ? out : stderr;
+    if (cfg->model.threads > 0) omp_set_num_threads(cfg->model.threads);
+    sdgp_checkpoint_state state;
+    sdgp_status st = setup(&r, &state, err);
+    if (st != SDGP_OK) {
+        run_free(&r);
+        return st;
+    }
+    report_layers(&r);
+    const int B = cfg->model.batch, K = r.train.num_classes;
+    r.t_start = now_s();
+    double lr = 0;
+    for (int64_t step = state.step; step < r.end_step; step++) {
+        const float *x;
+        const int32_t *y;
+        sdgp_loader_next(r.loader, &x, &y);
+        lr = sdgp_schedule_lr(&r.sched, step);
+        int stats = cfg->grad_stats_every > 0 && step % cfg->grad_stats_every == 0;
+        sdgp_model_enable_grad_stats(r.model, stats);
+        if (cfg->on_nan == SDGP_ON_NAN_SKIP) bn_stats_copy(r.model, r.bn_backup, 0);
+        const float *logits = sdgp_model_forward(r.model, x, 1);
+        double loss = sdgp_softmax_xent(r.dlogits, NULL, logits, y, B, K, cfg->label_smoothing);
+        const char *bad = isfinite(loss) ? NULL : "the loss";
+        if (!bad) {
+            st = sdgp_model_backward(r.model, r.dlogits, (uint64_t)step, err);
+            if (st != SDGP_OK) break;
+            bad = nonfinite_param(r.model, 1);
+        }
+        if (bad) {
+            if (cfg->on_nan == SDGP_ON_NAN_STOP) {
+                st = sdgp_fail(err, SDGP_ERR_NUMERIC,
+                               "step %lld (epoch %lld): NaN or Inf in %s%s; stopped (the last checkpoint is kept; "
+                               "--on-nan skip skips such steps)",
+                               (long long)step, (long long)(step / r.spe + 1), bad, bad[0] == 't' ? "" : "'s gradient");
+                break;
+            }
+            bn_stats_copy(r.model, r.bn_backup, 1);
+            res->skipped_steps++;
+            if (!cfg->quiet) fprintf(r.out, "step %lld: NaN or Inf in %s: step skipped\n", (long long)step, bad);
+        } else {
+            sdgp_model_sgd(r.model, (float)lr, cfg->momentum, cfg->weight_decay, cfg->nesterov);
+            state.loss_sum += loss;
+            state.loss_count++;
+        }
+        if (stats) log_grad_stats(&r, step);
+        res->steps++;
+        int64_t done = step + 1;
+        if (cfg->progress && !cfg->quiet && (done % 5 == 0)) {
+            double el = now_s() - r.t_start, ips = (double)res->steps * B / el;
+            double eta = (double)(r.end_step - done) * B / (ips > 0 ? ips : 1);
+            fprintf(r.out, "\r\033[Kepoch %lld/%d  step %lld/%lld  loss %.4f  %.0f img/s  ETA %dm%02ds",
+                    (long long)(step / r.spe + 1), cfg->epochs, (long long)done, (long long)r.end_step,
+                    state.loss_count ? state.loss_sum / (double)state.loss_count : loss, ips, (int)(eta / 60), (int)eta % 60);
+            fflush(r.out);
+        }
+        int epoch_end = done % r.spe == 0 || done == r.end_step;
+        if (epoch_end) {
+            int epoch = (int)((done + r.spe - 1) / r.spe);
+            double mean_loss = state.loss_count ? state.loss_sum / (double)state.loss_count : NAN;
+            st = end_of_epoch(&r, done, epoch, mean_loss, lr, res, err);
+            if (st != SDGP_OK) break;
+            state.loss_sum = 0;
+            state.loss_count = 0;
+        }
+        if (cfg->checkpoint[0] && (epoch_end || (cfg->checkpoint_every > 0 && done % cfg->checkpoint_every == 0))) {
+            const char *nf = nonfinite_param(r.model, 0); /* never replace a good checkpoint with a broken one */
+            if (nf) {
+                st = sdgp_fail(err, SDGP_ERR_NUMERIC, "step %lld: NaN or Inf in %s after the update; stopped, the last "
+                               "checkpoint is kept", (long long)step, nf);
+                break;
+            }
+            state.step = done;
+            state.epoch = (int)(done / r.spe);
+            st = sdgp_checkpoint_save(cfg->checkpoint, r.model, cfg, &state, err);
+            if (st != SDGP_OK) break;
+        }
+    }
+    run_free(&r);
+    return st;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The command line: exit codes and messages for good and bad input, and a tiny real run.
+# Usage: cli_test.sh PATH_TO_SDGP
+set -u
+SDGP=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+
+# expect CODE PATTERN -- command...: exit code CODE and PATTERN in stdout+stderr
+expect() {
+  local code=$1 pattern=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -eq "$code" ] && grep -qE -- "$pattern" <<<"$out"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL: $* -> exit $rc (want $code), output must match '$pattern':"
+    echo "$out" | tail -5 | sed 's/^/    /'
+  fi
+}
+
+expect 0 "usage: sdgp" -- "$SDGP" --help
+expect 0 "^sdgp [0-9]+\.[0-9]+" -- "$SDGP" --version
+expect 2 "usage" -- "$SDGP"
+expect 2 "unknown command 'fly'" -- "$SDGP" fly
+expect 2 "unknown bench subcommand" -- "$SDGP" bench nothing
+expect 0 "--prune" -- "$SDGP" train --help
+expect 2 "unknown option '--speed'" -- "$SDGP" train --speed 3
+expect 2 "lr: 'abc' is not a number" -- "$SDGP" train --lr abc
+expect 2 "epochs: 0 is out of range" -- "$SDGP" train --epochs 0
+expect 2 "nm" -- "$SDGP" train --nm 5:4
+expect 2 "needs a value" -- "$SDGP" train --lr
+expect 2 "prune: unknown" -- "$SDGP" train --prune sideways
+expect 2 "$T/nowhere" -- "$SDGP" train --data-dir "$T/nowhere" --quiet
+expect 2 "not a multiple of m=64" -- "$SDGP" train --model smallcnn --prune magnitude --nm 2:64 --prune-first-layer --max-steps 1
+expect 2 "needs --checkpoint" -- "$SDGP" eval
+printf 'not a checkpoint at all' > "$T/bad.safetensors"
+expect 2 "bad.safetensors" -- "$SDGP" eval --checkpoint "$T/bad.safetensors"
+expect 2 "missing.safetensors" -- "$SDGP" train --resume "$T/missing.safetensors"
+
+# a tiny real run: train, log, checkpoint, evaluate, resume
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  expect 0 "test accuracy" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 12 --no-tta \
+    --prune magnitude --nm 2:4 --log "$T/log.jsonl" --checkpoint "$T/run.safetensors" --threads 2 --quiet
+  expect 0 '"event":"epoch".*"test_acc"' -- cat "$T/log.jsonl"
+  expect 0 "test accuracy .* step 12" -- "$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2
+  expect 0 "test accuracy" -- "$SDGP" train --resume "$T/run.safetensors" --max-steps 16 --quiet
+  expect 2 "past this run's end" -- "$SDGP" train --resume "$T/run.safetensors" --max-steps 8 --quiet
+  # a truncated checkpoint is never taken for good
+  head -c 3000 "$T/run.safetensors" > "$T/cut.safetensors"
+  expect 2 "cut.safetensors" -- "$SDGP" eval --checkpoint "$T/cut.safetensors"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

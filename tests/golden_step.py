@@ -1,0 +1,124 @@
+"""Whole training steps of sdgp against PyTorch 1.13 (the oracle), run by ctest.
+
+For each case: sdgp (tests/tools/golden_step.c) builds the model, takes one SGD step on a random
+batch and dumps its initial weights, loss, every gradient, the dL/dO masks of pruned layers and
+the updated weights and BatchNorm statistics. PyTorch replays the same step with the same
+weights and batch, pruning dL/dO of the same layers by sdgp's own masks, and everything is
+compared. Usage: golden_step.py BUILD_DIR
+"""
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from torch_models import ResNet9, SmallCNN, named_tensors, param_groups  # noqa: E402
+
+BUILD = sys.argv[1]
+DRIVER = os.path.join(BUILD, "tests", "sdgp_golden_step")
+LR, MOMENTUM, WD, SMOOTH = 0.1, 0.9, 5e-4, 0.1
+passed = failed = 0
+
+
+def check(what, got, ref, tol):
+    global passed, failed
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    scale = max(np.abs(ref).max(), 1e-30)
+    err = np.abs(got - ref).max() / scale if got.size else 0.0
+    ok = got.shape == ref.shape and err <= tol and np.all(np.isfinite(got))
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {what}: rel err {err:.3g} > {tol:g} (shape {got.shape} vs {ref.shape})")
+    return err
+
+
+def load(d, sub, name, shape):
+    return np.fromfile(os.path.join(d, sub, name + ".bin"), dtype=np.float32).reshape(shape)
+
+
+def run_case(name, model_kind, width, hwc, batch, prune="none", nm="2:4", extra=None):
+    H, W, C = hwc
+    torch.manual_seed(0)
+    rng = np.random.default_rng(abs(hash(name)) % (2**32))
+    x = rng.standard_normal((batch, H, W, C)).astype(np.float32)
+    y = rng.integers(0, 10, batch).astype(np.int32)
+    with tempfile.TemporaryDirectory() as d:
+        x.tofile(os.path.join(d, "x.bin"))
+        y.tofile(os.path.join(d, "y.bin"))
+        cfg = {"model": model_kind, "width": width, "batch-size": batch, "seed": 7, "threads": 2,
+               "height": H, "width-px": W, "channels": C, "classes": 10, "lr": LR, "momentum": MOMENTUM,
+               "weight-decay": WD, "label-smoothing": SMOOTH, "prune": prune, "nm": nm}
+        cfg.update(extra or {})
+        with open(os.path.join(d, "config.txt"), "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in cfg.items())
+        r = subprocess.run([DRIVER, d], capture_output=True, text=True)
+        if r.returncode != 0:
+            global failed
+            failed += 1
+            print(f"FAIL {name}: driver exit {r.returncode}: {r.stderr.strip()}")
+            return
+        model = ResNet9(C, 10, width) if model_kind == "resnet9" else SmallCNN(C, 10, width)
+        model.train()
+        tensors = named_tensors(model)
+        with torch.no_grad():
+            for pname, t in tensors.items():
+                t.copy_(torch.from_numpy(load(d, "init", pname, tuple(t.shape))))
+        xt = torch.from_numpy(x.transpose(0, 3, 1, 2).copy())
+        shapes = {}  # conv output shapes, from a dry run of a copy (running stats untouched)
+        probe = copy.deepcopy(model)
+        for i, cb in enumerate(probe.convs):
+            cb.conv.register_forward_hook(lambda m, inp, out, k=i: shapes.__setitem__(k, tuple(out.shape)))
+        with torch.no_grad():
+            probe(xt)
+        # sdgp's masks as elementwise factors on dL/dO (NHWC dumps -> NCHW)
+        for i, cb in enumerate(model.convs):
+            path = os.path.join(d, "dzp", f"conv{i}.bin")
+            if prune != "none" and os.path.exists(path):
+                dz = np.fromfile(os.path.join(d, "dz", f"conv{i}.bin"), np.float32)
+                dzp = np.fromfile(path, np.float32)
+                factor = np.where(dz != 0, dzp / np.where(dz != 0, dz, 1), 0).astype(np.float32)
+                b, c, ho, wo = shapes[i]
+                n, m = (int(v) for v in nm.split(":"))
+                kept = np.count_nonzero(dzp) / dzp.size
+                check(f"{name}: conv{i} keeps at most {n}:{m}", [max(kept - n / m, 0.0)], [0.0], 0.0)
+                f4 = factor.reshape(b, ho, wo, c).transpose(0, 3, 1, 2)
+                cb.factor = torch.from_numpy(np.ascontiguousarray(f4))
+        logits = model(xt)
+        loss = F.cross_entropy(logits, torch.from_numpy(y.astype(np.int64)), label_smoothing=SMOOTH)
+        loss.backward()
+        our_loss = float(open(os.path.join(d, "loss.txt")).read())
+        check(f"{name}: logits", np.fromfile(os.path.join(d, "logits.bin"), np.float32).reshape(batch, 10),
+              logits.detach().numpy(), 1e-4)
+        check(f"{name}: loss", [our_loss], [loss.item()], 1e-5)
+        worst = 0.0
+        for pname, t in tensors.items():
+            if t.grad is not None:
+                worst = max(worst, check(f"{name}: grad {pname}", load(d, "grad", pname, tuple(t.shape)),
+                                         t.grad.numpy(), 1e-4))
+        opt = torch.optim.SGD(param_groups(model, WD), lr=LR, momentum=MOMENTUM)
+        opt.step()
+        for pname, t in tensors.items():
+            check(f"{name}: updated {pname}", load(d, "new", pname, tuple(t.shape)), t.detach().numpy(), 1e-4)
+        print(f"ok {name}: loss {our_loss:.6f} vs {loss.item():.6f}, worst grad rel err {worst:.2e}")
+
+
+torch.set_num_threads(2)
+run_case("smallcnn dense", "smallcnn", 1.0, (12, 12, 1), 8)
+run_case("resnet9 w0.25 dense", "resnet9", 0.25, (16, 16, 3), 8)
+run_case("resnet9 w0.25 1 channel odd size", "resnet9", 0.25, (19, 17, 1), 4)
+run_case("resnet9 magnitude 2:4 sparse", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4", {"sparse-kernel": "on"})
+run_case("resnet9 magnitude 2:4 dense kernel", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4", {"sparse-kernel": "off"})
+run_case("resnet9 rescaled 1:4 channel scope", "resnet9", 0.25, (16, 16, 3), 8, "rescaled", "1:4",
+         {"rescale-scope": "channel", "sparse-kernel": "on"})
+run_case("resnet9 mvue 2:4", "resnet9", 0.25, (16, 16, 3), 8, "mvue", "2:4", {"sparse-kernel": "on"})
+run_case("resnet9 random 4:32 first layer too", "resnet9", 0.25, (16, 16, 3), 8, "random", "4:32",
+         {"prune-first-layer": "1", "sparse-kernel": "on"})
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,229 @@
+/* The dense oneDNN convolution (src/nn/conv_dnnl.c) against naive loops (forward and
+ * backward-weights written here, backward-data the library's oracle), and its backward passes
+ * against finite differences of the forward. */
+#include "harness.h"
+#include "sdgp/conv.h"
+
+/* ---- naive oracles, NHWC activations, OIHW weights, double accumulation ---- */
+
+static float w_at(const float *w, const sdgp_conv_geom *g, int o, int i, int r, int s) {
+    return w[(((size_t)o * g->Cin + i) * g->kh + r) * g->kw + s];
+}
+
+/* y[b,oh,ow,o] = bias[o] + sum_{r,s,i} x[b, oh*st - pad + r, ow*st - pad + s, i] w[o,i,r,s] */
+static void naive_forward(float *y, const float *x, const float *w, const float *bias, const sdgp_conv_geom *g) {
+    for (int b = 0; b < g->B; b++)
+        for (int oh = 0; oh < g->Ho; oh++)
+            for (int ow = 0; ow < g->Wo; ow++)
+                for (int o = 0; o < g->Cout; o++) {
+                    double acc = bias ? bias[o] : 0.0;
+                    for (int r = 0; r < g->kh; r++)
+                        for (int s = 0; s < g->kw; s++) {
+                            int ih = oh * g->stride - g->pad + r, iw = ow * g->stride - g->pad + s;
+                            if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W) continue;
+                            const float *xp = x + (((size_t)b * g->H + ih) * g->W + iw) * g->Cin;
+                            for (int i = 0; i < g->Cin; i++) acc += (double)xp[i] * w_at(w, g, o, i, r, s);
+                        }
+                    y[(((size_t)b * g->Ho + oh) * g->Wo + ow) * g->Cout + o] = (float)acc;
+                }
+}
+
+/* dw[o,i,r,s] = sum_{b,oh,ow} dy[b,oh,ow,o] x[b, oh*st-pad+r, ow*st-pad+s, i]; dbias[o] = sum dy */
+static void naive_backward_weights(float *dw, float *dbias, const float *x, const float *dy, const sdgp_conv_geom *g) {
+    for (int o = 0; o < g->Cout; o++) {
+        for (int i = 0; i < g->Cin; i++)
+            for (int r = 0; r < g->kh; r++)
+                for (int s = 0; s < g->kw; s++) {
+                    double acc = 0;
+                    for (int b = 0; b < g->B; b++)
+                        for (int oh = 0; oh < g->Ho; oh++)
+                            for (int ow = 0; ow < g->Wo; ow++) {
+                                int ih = oh * g->stride - g->pad + r, iw = ow * g->stride - g->pad + s;
+                                if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W) continue;
+                                acc += (double)dy[(((size_t)b * g->Ho + oh) * g->Wo + ow) * g->Cout + o] *
+                                       x[(((size_t)b * g->H + ih) * g->W + iw) * g->Cin + i];
+                            }
+                    dw[(((size_t)o * g->Cin + i) * g->kh + r) * g->kw + s] = (float)acc;
+                }
+        if (dbias) {
+            double acc = 0;
+            for (size_t p = 0; p < (size_t)g->B * g->Ho * g->Wo; p++) acc += dy[p * g->Cout + o];
+            dbias[o] = (float)acc;
+        }
+    }
+}
+
+static sdgp_conv_geom make_geom(int B, int H, int W, int Cin, int Cout, int k, int stride, int pad) {
+    sdgp_conv_geom g;
+    sdgp_error err;
+    if (sdgp_conv_geom_init(&g, B, H, W, Cin, Cout, k, k, stride, pad, &err) != SDGP_OK) {
+        fprintf(stderr, "test geometry rejected: %s\n", err.msg);
+        exit(2);
+    }
+    return g;
+}
+
+/* Runs all three directions for one geometry and compares with the naive loops. */
+static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int threads) {
+    size_t nx = (size_t)g->B * g->H * g->W * g->Cin, ny = (size_t)g->B * g->Ho * g->Wo * g->Cout;
+    size_t nw = (size_t)g->Cout * g->Cin * g->kh * g->kw;
+    float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *b = test_xmalloc((size_t)g->Cout * 4);
+    float *y = test_xmalloc(ny * 4), *y_ref = test_xmalloc(ny * 4), *dy = test_xmalloc(ny * 4);
+    float *dx = test_xmalloc(nx * 4), *dx_ref = test_xmalloc(nx * 4);
+    float *dw = test_xmalloc(nw * 4), *dw_ref = test_xmalloc(nw * 4);
+    float *db = test_xmalloc((size_t)g->Cout * 4), *db_ref = test_xmalloc((size_t)g->Cout * 4);
+    test_fill_normal(x, nx, 1);
+    test_fill_normal(w, nw, 2);
+    test_fill_normal(b, (size_t)g->Cout, 3);
+    test_fill_normal(dy, ny, 4);
+
+    sdgp_conv *c = NULL;
+    sdgp_error err;
+    sdgp_status st = sdgp_conv_create(&c, g, with_bias, threads, &err);
+    CHECK(st == SDGP_OK, "create: %s", err.msg);
+    if (st == SDGP_OK) {
+        /* twice each, so a stale reorder buffer or scratchpad would show */
+        for (int rep = 0; rep < 2; rep++) {
+            if (rep) test_fill_normal(w, nw, 20);
+            naive_forward(y_ref, x, w, with_bias ? b : NULL, g);
+            sdgp_conv_backward_data_naive(dx_ref, dy, w, g); /* src/kernels/conv_ref.c */
+            naive_backward_weights(dw_ref, with_bias ? db_ref : NULL, x, dy, g);
+            CHECK(sdgp_conv_forward(c, y, x, w, b, &err) == SDGP_OK, "forward: %s", err.msg);
+            CHECK(sdgp_conv_backward_data(c, dx, dy, w, &err) == SDGP_OK, "bwd data: %s", err.msg);
+            CHECK(sdgp_conv_backward_weights(c, dw, with_bias ? db : NULL, x, dy, &err) == SDGP_OK, "bwd w: %s",
+                  err.msg);
+            double ey = test_rel_err(y, y_ref, ny), ex = test_rel_err(dx, dx_ref, nx), ew = test_rel_err(dw, dw_ref, nw);
+            char what[96];
+            snprintf(what, sizeof what, "B=%d %dx%d %d->%d k%d s%d p%d bias=%d threads=%d", g->B, g->H, g->W, g->Cin,
+                     g->Cout, g->kh, g->stride, g->pad, with_bias, threads);
+            CHECK(ey < 1e-5, "%s: forward rel err %.2e", what, ey);
+            CHECK(ex < 1e-5, "%s: bwd data rel err %.2e", what, ex);
+            CHECK(ew < 1e-5, "%s: bwd weights rel err %.2e", what, ew);
+            if (with_bias) {
+                double eb = test_rel_err(db, db_ref, (size_t)g->Cout);
+                CHECK(eb < 1e-5, "%s: dbias rel err %.2e", what, eb);
+            }
+        }
+        /* dbias may be NULL even with bias */
+        CHECK(sdgp_conv_backward_weights(c, dw, NULL, x, dy, &err) == SDGP_OK, "dbias NULL: %s", err.msg);
+        CHECK(test_rel_err(dw, dw_ref, nw) < 1e-5, "dw with dbias NULL");
+    }
+    sdgp_conv_destroy(c);
+    free(x), free(w), free(b), free(y), free(y_ref), free(dy), free(dx), free(dx_ref), free(dw), free(dw_ref);
+    free(db), free(db_ref);
+}
+
+TEST_CASE(conv_matches_naive) {
+    /* the ResNet-9 kinds (1x1, 3x3 p1, 5x5 s2 p2, 3x3 p0), odd sizes, B = 1, Cin = 3 */
+    const int shapes[][8] = {
+        /* B  H  W Cin Cout k s p */
+        {2, 8, 8, 16, 32, 1, 1, 0}, {2, 9, 7, 16, 16, 3, 1, 1}, {1, 11, 10, 8, 24, 5, 2, 2},
+        {3, 6, 5, 32, 16, 3, 1, 0}, {2, 8, 8, 3, 16, 3, 1, 1},  {1, 1, 1, 5, 7, 1, 1, 0},
+        {2, 7, 7, 16, 16, 3, 2, 1},
+    };
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int *s = shapes[t];
+        sdgp_conv_geom g = make_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+        for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0);
+    }
+}
+
+/* Backward passes against finite differences of the forward: L = sum dyr * conv(x, w). */
+typedef struct {
+    sdgp_conv *c;
+    const sdgp_conv_geom *g;
+    float *x, *w, *y;
+    const float *dyr;
+    int wrt_w;
+} fd_ctx;
+
+static double fd_loss(void *vctx, const float *unused) {
+    fd_ctx *f = vctx;
+    (void)unused;
+    sdgp_conv_forward(f->c, f->y, f->x, f->w, NULL, NULL);
+    size_t ny = (size_t)f->g->B * f->g->Ho * f->g->Wo * f->g->Cout;
+    double L = 0;
+    for (size_t k = 0; k < ny; k++) L += (double)f->dyr[k] * f->y[k];
+    return L;
+}
+
+TEST_CASE(conv_backward_matches_finite_differences) {
+    sdgp_conv_geom g = make_geom(2, 7, 6, 4, 5, 3, 2, 1);
+    size_t nx = (size_t)g.B * g.H * g.W * g.Cin, ny = (size_t)g.B * g.Ho * g.Wo * g.Cout;
+    size_t nw = (size_t)g.Cout * g.Cin * g.kh * g.kw;
+    float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *y = test_xmalloc(ny * 4), *dy = test_xmalloc(ny * 4);
+    float *dx = test_xmalloc(nx * 4), *dw = test_xmalloc(nw * 4);
+    test_fill_normal(x, nx, 11);
+    test_fill_normal(w, nw, 12);
+    test_fill_normal(dy, ny, 13);
+    sdgp_conv *c = NULL;
+    sdgp_error err;
+    sdgp_status st = sdgp_conv_create(&c, &g, 0, 0, &err); /* not inside REQUIRE: it evaluates twice */
+    REQUIRE(st == SDGP_OK, "create: %s", err.msg);
+    CHECK(sdgp_conv_backward_data(c, dx, dy, w, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_conv_backward_weights(c, dw, NULL, x, dy, &err) == SDGP_OK, "%s", err.msg);
+    fd_ctx f = {c, &g, x, w, y, dy, 0};
+    double worst = 0;
+    for (size_t i = 0; i < nx; i += 7) {
+        double d = fabs(test_fd(fd_loss, &f, x, i, 1e-2f) - dx[i]);
+        if (d > worst) worst = d;
+    }
+    CHECK(worst < 2e-2, "dx vs finite differences: max abs diff %.3e", worst);
+    worst = 0;
+    for (size_t i = 0; i < nw; i += 3) {
+        double d = fabs(test_fd(fd_loss, &f, w, i, 1e-2f) - dw[i]);
+        if (d > worst) worst = d;
+    }
+    CHECK(worst < 2e-2, "dw vs finite differences: max abs diff %.3e", worst);
+    sdgp_conv_destroy(c);
+    free(x), free(w), free(y), free(dy), free(dx), free(dw);
+}
+
+TEST_CASE(conv_rejects_bad_arguments) {
+    sdgp_error err;
+    sdgp_conv *c = (sdgp_conv *)&err; /* must be reset to NULL on failure */
+    sdgp_conv_geom g = make_geom(1, 4, 4, 2, 2, 3, 1, 1);
+    g.Ho = 9;
+    CHECK(sdgp_conv_create(&c, &g, 0, 0, &err) == SDGP_ERR_INVALID && c == NULL, "inconsistent Ho: %s", err.msg);
+    g = make_geom(1, 4, 4, 2, 2, 3, 1, 1);
+    CHECK(sdgp_conv_create(&c, &g, 0, -1, &err) == SDGP_ERR_INVALID, "threads < 0");
+    CHECK(sdgp_conv_create(&c, NULL, 0, 0, &err) == SDGP_ERR_INVALID, "NULL geometry");
+    sdgp_status st = sdgp_conv_create(&c, &g, 1, 0, &err);
+    REQUIRE(st == SDGP_OK, "%s", err.msg);
+    float buf[64] = {0};
+    CHECK(sdgp_conv_forward(c, buf, buf, buf, NULL, &err) == SDGP_ERR_INVALID, "missing bias must be refused");
+    CHECK(sdgp_conv_forward(c, buf, NULL, buf, buf, &err) == SDGP_ERR_INVALID, "NULL x");
+    sdgp_conv_destroy(c);
+    sdgp_conv_destroy(NULL);
+}
+
+TEST_CASE(conv_repeats_bitwise) {
+    sdgp_conv_geom g = make_geom(8, 12, 12, 64, 64, 3, 1, 1);
+    size_t nx = (size_t)g.B * g.H * g.W * g.Cin, nw = (size_t)g.Cout * g.Cin * 9;
+    float *x = test_xmalloc(nx * 4), *dy = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4);
+    float *out[2][3];
+    test_fill_normal(x, nx, 31), test_fill_normal(dy, nx, 32), test_fill_normal(w, nw, 33);
+    sdgp_conv *c = NULL;
+    sdgp_status st = sdgp_conv_create(&c, &g, 0, 2, NULL);
+    REQUIRE(st == SDGP_OK, "create");
+    for (int r = 0; r < 2; r++) {
+        out[r][0] = test_xmalloc(nx * 4), out[r][1] = test_xmalloc(nx * 4), out[r][2] = test_xmalloc(nw * 4);
+        CHECK(sdgp_conv_forward(c, out[r][0], x, w, NULL, NULL) == SDGP_OK, "forward");
+        CHECK(sdgp_conv_backward_data(c, out[r][1], dy, w, NULL) == SDGP_OK, "bwd data");
+        CHECK(sdgp_conv_backward_weights(c, out[r][2], NULL, x, dy, NULL) == SDGP_OK, "bwd weights");
+    }
+    CHECK(test_bitwise_equal(out[0][0], out[1][0], nx * 4), "forward repeats");
+    CHECK(test_bitwise_equal(out[0][1], out[1][1], nx * 4), "backward-data repeats");
+    CHECK(test_bitwise_equal(out[0][2], out[1][2], nw * 4), "backward-weights repeats");
+    sdgp_conv_destroy(c);
+    for (int r = 0; r < 2; r++) free(out[r][0]), free(out[r][1]), free(out[r][2]);
+    free(x), free(dy), free(w);
+}
+
+int main(void) {
+    RUN(conv_matches_naive);
+    RUN(conv_backward_matches_finite_differences);
+    RUN(conv_rejects_bad_arguments);
+    RUN(conv_repeats_bitwise);
+    return test_finish();
+}

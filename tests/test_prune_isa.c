@@ -1,0 +1,175 @@
+/* N:M pruning: every ISA path this CPU runs, and 1 vs 2 threads, bitwise equal to the reference
+ * (single thread) for every function, axis, scope, output kind and a spread of shapes (tails of
+ * 16-lane vectors, rows = 1, groups straddling samples on the row axis). */
+#include "harness.h"
+#include "sdgp/isa.h"
+#include "sdgp/prune.h"
+
+static void fill(float *x, size_t count, uint64_t seed) {
+    for (size_t i = 0; i < count; i++) {
+        double u = test_rand_u01(&seed);
+        float v = test_rand_normal(&seed);
+        if (u < 0.08) v = 0.0f;
+        else if (u < 0.10) v = -0.0f;
+        else if (u < 0.25) v = (float)(int)(v * 2) * 0.5f; /* ties */
+        else if (u < 0.27) v *= 1e-39f;                     /* denormal */
+        x[i] = v;
+    }
+}
+
+typedef struct {
+    float *out;
+    sdgp_nm_tensor nm;
+    sdgp_status st;
+} result;
+
+static void run(result *r, const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C) {
+    size_t total = (size_t)(B * P * C);
+    r->out = test_xmalloc(total * 4);
+    memset(r->out, 0xAB, total * 4); /* garbage: every element must be written */
+    sdgp_error e;
+    r->st = sdgp_nm_alloc(&r->nm, cfg->axis, cfg->n, cfg->m, B * P, C, &e);
+    if (r->st == SDGP_OK) {
+        memset(r->nm.values, 0xCD, sdgp_nm_slots(&r->nm) * 4);
+        memset(r->nm.index, 0xEF, sdgp_nm_slots(&r->nm));
+        r->st = sdgp_prune(cfg, x, B, P, C, r->out, &r->nm, &e);
+    }
+}
+
+static int same(const result *a, const result *b, size_t total) {
+    if (a->st != b->st) return 0;
+    if (a->st != SDGP_OK) return 1;
+    size_t slots = sdgp_nm_slots(&a->nm);
+    return test_bitwise_equal(a->out, b->out, total * 4) && test_bitwise_equal(a->nm.values, b->nm.values, slots * 4) &&
+           test_bitwise_equal(a->nm.index, b->nm.index, slots);
+}
+
+static void drop(result *r) {
+    free(r->out);
+    sdgp_nm_free(&r->nm);
+}
+
+static const int NM[][2] = {{2, 4}, {1, 4}, {3, 4}, {1, 2}, {2, 8}, {4, 8}, {3, 16}, {4, 32}, {2, 3}, {3, 5}, {5, 12}, {17, 64}, {4, 4}};
+
+TEST_CASE(paths_and_threads_bitwise) {
+    const struct {
+        int64_t B, P, k; /* C = k * m on the channel axis; rows = B*P must be a multiple of m on the row axis */
+    } shapes[] = {{1, 1, 1}, {2, 3, 5}, {3, 7, 9}, {2, 8, 16}};
+    long compared = 0;
+    for (int fn = SDGP_PRUNE_RANDOM; fn < SDGP_PRUNE_COUNT; fn++)
+        for (size_t t = 0; t < sizeof NM / sizeof NM[0]; t++)
+            for (int axis = 0; axis < 2; axis++)
+                for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                    const int n = NM[t][0], m = NM[t][1];
+                    if (fn == SDGP_PRUNE_MVUE_APPROX && !(n == 2 && m == 4)) continue;
+                    int64_t B = shapes[si].B, P = shapes[si].P, C = shapes[si].k * m;
+                    if (axis == SDGP_AXIS_ROW) { /* rows a multiple of m, groups straddling samples, odd C */
+                        P = m + (B > 1 ? m / B : 0); /* B*P = B*m + m when B divides m: a group straddles */
+                        if ((B * P) % m) P = m;
+                        C = 3 + 8 * (int64_t)si + (si == 3 ? 13 : 0);
+                    }
+                    size_t total = (size_t)(B * P * C);
+                    float *x = test_xmalloc(total * 4);
+                    fill(x, total, 31 * t + 7 * si + 1000 * fn + axis);
+                    sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, n, m);
+                    cfg.axis = (sdgp_axis)axis;
+                    cfg.scope = si % 2 ? SDGP_SCOPE_CHANNEL : SDGP_SCOPE_SAMPLE_CHANNEL;
+                    cfg.seed = 42 + si;
+                    cfg.step = 3;
+                    cfg.isa = SDGP_ISA_REF;
+                    cfg.threads = 1;
+                    result ref;
+                    run(&ref, &cfg, x, B, P, C);
+                    CHECK(ref.st == SDGP_OK, "%s %d:%d axis %d shape %lldx%lldx%lld: status %d", sdgp_prune_fn_name(cfg.fn), n, m, axis, (long long)B,
+                          (long long)P, (long long)C, ref.st);
+                    for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
+                        if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                        for (int threads = 1; threads <= 2; threads++) {
+                            if (isa == SDGP_ISA_REF && threads == 1) continue;
+                            cfg.isa = (sdgp_isa)isa;
+                            cfg.threads = threads;
+                            result r;
+                            run(&r, &cfg, x, B, P, C);
+                            CHECK(same(&ref, &r, total), "%s %d:%d axis %d scope %d shape %lldx%lldx%lld: %s with %d threads differs from ref",
+                                  sdgp_prune_fn_name(cfg.fn), n, m, axis, cfg.scope, (long long)B, (long long)P, (long long)C,
+                                  sdgp_isa_name(cfg.isa), threads);
+                            compared++;
+                            drop(&r);
+                        }
+                    }
+                    drop(&ref);
+                    free(x);
+                }
+    fprintf(stderr, "  %ld comparisons (best ISA here: %s)\n", compared, sdgp_isa_name(sdgp_isa_best()));
+}
+
+/* Larger tensors, where threads split rows differently, for the hot 2:4 cases. */
+TEST_CASE(large_tensor_bitwise) {
+    const int64_t B = 6, P = 100, C = 256;
+    size_t total = (size_t)(B * P * C);
+    float *x = test_xmalloc(total * 4);
+    fill(x, total, 99);
+    for (int fn = SDGP_PRUNE_RANDOM; fn < SDGP_PRUNE_COUNT; fn++)
+        for (int axis = 0; axis < 2; axis++)
+            for (int scope = 0; scope < 2; scope++) {
+                sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, 2, 4);
+                cfg.axis = (sdgp_axis)axis;
+                cfg.scope = (sdgp_rescale_scope)scope;
+                cfg.isa = SDGP_ISA_REF;
+                cfg.threads = 1;
+                result ref;
+                run(&ref, &cfg, x, B, P, C);
+                for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
+                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                    cfg.isa = (sdgp_isa)isa;
+                    cfg.threads = 2;
+                    result r;
+                    run(&r, &cfg, x, B, P, C);
+                    CHECK(same(&ref, &r, total), "%s 2:4 axis %d scope %d: %s x2 threads differs", sdgp_prune_fn_name(cfg.fn), axis, scope,
+                          sdgp_isa_name(cfg.isa));
+                    drop(&r);
+                }
+                drop(&ref);
+            }
+    free(x);
+}
+
+/* Non-finite input: every path gives the same status (and, for magnitude/random, the same bits). */
+TEST_CASE(non_finite_every_path) {
+    const int64_t B = 2, P = 8, C = 40;
+    size_t total = (size_t)(B * P * C);
+    float *x = test_xmalloc(total * 4);
+    fill(x, total, 5);
+    x[77] = NAN;
+    x[300] = INFINITY;
+    x[301] = -INFINITY;
+    for (int fn = SDGP_PRUNE_RANDOM; fn < SDGP_PRUNE_COUNT; fn++)
+        for (int axis = 0; axis < 2; axis++) {
+            sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, 2, 4);
+            cfg.axis = (sdgp_axis)axis;
+            cfg.isa = SDGP_ISA_REF;
+            result ref;
+            run(&ref, &cfg, x, B, P, C);
+            int strict = fn == SDGP_PRUNE_MVUE || fn == SDGP_PRUNE_MVUE_APPROX || fn == SDGP_PRUNE_RESCALED;
+            CHECK(ref.st == (strict ? SDGP_ERR_NUMERIC : SDGP_OK), "%s: status %d", sdgp_prune_fn_name(cfg.fn), ref.st);
+            for (int isa = 1; isa < SDGP_ISA_COUNT; isa++) {
+                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                cfg.isa = (sdgp_isa)isa;
+                cfg.threads = 2;
+                result r;
+                run(&r, &cfg, x, B, P, C);
+                CHECK(r.st == ref.st && (strict || same(&ref, &r, total)), "%s axis %d on %s: status %d vs %d", sdgp_prune_fn_name(cfg.fn), axis,
+                      sdgp_isa_name(cfg.isa), r.st, ref.st);
+                drop(&r);
+            }
+            drop(&ref);
+        }
+    free(x);
+}
+
+int main(void) {
+    RUN(paths_and_threads_bitwise);
+    RUN(large_tensor_bitwise);
+    RUN(non_finite_every_path);
+    return test_finish();
+}
