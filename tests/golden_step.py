@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 import torch
@@ -22,6 +23,10 @@ from torch_models import ResNet9, SmallCNN, named_tensors, param_groups  # noqa:
 BUILD = sys.argv[1]
 DRIVER = os.path.join(BUILD, "tests", "sdgp_golden_step")
 LR, MOMENTUM, WD, SMOOTH = 0.1, 0.9, 5e-4, 0.1
+# Whole-step gradients pass through 8 ReLU/BatchNorm/max-pool layers: a value that rounds to the
+# other side of a ReLU or max-pool boundary moves a little gradient, and BatchNorm's backward
+# amplifies rounding. Typical errors are 3e-6; a wrong mask or kernel gives errors of order 1.
+GRAD_TOL = 1e-3
 passed = failed = 0
 
 
@@ -46,7 +51,9 @@ def load(d, sub, name, shape):
 def run_case(name, model_kind, width, hwc, batch, prune="none", nm="2:4", extra=None):
     H, W, C = hwc
     torch.manual_seed(0)
-    rng = np.random.default_rng(abs(hash(name)) % (2**32))
+    # fixed data per case (hash() is salted per process); max-pool near-ties are discontinuities
+    # of the gradient, so random data could route a gradient differently from PyTorch by chance
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
     x = rng.standard_normal((batch, H, W, C)).astype(np.float32)
     y = rng.integers(0, 10, batch).astype(np.int32)
     with tempfile.TemporaryDirectory() as d:
@@ -65,7 +72,7 @@ def run_case(name, model_kind, width, hwc, batch, prune="none", nm="2:4", extra=
             print(f"FAIL {name}: driver exit {r.returncode}: {r.stderr.strip()}")
             return
         model = ResNet9(C, 10, width) if model_kind == "resnet9" else SmallCNN(C, 10, width)
-        model.train()
+        model.train()  # fp32: PyTorch runs the same oneDNN kernels, so ReLU/max-pool decisions agree
         tensors = named_tensors(model)
         with torch.no_grad():
             for pname, t in tensors.items():
@@ -101,7 +108,7 @@ def run_case(name, model_kind, width, hwc, batch, prune="none", nm="2:4", extra=
         for pname, t in tensors.items():
             if t.grad is not None:
                 worst = max(worst, check(f"{name}: grad {pname}", load(d, "grad", pname, tuple(t.shape)),
-                                         t.grad.numpy(), 1e-4))
+                                         t.grad.numpy(), GRAD_TOL))
         opt = torch.optim.SGD(param_groups(model, WD), lr=LR, momentum=MOMENTUM)
         opt.step()
         for pname, t in tensors.items():

@@ -1,9 +1,10 @@
 /* AVX2 + FMA micro-kernel of the sparse backward-data convolution.
  *
- * The AVX-512 kernel's design (spconv_avx512.c) with 8-float vectors: an output row segment of
- * ncols <= 32 floats (NV <= 4 ymm) in registers, two accumulator sets (8 FMA chains), one 64-bit
- * entry load and a GPR broadcast per entry, NV FMAs on panel rows. 16 ymm registers: 8
- * accumulators + 2 broadcasts leave room. The last vector is loaded / stored with vmaskmov. */
+ * The AVX-512 kernel's design (spconv_avx512.c) with 8-float vectors: the row segment of one dD
+ * pixel (ncols <= 32 floats, NV <= 4 ymm) in registers across all taps and entries, two
+ * accumulator sets (8 FMA chains), one 64-bit entry load and a GPR broadcast per entry, NV FMAs on
+ * panel rows. 16 ymm registers: 8 accumulators + 2 broadcasts leave room. The last vector is
+ * loaded / stored with vmaskmov. */
 #include <immintrin.h>
 
 #include "kernels/spconv_internal.h"
@@ -16,28 +17,31 @@ static inline __attribute__((always_inline)) __m256 entry_value(spconv_entry e) 
 
 static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, const int NV) {
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * (NV - 1)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const char *panel = (const char *)t->panel;
-    const int ne = t->ne;
+    const int ne = t->ne, ntaps = t->ntaps;
     for (int y = 0; y < t->ny; y++)
         for (int x = 0; x < t->nx; x++) {
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
-            const spconv_entry *E = t->ent + x * t->e_sx + y * t->e_sy;
+            const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy;
             __m256 a[NV_MAX], b[NV_MAX];
             for (int q = 0; q < NV; q++) a[q] = b[q] = _mm256_setzero_ps();
-            int e = 0;
-            for (; e + 2 <= ne; e += 2) {
-                const spconv_entry r0 = E[e], r1 = E[e + 1];
-                const float *w0 = (const float *)(panel + spconv_entry_offset(r0));
-                const float *w1 = (const float *)(panel + spconv_entry_offset(r1));
-                const __m256 v0 = entry_value(r0), v1 = entry_value(r1);
-                for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v0, _mm256_load_ps(w0 + 8 * q), a[q]);
-                for (int q = 0; q < NV; q++) b[q] = _mm256_fmadd_ps(v1, _mm256_load_ps(w1 + 8 * q), b[q]);
+            for (int tap = 0; tap < ntaps; tap++) {
+                const spconv_entry *E = pix + t->tap_ent[tap];
+                const char *panel = (const char *)t->tap_panel[tap];
+                int e = 0;
+                for (; e + 2 <= ne; e += 2) {
+                    const spconv_entry r0 = E[e], r1 = E[e + 1];
+                    const float *w0 = (const float *)(panel + spconv_entry_offset(r0));
+                    const float *w1 = (const float *)(panel + spconv_entry_offset(r1));
+                    const __m256 v0 = entry_value(r0), v1 = entry_value(r1);
+                    for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v0, _mm256_load_ps(w0 + 8 * q), a[q]);
+                    for (int q = 0; q < NV; q++) b[q] = _mm256_fmadd_ps(v1, _mm256_load_ps(w1 + 8 * q), b[q]);
+                }
+                if (e < ne) {
+                    const float *w0 = (const float *)(panel + spconv_entry_offset(E[e]));
+                    const __m256 v0 = entry_value(E[e]);
+                    for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v0, _mm256_load_ps(w0 + 8 * q), a[q]);
+                }
             }
-            if (e < ne) {
-                const float *w0 = (const float *)(panel + spconv_entry_offset(E[e]));
-                const __m256 v0 = entry_value(E[e]);
-                for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v0, _mm256_load_ps(w0 + 8 * q), a[q]);
-            }
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
             for (int q = 0; q < NV - 1; q++)
                 _mm256_storeu_ps(d + 8 * q, _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), _mm256_add_ps(a[q], b[q])));
             _mm256_maskstore_ps(d + 8 * (NV - 1), tail,

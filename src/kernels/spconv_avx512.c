@@ -1,14 +1,15 @@
 /* AVX-512 micro-kernel of the sparse backward-data convolution.
  *
- * Row-wise (Gustavson) product: the output row segment of one pixel (ncols <= 128 floats, NV <= 8
- * zmm) is accumulated in registers while every entry (value v, panel row W[k]) of the source pixel
- * adds v * W[k, :]: one 64-bit entry load, a GPR -> zmm broadcast of v, and NV FMAs whose second
- * operand is the panel row read straight from L1/L2. Panel rows are the only vector loads in the
- * loop: on this class of core the vector load ports, not the FMA units, bound the kernel (see
- * README.md), so v comes through a general register rather than a vbroadcastss from memory.
- * Two accumulator sets (even / odd entries) keep 2*NV independent FMA chains in flight. dD joins
- * at the end (one load, add, store per vector), so its L2 latency stays off the FMA chains. The
- * last vector is masked: any ncols works; panel rows are zero padded and read in whole vectors. */
+ * Row-wise (Gustavson) product, output-stationary: the row segment of one dD pixel (ncols <= 128
+ * floats, NV <= 8 zmm) is accumulated in registers over every tap of the call and every entry
+ * (value v, panel row W[k]) of that tap's source pixel: one 64-bit entry load, a GPR -> zmm
+ * broadcast of v, and NV FMAs whose second operand is the panel row read straight from cache.
+ * Panel rows are the only vector loads in the loop: on this class of core the vector load ports,
+ * not the FMA units, bound the kernel (README.md), so v comes through a general register rather
+ * than a vbroadcastss from memory. Two accumulator sets (even / odd entries) keep 2*NV
+ * independent FMA chains in flight. dD joins once at the end (load, add, store per vector), so
+ * its latency stays off the FMA chains. The last vector is masked: any ncols works; panel rows
+ * are zero padded and read in whole vectors. */
 #include <immintrin.h>
 
 #include "kernels/spconv_internal.h"
@@ -21,28 +22,31 @@ static inline __attribute__((always_inline)) __m512 entry_value(spconv_entry e) 
 
 static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, const int NV) {
     const __mmask16 tail = (__mmask16)(0xFFFFu >> (16 * NV - t->ncols));
-    const char *panel = (const char *)t->panel;
-    const int ne = t->ne;
+    const int ne = t->ne, ntaps = t->ntaps;
     for (int y = 0; y < t->ny; y++)
         for (int x = 0; x < t->nx; x++) {
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
-            const spconv_entry *E = t->ent + x * t->e_sx + y * t->e_sy;
+            const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy;
             __m512 a[NV_MAX], b[NV_MAX];
             for (int q = 0; q < NV; q++) a[q] = b[q] = _mm512_setzero_ps();
-            int e = 0;
-            for (; e + 2 <= ne; e += 2) {
-                const spconv_entry r0 = E[e], r1 = E[e + 1];
-                const float *w0 = (const float *)(panel + spconv_entry_offset(r0));
-                const float *w1 = (const float *)(panel + spconv_entry_offset(r1));
-                const __m512 v0 = entry_value(r0), v1 = entry_value(r1);
-                for (int q = 0; q < NV; q++) a[q] = _mm512_fmadd_ps(v0, _mm512_load_ps(w0 + 16 * q), a[q]);
-                for (int q = 0; q < NV; q++) b[q] = _mm512_fmadd_ps(v1, _mm512_load_ps(w1 + 16 * q), b[q]);
+            for (int tap = 0; tap < ntaps; tap++) {
+                const spconv_entry *E = pix + t->tap_ent[tap];
+                const char *panel = (const char *)t->tap_panel[tap];
+                int e = 0;
+                for (; e + 2 <= ne; e += 2) {
+                    const spconv_entry r0 = E[e], r1 = E[e + 1];
+                    const float *w0 = (const float *)(panel + spconv_entry_offset(r0));
+                    const float *w1 = (const float *)(panel + spconv_entry_offset(r1));
+                    const __m512 v0 = entry_value(r0), v1 = entry_value(r1);
+                    for (int q = 0; q < NV; q++) a[q] = _mm512_fmadd_ps(v0, _mm512_load_ps(w0 + 16 * q), a[q]);
+                    for (int q = 0; q < NV; q++) b[q] = _mm512_fmadd_ps(v1, _mm512_load_ps(w1 + 16 * q), b[q]);
+                }
+                if (e < ne) {
+                    const float *w0 = (const float *)(panel + spconv_entry_offset(E[e]));
+                    const __m512 v0 = entry_value(E[e]);
+                    for (int q = 0; q < NV; q++) a[q] = _mm512_fmadd_ps(v0, _mm512_load_ps(w0 + 16 * q), a[q]);
+                }
             }
-            if (e < ne) {
-                const float *w0 = (const float *)(panel + spconv_entry_offset(E[e]));
-                const __m512 v0 = entry_value(E[e]);
-                for (int q = 0; q < NV; q++) a[q] = _mm512_fmadd_ps(v0, _mm512_load_ps(w0 + 16 * q), a[q]);
-            }
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
             for (int q = 0; q < NV - 1; q++)
                 _mm512_storeu_ps(d + 16 * q, _mm512_add_ps(_mm512_loadu_ps(d + 16 * q), _mm512_add_ps(a[q], b[q])));
             _mm512_mask_storeu_ps(d + 16 * (NV - 1), tail,

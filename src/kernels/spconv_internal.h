@@ -33,23 +33,30 @@ static inline float spconv_entry_value(spconv_entry e) {
 }
 static inline uint32_t spconv_entry_offset(spconv_entry e) { return (uint32_t)(e >> 32); }
 
-/* One micro-kernel call: a 2D block of nx x ny output pixels, one column block, one tap and one
- * chunk of output channels. For every pixel (x, y) of the block, with E = ent + x*e_sx + y*e_sy:
- *   dd[x*dd_sx + y*dd_sy + c] += sum_{e < ne} value(E[e]) * panel_row(E[e])[c]   for c < ncols,
- * panel_row(E) = (const float *)((const char *)panel + offset(E)), 64-byte aligned, holding at
- * least round_up(ncols, SPCONV_LDP_ALIGN) readable floats (zero beyond ncols).
- * Reads exactly those dd and ent elements and those panel rows; writes only dd[... + c], c < ncols.
- * The summation order inside one call is the kernel's own (ISA paths may differ in rounding);
- * it depends only on the entries, never on nx, ny or the caller's blocking. */
+/* Taps one micro-kernel call may take (larger tap groups are split into several calls). */
+#define SPCONV_MAX_TAPS 32
+
+/* One micro-kernel call: a 2D block of nx x ny output (dD) pixels, one column block, one chunk
+ * of output channels and a list of taps. For every pixel (x, y) of the block and every tap t,
+ * with E_t = ent + tap_ent[t] + x*e_sx + y*e_sy (the source dO pixel of that tap):
+ *   dd[x*dd_sx + y*dd_sy + c] += sum_t sum_{e < ne} value(E_t[e]) * row(tap_panel[t], E_t[e])[c]
+ * for c < ncols, where row(P, E) = (const float *)((const char *)P + offset(E)) is 64-byte aligned
+ * and holds at least round_up(ncols, SPCONV_LDP_ALIGN) readable floats (zero beyond ncols).
+ * The output row segment stays in registers across all taps and entries and is added to dD once.
+ * Reads exactly those dd and entry elements and those panel rows; writes only dd[... + c], c < ncols.
+ * The summation order inside one call is the kernel's own (ISA paths may differ in rounding) but
+ * depends only on the taps and entries, never on nx, ny or the caller's blocking. */
 typedef struct {
-    float *dd;                /* the first pixel's row segment in dD */
-    int64_t dd_sx, dd_sy;     /* floats between neighbouring pixels along x / y */
-    const spconv_entry *ent;  /* the first pixel's first entry */
-    int64_t e_sx, e_sy;       /* entries between neighbouring source pixels along x / y */
-    const float *panel;       /* packed W of one tap and column block */
-    int ne;                   /* entries per pixel (>= 0) */
-    int nx, ny;               /* pixels (>= 0) */
-    int ncols;                /* valid columns, 1 <= ncols <= the kernel's nr */
+    float *dd;                     /* pixel (0, 0)'s row segment in dD */
+    int64_t dd_sx, dd_sy;          /* floats between neighbouring output pixels along x / y */
+    const spconv_entry *ent;       /* base of the entries */
+    int64_t e_sx, e_sy;            /* entries between neighbouring source pixels along x / y */
+    int ntaps;                     /* 1 .. SPCONV_MAX_TAPS */
+    const int64_t *tap_ent;        /* per tap: offset from ent of pixel (0, 0)'s first entry */
+    const float *const *tap_panel; /* per tap: its panel (rows addressed by entry offsets) */
+    int ne;                        /* entries per source pixel and tap (>= 0) */
+    int nx, ny;                    /* pixels (>= 0) */
+    int ncols;                     /* valid columns, 1 <= ncols <= the kernel's nr */
 } spconv_tile;
 
 typedef void (*spconv_tile_fn)(const spconv_tile *t);
@@ -68,10 +75,18 @@ void spconv_tile_avx512(const spconv_tile *t);
 /* Blocking parameters of a plan (chosen in create; overridable for tuning experiments). */
 typedef struct {
     int nr;          /* column block width (<= the kernel's nr) */
-    int kc;          /* output channels per panel chunk, a multiple of m */
+    int kc;          /* output channels per chunk, a multiple of m */
+    int tg;          /* taps per group (consecutive in i*kw + j order); the registers accumulate a
+                        pixel over a group's taps. 0: all taps */
     int64_t tile_px; /* target dD pixels per work unit (the unit's dD block stays in L2) */
-    int order;       /* 0: chunk outer, taps inner; 1: taps outer, chunks inner */
 } spconv_blocking;
+
+/* A run of dD rows (or columns) that see the same valid taps: positions start + stride*y for
+ * y < count, tap rows i (columns j) with bit i set in mask. */
+typedef struct {
+    int start, count;
+    uint64_t mask;
+} spconv_run;
 
 struct sdgp_sparse_bwd {
     sdgp_conv_geom g;
@@ -84,6 +99,8 @@ struct sdgp_sparse_bwd {
     float *wp;         /* packed weights: [block][tap][Cout][ldp] (64-byte aligned) */
     size_t wp_floats;
     spconv_entry *ent; /* dO as entries: rows x slots */
+    spconv_run *row_runs, *col_runs; /* over all of H and W (kh, kw <= 64) */
+    int nrow_runs, ncol_runs;
     int32_t *slot_base; /* per slot of a row: first channel of its group, (slot / n) * m */
     int packed;
 };

@@ -1,17 +1,26 @@
 /* Portable C micro-kernel of the sparse backward-data convolution (the contract's reference and
- * the fallback on CPUs without AVX2). See spconv_internal.h for what one call computes. */
+ * the fallback on CPUs without AVX2). See spconv_internal.h for what one call computes.
+ * Like the vector kernels it sums a pixel over all taps of the call first and adds to dD once. */
 #include "kernels/spconv_internal.h"
+
+#define NR_MAX 64
 
 void spconv_tile_ref(const spconv_tile *t) {
     const int ncols = t->ncols, ne = t->ne;
+    float acc[NR_MAX];
     for (int y = 0; y < t->ny; y++)
         for (int x = 0; x < t->nx; x++) {
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
-            const spconv_entry *E = t->ent + x * t->e_sx + y * t->e_sy;
-            for (int e = 0; e < ne; e++) {
-                const float v = spconv_entry_value(E[e]);
-                const float *w = (const float *)((const char *)t->panel + spconv_entry_offset(E[e]));
-                for (int c = 0; c < ncols; c++) d[c] += v * w[c];
+            for (int c = 0; c < ncols; c++) acc[c] = 0.0f;
+            for (int tap = 0; tap < t->ntaps; tap++) {
+                const spconv_entry *E = t->ent + t->tap_ent[tap] + x * t->e_sx + y * t->e_sy;
+                const char *panel = (const char *)t->tap_panel[tap];
+                for (int e = 0; e < ne; e++) {
+                    const float v = spconv_entry_value(E[e]);
+                    const float *w = (const float *)(panel + spconv_entry_offset(E[e]));
+                    for (int c = 0; c < ncols; c++) acc[c] += v * w[c];
+                }
             }
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
+            for (int c = 0; c < ncols; c++) d[c] += acc[c];
         }
 }

@@ -8,6 +8,7 @@
  * bitwise the reference's. A batch whose random draws would need the reference's rejection loop
  * (probability 2^-32 per group) is handed to the reference whole. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "prune/prune_internal.h"
 
@@ -21,30 +22,39 @@ static inline void mul_hilo(__m512i *hi, __m512i *lo, __m512i a, __m512i b) {
     *lo = _mm512_mask_shuffle_epi32(even, 0xaaaa, odd, (_MM_PERM_ENUM)0xb1);
 }
 
-static inline __attribute__((always_inline)) void philox16(__m512i w[4], sdgp_philox_key key, uint64_t g0) {
+/* Words w[b][0..3] of groups g0 + 16 b + lane (b < 4), block 0. Four independent chains, because
+ * one alone waits on the multiply latency of each round. */
+static inline __attribute__((always_inline)) void philox64(__m512i w[4][4], sdgp_philox_key key, uint64_t g0) {
     const __m512i M0 = _mm512_set1_epi32((int)0xD2511F53u), M1 = _mm512_set1_epi32((int)0xCD9E8D57u);
-    __m512i lo = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)g0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-    /* the high word carries where the low word wrapped */
-    __mmask16 carry = _mm512_cmplt_epu32_mask(lo, _mm512_set1_epi32((int)(uint32_t)g0));
-    __m512i c0 = lo, c1 = _mm512_mask_add_epi32(_mm512_set1_epi32((int)(uint32_t)(g0 >> 32)), carry, _mm512_set1_epi32((int)(uint32_t)(g0 >> 32)),
-                                                 _mm512_set1_epi32(1));
-    __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_set1_epi32(0x53444750);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i c[4][4];
+    for (int b = 0; b < 4; b++) {
+        uint64_t g = g0 + 16 * (uint64_t)b;
+        __m512i lo = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)g), iota), hi = _mm512_set1_epi32((int)(uint32_t)(g >> 32));
+        /* the high word carries where the low word wrapped */
+        c[b][0] = lo;
+        c[b][1] = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(lo, _mm512_set1_epi32((int)(uint32_t)g)), hi, _mm512_set1_epi32(1));
+        c[b][2] = _mm512_setzero_si512();
+        c[b][3] = _mm512_set1_epi32(0x53444750);
+    }
     uint32_t k0 = key.v[0], k1 = key.v[1];
     for (int r = 0; r < 10; r++) {
-        __m512i hi0, lo0, hi1, lo1;
-        mul_hilo(&hi0, &lo0, c0, M0);
-        mul_hilo(&hi1, &lo1, c2, M1);
-        c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32((int)k0), 0x96); /* xor of three */
-        c1 = lo1;
-        c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32((int)k1), 0x96);
-        c3 = lo0;
+        const __m512i K0 = _mm512_set1_epi32((int)k0), K1 = _mm512_set1_epi32((int)k1);
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; b++) {
+            __m512i hi0, lo0, hi1, lo1;
+            mul_hilo(&hi0, &lo0, c[b][0], M0);
+            mul_hilo(&hi1, &lo1, c[b][2], M1);
+            c[b][0] = _mm512_ternarylogic_epi32(hi1, c[b][1], K0, 0x96); /* xor of three */
+            c[b][1] = lo1;
+            c[b][2] = _mm512_ternarylogic_epi32(hi0, c[b][3], K1, 0x96);
+            c[b][3] = lo0;
+        }
         k0 += 0x9E3779B9u;
         k1 += 0xBB67AE85u;
     }
-    w[0] = c0;
-    w[1] = c1;
-    w[2] = c2;
-    w[3] = c3;
+    for (int b = 0; b < 4; b++)
+        for (int q = 0; q < 4; q++) w[b][q] = c[b][q];
 }
 
 /* ---- transposes between 4 vectors of 4 groups each and 4 vectors of one element each ---- */
@@ -207,63 +217,109 @@ static inline __attribute__((always_inline)) void canonical4(__mmask16 sel[4], c
     }
 }
 
-/* Row axis: y[k] is row 4g+k at channels [c, c+16). */
+/* The compressed slots of 16 transposed groups: sv[s], si[s] = value and index of the s-th
+ * stored element. One and two slots are the lowest / highest stored element (blend chains);
+ * three go by counting. */
+static inline __attribute__((always_inline)) void slots4(__m512 sv[3], __m512i si[3], const __m512 y[4], int n) {
+    __mmask16 sel[4];
+    canonical4(sel, y, n);
+    if (n <= 2) {
+        sv[0] = y[3];
+        si[0] = _mm512_set1_epi32(3);
+        for (int k = 2; k >= 0; k--) {
+            sv[0] = _mm512_mask_mov_ps(sv[0], sel[k], y[k]);
+            si[0] = _mm512_mask_mov_epi32(si[0], sel[k], _mm512_set1_epi32(k));
+        }
+        if (n == 1) return;
+        sv[1] = y[0];
+        si[1] = _mm512_setzero_si512();
+        for (int k = 1; k < 4; k++) {
+            sv[1] = _mm512_mask_mov_ps(sv[1], sel[k], y[k]);
+            si[1] = _mm512_mask_mov_epi32(si[1], sel[k], _mm512_set1_epi32(k));
+        }
+        return;
+    }
+    for (int s = 0; s < n; s++) {
+        __m512i cnt = _mm512_setzero_si512();
+        sv[s] = _mm512_setzero_ps();
+        si[s] = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(sel[k], cnt, _mm512_set1_epi32(s));
+            sv[s] = _mm512_mask_mov_ps(sv[s], hit, y[k]);
+            si[s] = _mm512_mask_mov_epi32(si[s], hit, _mm512_set1_epi32(k));
+            cnt = _mm512_mask_add_epi32(cnt, sel[k], cnt, _mm512_set1_epi32(1));
+        }
+    }
+}
+
+/* Row axis: y[k] is row 4g+k at channels [c, c+16); slot row g*n+s holds slot s. */
 static inline __attribute__((always_inline)) void store_rows(const prune_job *j, int64_t g, int64_t c, __mmask16 valid, const __m512 y[4]) {
     const int64_t C = j->C;
     const int n = j->n;
     if (j->out)
         for (int k = 0; k < 4; k++) _mm512_mask_storeu_ps(j->out + (4 * g + k) * C + c, valid, y[k]);
     if (!j->vals) return;
-    __mmask16 sel[4];
-    canonical4(sel, y, n);
-    for (int s = 0; s < n; s++) { /* slot s: the s-th stored row */
-        __m512 sv = _mm512_setzero_ps();
-        __m512i si = _mm512_setzero_si512(), cnt = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) {
-            __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(sel[k], cnt, _mm512_set1_epi32(s));
-            sv = _mm512_mask_mov_ps(sv, hit, y[k]);
-            si = _mm512_mask_mov_epi32(si, hit, _mm512_set1_epi32(k));
-            cnt = _mm512_mask_add_epi32(cnt, sel[k], cnt, _mm512_set1_epi32(1));
-        }
-        _mm512_mask_storeu_ps(j->vals + (g * n + s) * C + c, valid, sv);
-        _mm_mask_storeu_epi8(j->idx + (g * n + s) * C + c, valid, _mm512_cvtepi32_epi8(si));
+    __m512 sv[3];
+    __m512i si[3];
+    slots4(sv, si, y, n);
+    for (int s = 0; s < n; s++) {
+        _mm512_mask_storeu_ps(j->vals + (g * n + s) * C + c, valid, sv[s]);
+        _mm_mask_storeu_epi8(j->idx + (g * n + s) * C + c, valid, _mm512_cvtepi32_epi8(si[s]));
     }
 }
 
-/* Channel axis: y[k] is element k of groups g0 .. g0+15 of row r (groups < G valid). */
-static inline __attribute__((always_inline)) void store_channel(const prune_job *j, int64_t r, int64_t gr, int ng, const __m512 y[4]) {
+/* Channel axis: the tensor is a flat run of groups (group r*G + g starts at x + 4 (r*G + g)), so
+ * a batch is groups gi .. gi+ng-1 (ng <= 16) wherever the rows break; the compressed form is flat
+ * too: slot s of group gi+g at (gi+g)*n + s. */
+static inline __attribute__((always_inline)) void store_flat(const prune_job *j, int64_t gi, int ng, const __m512 y[4]) {
     const int n = j->n;
-    const int64_t C = j->C, slots = C / 4 * n;
-    __m512 a[4];
-    to_groups(a, y);
-    if (j->out)
+    if (j->out) {
+        __m512 a[4];
+        to_groups(a, y);
         for (int q = 0; q < 4 && 4 * q < ng; q++) {
             int left = ng - 4 * q;
-            _mm512_mask_storeu_ps(j->out + r * C + 4 * (gr + 4 * q), left >= 4 ? (__mmask16)0xffff : (__mmask16)((1u << (4 * left)) - 1), a[q]);
+            _mm512_mask_storeu_ps(j->out + 4 * (gi + 4 * q), left >= 4 ? (__mmask16)0xffff : (__mmask16)((1u << (4 * left)) - 1), a[q]);
         }
+    }
     if (!j->vals) return;
-    __mmask16 sel[4];
-    canonical4(sel, y, n);
-    /* bit 4g+k of the original layout = bit g of sel[k] */
-    uint64_t bits = 0;
-    for (int k = 0; k < 4; k++) bits |= _pdep_u64(sel[k], 0x1111111111111111ull << k);
-    float *vals = j->vals + r * slots + gr * n;
-    uint8_t *idx = j->idx + r * slots + gr * n;
-    for (int q = 0; q < 4 && 4 * q < ng; q++) {
-        int groups = ng - 4 * q < 4 ? ng - 4 * q : 4;
-        __mmask16 kp = (__mmask16)(bits >> (16 * q)), first = (__mmask16)((1u << (groups * n)) - 1);
-        uint64_t src = _pext_u64(0xfedcba9876543210ull, _pdep_u64(kp, 0x1111111111111111ull) * 0xf);
-        __m128i lanes = _mm_set_epi64x((long long)_pdep_u64(src >> 32, 0x0f0f0f0f0f0f0f0full), (long long)_pdep_u64(src, 0x0f0f0f0f0f0f0f0full));
-        _mm512_mask_storeu_ps(vals + 4 * q * n, first, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lanes), a[q]));
-        _mm_mask_storeu_epi8(idx + 4 * q * n, first, _mm_and_si128(lanes, _mm_set1_epi8(3)));
+    __m512 sv[3];
+    __m512i si[3];
+    slots4(sv, si, y, n);
+    float *vals = j->vals + gi * n;
+    uint8_t *idx = j->idx + gi * n;
+    if (n == 1) {
+        __mmask16 v = (__mmask16)((1u << ng) - 1);
+        _mm512_mask_storeu_ps(vals, v, sv[0]);
+        _mm_mask_storeu_epi8(idx, v, _mm512_cvtepi32_epi8(si[0]));
+    } else if (n == 2) { /* interleave the two slots */
+        const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        __m128i i0 = _mm512_cvtepi32_epi8(si[0]), i1 = _mm512_cvtepi32_epi8(si[1]);
+        __mmask32 v = (__mmask32)((1ull << (2 * ng)) - 1);
+        _mm512_mask_storeu_ps(vals, (__mmask16)v, _mm512_permutex2var_ps(sv[0], lo, sv[1]));
+        _mm512_mask_storeu_ps(vals + 16, (__mmask16)(v >> 16), _mm512_permutex2var_ps(sv[0], hi, sv[1]));
+        _mm256_mask_storeu_epi8(idx, v, _mm256_set_m128i(_mm_unpackhi_epi8(i0, i1), _mm_unpacklo_epi8(i0, i1)));
+    } else { /* n == 3: three interleaved slots, through memory */
+        float tv[48];
+        uint8_t ti[48];
+        int32_t tix[3][16];
+        float tsv[3][16];
+        for (int s = 0; s < 3; s++) {
+            _mm512_storeu_ps(tsv[s], sv[s]);
+            _mm512_storeu_si512(tix[s], si[s]);
+        }
+        for (int g = 0; g < ng; g++)
+            for (int s = 0; s < 3; s++) {
+                tv[3 * g + s] = tsv[s][g];
+                ti[3 * g + s] = (uint8_t)tix[s][g];
+            }
+        memcpy(vals, tv, (size_t)(3 * ng) * sizeof *tv);
+        memcpy(idx, ti, (size_t)(3 * ng));
     }
 }
 
-/* One batch of 16 groups (starting at group index gi); returns -1 if it must go to the reference,
- * else 1 on a non-finite value, 0 otherwise. */
-static inline __attribute__((always_inline)) int batch(const prune_job *j, uint64_t gi, __m512 y[4], const __m512 e[4]) {
-    __m512i w[4];
-    philox16(w, j->key, gi);
+/* One batch of 16 groups: -1 if it must go to the reference, else 1 on a non-finite value, else 0. */
+static inline __attribute__((always_inline)) int decide(const prune_job *j, const __m512i w[4], __m512 y[4], const __m512 e[4]) {
     if (j->fn == SDGP_PRUNE_RANDOM) return random4(y, e, w, j->n) ? 0 : -1;
     return mvue24(y, e, w[0]) ? 1 : 0;
 }
@@ -275,40 +331,49 @@ int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1) {
     const int64_t C = j->C;
     int bad = 0;
     __m512 e[4], y[4];
+    __m512i w[4][4];
     if (j->axis == SDGP_AXIS_ROW) {
         for (int64_t g = t0; g < t1; g++)
-            for (int64_t c = 0; c < C; c += 16) {
-                __mmask16 valid = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
-                for (int k = 0; k < 4; k++) e[k] = _mm512_maskz_loadu_ps(valid, j->x + (4 * g + k) * C + c);
-                int r = batch(j, (uint64_t)(g * C + c), y, e);
-                if (r < 0) {
-                    bad |= prune_ref_prune(j, g, g + 1); /* the whole row group (rare) */
-                    break;
+            for (int64_t c0 = 0; c0 < C; c0 += 64) {
+                philox64(w, j->key, (uint64_t)(g * C + c0)); /* group (g, c) is g*C + c */
+                for (int b = 0; b < 4 && c0 + 16 * b < C; b++) {
+                    int64_t c = c0 + 16 * b;
+                    __mmask16 valid = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+                    for (int k = 0; k < 4; k++) e[k] = _mm512_maskz_loadu_ps(valid, j->x + (4 * g + k) * C + c);
+                    int r = decide(j, w[b], y, e);
+                    if (r < 0) { /* the reference redoes the whole row group (probability ~2^-28) */
+                        bad |= prune_ref_prune(j, g, g + 1);
+                        c0 = C;
+                        break;
+                    }
+                    bad |= r;
+                    store_rows(j, g, c, valid, y);
                 }
-                bad |= r;
-                store_rows(j, g, c, valid, y);
             }
         return bad;
     }
-    const int64_t G = C / 4;
-    for (int64_t r = t0; r < t1; r++)
-        for (int64_t gr = 0; gr < G; gr += 16) {
-            int ng = G - gr >= 16 ? 16 : (int)(G - gr);
+    const int64_t G = C / 4, end = t1 * G;
+    for (int64_t g0 = t0 * G; g0 < end; g0 += 64) {
+        philox64(w, j->key, (uint64_t)g0);
+        for (int b = 0; b < 4 && g0 + 16 * b < end; b++) {
+            const int64_t gi = g0 + 16 * b;
+            const int ng = end - gi >= 16 ? 16 : (int)(end - gi);
             __m512 a[4];
             for (int q = 0; q < 4; q++) {
                 int left = ng - 4 * q;
                 __mmask16 v = left >= 4 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << (4 * left)) - 1) : 0;
-                a[q] = _mm512_maskz_loadu_ps(v, j->x + r * C + 4 * (gr + 4 * q));
+                a[q] = _mm512_maskz_loadu_ps(v, j->x + 4 * (gi + 4 * q));
             }
             to_elements(e, a);
-            int res = batch(j, (uint64_t)(r * G + gr), y, e);
-            if (res < 0) {
-                bad |= prune_ref_prune(j, r, r + 1); /* the whole row (rare) */
-                break;
+            int r = decide(j, w[b], y, e);
+            if (r < 0) { /* the reference redoes the rows of this batch (probability ~2^-28) */
+                bad |= prune_ref_prune(j, gi / G, (gi + ng - 1) / G + 1);
+                continue;
             }
-            /* lanes past the row's end hold zero groups: harmless, and not stored */
-            bad |= res;
-            store_channel(j, r, gr, ng, y);
+            /* lanes past the end hold zero groups: harmless, and not stored */
+            bad |= r;
+            store_flat(j, gi, ng, y);
         }
+    }
     return bad;
 }
