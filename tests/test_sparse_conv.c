@@ -120,6 +120,8 @@ static const shape shapes[] = {
     {1, 6, 6, 10, 12, 3, 3, 1, 1, 1, 4},     /* odd entry count per pixel (3) */
     {2, 5, 5, 9, 40, 3, 3, 1, 1, 3, 8},      /* 15 entries per pixel */
     {1, 4, 6, 50, 5, 3, 3, 1, 1, 1, 1},      /* Cout 5, 1:1 */
+    {1, 9, 9, 20, 8, 7, 7, 1, 3, 2, 4},      /* 49 taps: more than one micro-kernel call holds */
+    {2, 12, 5, 16, 8, 9, 1, 2, 0, 1, 2},     /* 9x1 kernel, stride 2 */
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
@@ -143,15 +145,17 @@ TEST_CASE(sparse_matches_naive_every_isa_and_thread_count) {
 }
 
 /* Every blocking the plan may choose gives the same answer: narrow column blocks, one-group
- * chunks, row-band units of a few pixels, both loop orders. Blockings that differ only in the
- * column blocks and the units (same chunks, same order) give bitwise the same result. */
+ * chunks, single taps / kernel rows / all taps per register pass, row-band units of a few pixels.
+ * Blockings that differ only in the column blocks and the units (same chunks and tap groups)
+ * give bitwise the same result. */
 TEST_CASE(sparse_blocking_variants) {
     const shape s[] = {{2, 9, 11, 70, 48, 3, 3, 1, 1, 2, 8}, {1, 12, 9, 40, 24, 5, 5, 2, 2, 1, 4}};
     for (int si = 0; si < 2; si++) {
         problem pb;
         REQUIRE(problem_make(&pb, s[si], 7 + (uint64_t)si), "bad geometry");
         float *d = test_xmalloc((size_t)pb.nD * 4), *d0 = test_xmalloc((size_t)pb.nD * 4);
-        const spconv_blocking blks[] = {{16, 24, 5, 0}, {32, 24, 1, 0}, {48, 24, 40, 0}, {64, 48, 1000, 1}, {64, 8, 13, 0}, {32, 16, 3, 1}, {128, 24, 77, 1}, {112, 40, 9, 0}};
+        const spconv_blocking blks[] = {{16, 24, 0, 5}, {32, 24, 0, 1}, {48, 24, 0, 40}, {64, 48, 1, 1000},
+                                        {64, 8, 3, 13}, {32, 16, 2, 3},  {128, 24, 1, 77}, {112, 40, 5, 9}};
         for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
             if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
             for (size_t b = 0; b < sizeof blks / sizeof blks[0]; b++) {

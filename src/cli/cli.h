@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "sdgp/train.h"
+
 /* Subcommands: argv[0] is the subcommand's own name; return the process exit code
  * (0 ok, 1 runtime failure, 2 bad usage or input). Each prints its own --help. */
 int sdgp_cmd_train(int argc, char **argv);
@@ -12,6 +14,10 @@ int sdgp_cmd_bench_step(int argc, char **argv);
 int sdgp_cmd_bench_layers(int argc, char **argv);
 int sdgp_cmd_bench_prune(int argc, char **argv);
 int sdgp_cmd_bench_conv(int argc, char **argv);
+
+/* Applies `sdgp train` flags argv[1..argc) to cfg (argv[0] is the command's name). --resume's
+ * argument goes to *resume (when resume is not NULL). Returns 0, or prints why and returns 2. */
+int cli_apply_train_flags(sdgp_train_config *cfg, int argc, char **argv, const char **resume);
 
 /* Monotonic wall clock in seconds. */
 double cli_now(void);

@@ -26,7 +26,7 @@ static void train_usage(FILE *f) {
 }
 
 /* Applies argv's flags to cfg. Returns 0 on success, else prints why and returns 2. */
-static int apply_flags(sdgp_train_config *cfg, int argc, char **argv, const char **resume) {
+int cli_apply_train_flags(sdgp_train_config *cfg, int argc, char **argv, const char **resume) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) {
@@ -100,14 +100,14 @@ int sdgp_cmd_train(int argc, char **argv) {
     }
     sdgp_train_config cfg = sdgp_train_config_default();
     const char *resume = NULL;
-    if (apply_flags(&cfg, argc, argv, &resume)) return 2;
+    if (cli_apply_train_flags(&cfg, argc, argv, &resume)) return 2;
     sdgp_error err;
     if (resume) { /* the checkpoint's settings, then this command's flags on top */
         if (sdgp_checkpoint_read_config(resume, &cfg, &err) != SDGP_OK) {
             fprintf(stderr, "sdgp: --resume %s\n", err.msg);
             return 2;
         }
-        if (apply_flags(&cfg, argc, argv, NULL)) return 2;
+        if (cli_apply_train_flags(&cfg, argc, argv, NULL)) return 2;
         snprintf(cfg.resume, sizeof cfg.resume, "%s", resume);
     }
     cfg.progress = isatty(2);
@@ -148,7 +148,7 @@ int sdgp_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "sdgp: %s\n", err.msg);
         return 2;
     }
-    if (apply_flags(&cfg, argc, argv, NULL)) return 2;
+    if (cli_apply_train_flags(&cfg, argc, argv, NULL)) return 2;
     if (cfg.model.threads > 0) omp_set_num_threads(cfg.model.threads);
     sdgp_dataset test;
     sdgp_status st = sdgp_dataset_load(&test, cfg.data, cfg.data_dir, 0, &err);

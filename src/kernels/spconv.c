@@ -2,19 +2,23 @@
  *
  * dD[b, h, w, :] = sum over taps (i, j) and kept entries (k, v) of the dO pixel (ho, wo) with
  * h = ho*s - pad + i, w = wo*s - pad + j, of v * W_tap[k, :]   (W_tap[k][c] = w[k][c][i][j]).
- * This is an implicit GEMM over the taps: for each tap the compressed dO rows (reused for every
- * tap, no im2col) multiply the packed tap panel and land on shifted dD rows. Taps whose pixel
- * falls outside the image are skipped by clipping the pixel ranges, never by padded buffers.
+ * An implicit GEMM over the taps: the compressed dO rows are packed once into entries (value +
+ * panel row offset) and reused by every tap; no im2col. Output-stationary: a micro-kernel call
+ * covers a block of dD pixels that see the same set of valid taps and keeps each pixel's row
+ * segment in registers across those taps and all their entries. Taps whose source pixel falls
+ * outside dO are never visited: dD rows (columns) are split into runs with the same valid taps
+ * (image borders, stride residues), computed once per plan.
  *
  * Loops (outside in), see README.md for why:
- *   work unit   = (images b0..b1, dD rows h0..h1, column block nb): owns dD[b, h0:h1, :, nb cols],
- *                 which it zeroes and then accumulates while it stays in L2 (tile_px pixels);
- *                 units are the OpenMP work items, so threads never write the same memory.
- *   chunk       = kc output channels: the panel W_tap[chunk rows][ncols] (~20 KiB) stays in L1;
- *   tap         = (i, j), the only part of the panel address that changes between calls;
- *   micro-kernel= all pixels of the unit that the tap reaches: a 2D block per image.
- * Every dD element receives its contributions in the same (chunk, tap, entry) order whatever the
- * units and the thread count: the result is bitwise independent of threads. */
+ *   work unit  = (images b0..b1, dD rows h0..h1, column block nb): owns dD[b, h0:h1, :, nb cols],
+ *                zeroes it, then accumulates while it stays in L2 (~tile_px pixels). Units are
+ *                the OpenMP work items: threads never write the same memory.
+ *   chunk      = kc output channels (whole groups): the entries of one chunk;
+ *   tap group  = tg consecutive taps: the panels of (chunk, tap group), tg*kc rows of ldp floats,
+ *                are the working set reused across all pixels of the unit;
+ *   micro-kernel call = one image, one run of rows x one run of columns, the valid taps of the group.
+ * Every dD element receives its contributions in the same (chunk, tap group, call) order whatever
+ * the units and the thread count: the result is bitwise independent of threads and of tile_px/nr. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,11 +31,12 @@ static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
     [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, 128, spconv_tile_avx512},
 };
 
-/* Blocking targets (bytes): the panel chunk shares L1 (32-48 KiB) with the streamed dD rows and
- * dO entries; the unit's dD block shares L2 (1-2 MiB) with panels and dO. */
-#define SPCONV_PANEL_BYTES (20 * 1024)
-#define SPCONV_UNIT_BYTES (256 * 1024)
+/* Default blocking (README.md has the measurements): column blocks of 64 floats; the
+ * (chunk, tap group) working set of panels about SPCONV_WS_BYTES; units of about
+ * SPCONV_UNIT_BYTES of dD. */
 #define SPCONV_NR_DEFAULT 64
+#define SPCONV_WS_BYTES (48 * 1024)
+#define SPCONV_UNIT_BYTES (256 * 1024)
 
 static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -43,10 +48,33 @@ static void *alloc64(size_t bytes) {
     return p;
 }
 
+/* Runs of output positions 0 .. size-1 (dD rows or columns) with equal valid-tap masks: position
+ * x sees tap i when x + pad - i = o*stride with 0 <= o < size_out. Runs follow one stride residue
+ * class each. Returns the number of runs (<= size). */
+static int make_runs(spconv_run *runs, int size, int size_out, int k, int stride, int pad) {
+    int count = 0;
+    for (int r = 0; r < stride && r < size; r++) {
+        for (int x = r; x < size; x += stride) {
+            uint64_t mask = 0;
+            for (int i = 0; i < k; i++) {
+                int64_t t = (int64_t)x + pad - i;
+                if (t >= 0 && t % stride == 0 && t / stride < size_out) mask |= (uint64_t)1 << i;
+            }
+            if (count > 0 && runs[count - 1].mask == mask && runs[count - 1].start + (int64_t)runs[count - 1].count * stride == x)
+                runs[count - 1].count++;
+            else
+                runs[count++] = (spconv_run){.start = x, .count = 1, .mask = mask};
+        }
+    }
+    return count;
+}
+
 static sdgp_status plan_layout(sdgp_sparse_bwd *p, sdgp_error *err) {
     const sdgp_conv_geom *g = &p->g;
     p->nblocks = (int)((g->Cin + p->blk.nr - 1) / p->blk.nr);
     p->ldp = round_up(p->blk.nr < g->Cin ? p->blk.nr : g->Cin, SPCONV_LDP_ALIGN);
+    if ((uint64_t)g->Cout * (uint64_t)p->ldp * sizeof(float) > UINT32_MAX)
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "sparse_bwd: Cout=%d panels exceed 32-bit entry offsets", g->Cout);
     free(p->wp);
     p->packed = 0;
     p->wp_floats = (size_t)p->nblocks * g->kh * g->kw * g->Cout * (size_t)p->ldp;
@@ -57,20 +85,48 @@ static sdgp_status plan_layout(sdgp_sparse_bwd *p, sdgp_error *err) {
     return SDGP_OK;
 }
 
-sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sdgp_error *err) {
-    if (!p || !b) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd blocking: NULL argument");
+static sdgp_status check_blocking(const sdgp_sparse_bwd *p, const spconv_blocking *b, sdgp_error *err) {
     if (b->nr < 1 || b->nr > p->k.nr)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd blocking: nr=%d outside [1, %d] for the %s kernel", b->nr, p->k.nr,
                          sdgp_isa_name(p->k.isa));
     if (b->kc < p->m || b->kc % p->m)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd blocking: kc=%d must be a positive multiple of m=%d", b->kc, p->m);
-    if (b->tile_px < 1 || b->order < 0 || b->order > 1)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd blocking: tile_px=%lld / order=%d invalid", (long long)b->tile_px,
-                         b->order);
-    int relayout = b->nr != p->blk.nr;
+    if (b->tg < 0 || b->tile_px < 1)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd blocking: tg=%d / tile_px=%lld invalid", b->tg, (long long)b->tile_px);
+    return SDGP_OK;
+}
+
+sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sdgp_error *err) {
+    if (!p || !b) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd blocking: NULL argument");
+    sdgp_status st = check_blocking(p, b, err);
+    if (st != SDGP_OK) return st;
+    const int relayout = b->nr != p->blk.nr;
     p->blk = *b;
     if (p->blk.kc > p->g.Cout) p->blk.kc = p->g.Cout;
     return relayout ? plan_layout(p, err) : SDGP_OK;
+}
+
+/* Default blocking: the widest column block up to SPCONV_NR_DEFAULT; then the tap group and
+ * chunk that put the most entries into one register pass (tg * kc * n/m) while their panels
+ * (tg * kc * ldp floats) stay within SPCONV_WS_BYTES; equal chunks of whole groups. */
+static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
+    const sdgp_conv_geom *g = &p->g;
+    int64_t nr = round_up(g->Cin, SPCONV_LDP_ALIGN);
+    if (nr > SPCONV_NR_DEFAULT) nr = SPCONV_NR_DEFAULT;
+    if (nr > p->k.nr) nr = p->k.nr;
+    const int64_t row_bytes = round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = g->Cout / p->m, T = (int64_t)g->kh * g->kw;
+    const int64_t cand[3] = {1, g->kw, T};
+    int64_t best_tg = 1, best_kc = p->m, best_score = -1;
+    for (int c = 0; c < 3; c++) {
+        const int64_t tg = cand[c];
+        int64_t per = SPCONV_WS_BYTES / (tg * row_bytes) / p->m; /* groups per chunk */
+        if (per < 1) per = 1;
+        const int64_t nchunks = (groups + per - 1) / per, kc = (groups + nchunks - 1) / nchunks * p->m;
+        const int64_t score = tg * kc; /* rows (and entries) per register pass */
+        if (score > best_score) best_score = score, best_tg = tg, best_kc = kc;
+    }
+    return (spconv_blocking){.nr = (int)nr, .kc = (int)best_kc, .tg = (int)(best_tg == T ? 0 : best_tg),
+                             .tile_px = SPCONV_UNIT_BYTES / row_bytes};
 }
 
 sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
@@ -88,8 +144,8 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
                          SDGP_NM_MAX_M);
     if (g->Cout % m)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_create: Cout=%d is not a multiple of m=%d", g->Cout, m);
-    if (g->Cout > 65535)
-        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "sparse_bwd_create: Cout=%d > 65535 (16-bit channel index)", g->Cout);
+    if (g->kh > 64 || g->kw > 64)
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "sparse_bwd_create: kernel %dx%d larger than 64", g->kh, g->kw);
     if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_create: threads=%d < 0", threads);
     sdgp_isa resolved;
     if ((st = sdgp_isa_resolve(isa, &resolved, err)) != SDGP_OK) return st;
@@ -102,32 +158,23 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
     p->threads = threads ? threads : omp_get_max_threads();
     p->k = kernel_table[resolved];
     p->slots = (int64_t)g->Cout / m * n;
-
-    /* Default blocking: widest column block the kernel takes (no wider than Cin rounded to a
-     * vector), a panel chunk of ~SPCONV_PANEL_BYTES in whole groups, units of ~SPCONV_UNIT_BYTES. */
-    int64_t nr = round_up(g->Cin, SPCONV_LDP_ALIGN);
-    if (nr > SPCONV_NR_DEFAULT) nr = SPCONV_NR_DEFAULT;
-    if (nr > p->k.nr) nr = p->k.nr;
-    /* Equal chunks (whole groups) no larger than the panel budget: a short last chunk would run
-     * the micro-kernel with few entries per pixel, where its fixed cost per pixel dominates. */
-    const int64_t rows = SPCONV_PANEL_BYTES / (round_up(nr, SPCONV_LDP_ALIGN) * 4), groups = g->Cout / m;
-    int64_t per = rows / m < 1 ? 1 : rows / m;             /* groups per chunk at most */
-    const int64_t nchunks = (groups + per - 1) / per;
-    const int64_t kc = (groups + nchunks - 1) / nchunks * m;
-    p->blk = (spconv_blocking){.nr = (int)nr, .kc = (int)kc, .tile_px = SPCONV_UNIT_BYTES / (round_up(nr, SPCONV_LDP_ALIGN) * 4),
-                               .order = 0};
+    p->blk = default_blocking(p);
+    const size_t ebytes = (size_t)g->B * g->Ho * g->Wo * (size_t)p->slots * sizeof(spconv_entry);
+    p->ent = alloc64(ebytes);
+    p->slot_base = alloc64((size_t)p->slots * sizeof(int32_t));
+    p->row_runs = malloc((size_t)g->H * sizeof *p->row_runs);
+    p->col_runs = malloc((size_t)g->W * sizeof *p->col_runs);
+    if (!p->ent || !p->slot_base || !p->row_runs || !p->col_runs) {
+        sdgp_sparse_bwd_destroy(p);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_create: out of memory for %zu entry bytes", ebytes);
+    }
     if ((st = plan_layout(p, err)) != SDGP_OK) {
         sdgp_sparse_bwd_destroy(p);
         return st;
     }
-    size_t ebytes = (size_t)g->B * g->Ho * g->Wo * (size_t)p->slots * sizeof(spconv_entry);
-    p->ent = alloc64(ebytes);
-    p->slot_base = alloc64((size_t)p->slots * sizeof(int32_t));
-    if (!p->ent || !p->slot_base) {
-        sdgp_sparse_bwd_destroy(p);
-        return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_create: out of memory for %zu entry bytes", ebytes);
-    }
     for (int64_t s = 0; s < p->slots; s++) p->slot_base[s] = (int32_t)(s / n * m);
+    p->nrow_runs = make_runs(p->row_runs, g->H, g->Ho, g->kh, g->stride, g->pad);
+    p->ncol_runs = make_runs(p->col_runs, g->W, g->Wo, g->kw, g->stride, g->pad);
     *out = p;
     return SDGP_OK;
 }
@@ -137,6 +184,8 @@ void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p) {
     free(p->wp);
     free(p->ent);
     free(p->slot_base);
+    free(p->row_runs);
+    free(p->col_runs);
     free(p);
 }
 
@@ -149,57 +198,69 @@ sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error 
     return SDGP_OK;
 }
 
-/* One work unit: images [b0, b1), dD rows [h0, h1), column block nb. */
-static void run_unit(const sdgp_sparse_bwd *p, float *dD, int b0, int b1, int h0, int h1, int nb) {
+/* The micro-kernel on the same block of every image b0 .. b1-1 (block origin: dD pixel (hs, ws)). */
+static void call_images(const sdgp_sparse_bwd *p, spconv_tile *t, float *dD, int64_t b0, int64_t b1, int64_t hs, int64_t ws,
+                        int64_t c0) {
     const sdgp_conv_geom *g = &p->g;
-    const int64_t Cin = g->Cin, Cout = g->Cout, H = g->H, W = g->W, Ho = g->Ho, Wo = g->Wo, s = g->stride, pad = g->pad;
+    for (int64_t b = b0; b < b1; b++) {
+        t->dd = dD + ((b * g->H + hs) * g->W + ws) * g->Cin + c0;
+        t->ent = p->ent + b * g->Ho * g->Wo * p->slots;
+        p->k.tile(t);
+    }
+}
+
+/* One work unit: images [b0, b1), dD rows [h0, h1), column block nb. */
+static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1, int64_t h0, int64_t h1, int nb) {
+    const sdgp_conv_geom *g = &p->g;
+    const int64_t Cin = g->Cin, Cout = g->Cout, H = g->H, W = g->W, Wo = g->Wo, s = g->stride, pad = g->pad;
     const int64_t c0 = (int64_t)nb * p->blk.nr, ncols = Cin - c0 < p->blk.nr ? Cin - c0 : p->blk.nr;
-    const int64_t slots = p->slots, ntaps = (int64_t)g->kh * g->kw;
-    const float *wblock = p->wp + (int64_t)nb * ntaps * Cout * p->ldp;
+    const int64_t slots = p->slots, T = (int64_t)g->kh * g->kw, tg = p->blk.tg ? p->blk.tg : T;
+    const float *wblock = p->wp + (int64_t)nb * T * Cout * p->ldp;
 
     for (int64_t b = b0; b < b1; b++) {
         if (ncols == Cin) {
             memset(dD + (b * H + h0) * W * Cin, 0, (size_t)((h1 - h0) * W * Cin) * sizeof(float));
         } else {
-            for (int64_t px = (b * H + h0) * W; px < (b * H + h1) * W; px++) memset(dD + px * Cin + c0, 0, (size_t)ncols * sizeof(float));
+            for (int64_t px = (b * H + h0) * W; px < (b * H + h1) * W; px++)
+                memset(dD + px * Cin + c0, 0, (size_t)ncols * sizeof(float));
         }
     }
-    const int nchunks = (int)((Cout + p->blk.kc - 1) / p->blk.kc);
-    /* order 0: chunk outer (the dO entries of a chunk stay hot across the taps);
-     * order 1: tap outer. Both keep one panel (tap, chunk) in L1 across all pixels of the unit. */
-    const int nouter = p->blk.order == 0 ? nchunks : (int)ntaps, ninner = p->blk.order == 0 ? (int)ntaps : nchunks;
-    for (int o = 0; o < nouter; o++)
-        for (int in = 0; in < ninner; in++) {
-            const int chunk = p->blk.order == 0 ? o : in, tap = p->blk.order == 0 ? in : o;
-            const int64_t i = tap / g->kw, j = tap % g->kw;
-            const int64_t k0 = (int64_t)chunk * p->blk.kc, kc = Cout - k0 < p->blk.kc ? Cout - k0 : p->blk.kc;
-            /* Source pixels whose target h = ho*s - pad + i lies in [h0, h1), w in [0, W). */
-            int64_t ho_lo = ceil_div(h0 + pad - i, s), ho_hi = floor_div(h1 - 1 + pad - i, s) + 1;
-            int64_t wo_lo = ceil_div(pad - j, s), wo_hi = floor_div(W - 1 + pad - j, s) + 1;
-            if (ho_lo < 0) ho_lo = 0;
-            if (ho_hi > Ho) ho_hi = Ho;
-            if (wo_lo < 0) wo_lo = 0;
-            if (wo_hi > Wo) wo_hi = Wo;
-            if (ho_lo >= ho_hi || wo_lo >= wo_hi) continue;
-            const int64_t e0 = k0 / p->m * p->n; /* first slot of the chunk */
-            spconv_tile t = {
-                .dd_sx = s * Cin,
-                .dd_sy = s * W * Cin,
-                .e_sx = slots,
-                .e_sy = Wo * slots,
-                .panel = wblock + (int64_t)tap * Cout * p->ldp,
-                .ne = (int)(kc / p->m * p->n),
-                .nx = (int)(wo_hi - wo_lo),
-                .ny = (int)(ho_hi - ho_lo),
-                .ncols = (int)ncols,
-            };
-            for (int64_t b = b0; b < b1; b++) {
-                const int64_t src = (b * Ho + ho_lo) * Wo + wo_lo;
-                t.dd = dD + ((b * H + ho_lo * s - pad + i) * W + wo_lo * s - pad + j) * Cin + c0;
-                t.ent = p->ent + src * slots + e0;
-                p->k.tile(&t);
+    int64_t tap_ent[SPCONV_MAX_TAPS];
+    const float *tap_panel[SPCONV_MAX_TAPS];
+    spconv_tile t = {.dd_sx = s * Cin, .dd_sy = s * W * Cin, .ent = p->ent, .e_sx = slots, .e_sy = Wo * slots,
+                     .tap_ent = tap_ent, .tap_panel = tap_panel, .ncols = (int)ncols};
+    for (int64_t k0 = 0; k0 < Cout; k0 += p->blk.kc) {
+        const int64_t kc = Cout - k0 < p->blk.kc ? Cout - k0 : p->blk.kc, e0 = k0 / p->m * p->n;
+        t.ne = (int)(kc / p->m * p->n);
+        for (int64_t tap0 = 0; tap0 < T; tap0 += tg) {
+            const int64_t tap1 = tap0 + tg < T ? tap0 + tg : T;
+            for (int ri = 0; ri < p->nrow_runs; ri++) {
+                const spconv_run *R = &p->row_runs[ri];
+                /* the part of the run inside [h0, h1) */
+                int64_t y0 = ceil_div(h0 - R->start, s), y1 = ceil_div(h1 - R->start, s);
+                if (y0 < 0) y0 = 0;
+                if (y1 > R->count) y1 = R->count;
+                if (y0 >= y1) continue;
+                const int64_t hs = R->start + y0 * s;
+                for (int ci = 0; ci < p->ncol_runs; ci++) {
+                    const spconv_run *C = &p->col_runs[ci];
+                    const int64_t ws = C->start;
+                    /* Source pixel of tap (i, j) for the block's first pixel: ((hs + pad - i)/s, (ws + pad - j)/s). */
+                    t.nx = C->count;
+                    t.ny = (int)(y1 - y0);
+                    int nt = 0;
+                    for (int64_t tap = tap0; tap < tap1; tap++) {
+                        const int64_t i = tap / g->kw, j = tap % g->kw;
+                        if (!((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
+                        tap_ent[nt] = (((hs + pad - i) / s) * Wo + (ws + pad - j) / s) * slots + e0;
+                        tap_panel[nt] = wblock + tap * Cout * p->ldp;
+                        if (++nt == SPCONV_MAX_TAPS) t.ntaps = nt, call_images(p, &t, dD, b0, b1, hs, ws, c0), nt = 0;
+                    }
+                    if (nt) t.ntaps = nt, call_images(p, &t, dD, b0, b1, hs, ws, c0);
+                }
             }
         }
+    }
 }
 
 sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, sdgp_error *err) {
@@ -236,7 +297,7 @@ sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_te
         const int64_t rest = u / p->nblocks, ht = rest % nht, bt = rest / nht;
         const int64_t b0 = bt * ib, b1 = b0 + ib < g->B ? b0 + ib : g->B;
         const int64_t h0 = ht * hr, h1 = h0 + hr < g->H ? h0 + hr : g->H;
-        run_unit(p, dD, (int)b0, (int)b1, (int)h0, (int)h1, nb);
+        run_unit(p, dD, b0, b1, h0, h1, nb);
     }
     return SDGP_OK;
 }

@@ -1,4 +1,229 @@
-/* avx2 pruning kernels (the specialised paths are being written; the reference for now). */
+/* AVX2 pruning kernels: magnitude and rescaled magnitude (both passes); channel axis with m | 8
+ * (8 lanes = 8/m groups, ranks by in-group rotations, as in prune_avx512.c) and the row axis for
+ * any m (8 channels per vector, pairwise ranks). Random, MVUE and other shapes use the reference.
+ *
+ * AVX2 has no mask registers and no compress: masks are vectors of all-ones lanes, and the
+ * compressed slots are gathered by vpermps with an index built from the 8-bit movemask by
+ * pdep/pext (scalar, beside the vector work). Results are bitwise the reference's. */
+#include <immintrin.h>
+#include <string.h>
+
 #include "prune/prune_internal.h"
 
-const prune_kernels prune_kernels_avx2 = {prune_ref_prune, prune_ref_sums};
+static inline __m256i key8(__m256 x) {
+    __m256i k = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+    return _mm256_min_epu32(k, _mm256_set1_epi32(0x7f800001));
+}
+
+/* In-group rotations for m | 8: lane l meets rot[s][l]; before[s] has all-ones where the partner
+ * has the lower index (and so wins ties). */
+typedef struct {
+    int m, n;
+    __m256i rot[7], before[7];
+} rank8;
+
+static void rank8_init(rank8 *p, int n, int m) {
+    int32_t idx[8], bef[8];
+    p->m = m;
+    p->n = n;
+    for (int s = 1; s < m; s++) {
+        for (int l = 0; l < 8; l++) {
+            idx[l] = (l & ~(m - 1)) | ((l + s) & (m - 1));
+            bef[l] = l % m + s >= m ? -1 : 0;
+        }
+        p->rot[s - 1] = _mm256_loadu_si256((const __m256i *)idx);
+        p->before[s - 1] = _mm256_loadu_si256((const __m256i *)bef);
+    }
+}
+
+/* All-ones in kept lanes: fewer than n lanes of the group beat the lane. Keys are < 2^31, so the
+ * signed compare works, and "the partner wins ties" is key_j > key_i - 1. */
+static inline __m256i keep8(const rank8 *p, __m256i k) {
+    __m256i km1 = _mm256_sub_epi32(k, _mm256_set1_epi32(1)), rank = _mm256_setzero_si256();
+    for (int s = 0; s < p->m - 1; s++) {
+        __m256i other = _mm256_permutevar8x32_epi32(k, p->rot[s]);
+        rank = _mm256_sub_epi32(rank, _mm256_cmpgt_epi32(other, _mm256_blendv_epi8(k, km1, p->before[s])));
+    }
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(p->n), rank);
+}
+
+/* One group through the reference decision (row tails), written like the reference. */
+static void group_scalar(const prune_job *j, const float *x, const float *scale, float *out, float *vals, uint8_t *idx) {
+    const int n = j->n, m = j->m;
+    float y[SDGP_NM_MAX_M];
+    uint64_t mask = prune_magnitude_mask(x, n, m);
+    for (int i = 0; i < m; i++) y[i] = mask >> i & 1 ? (scale ? x[i] * scale[i] : x[i]) : 0.0f;
+    if (out) memcpy(out, y, (size_t)m * sizeof *y);
+    if (vals) prune_compress_group(vals, idx, 1, y, n, m);
+}
+
+/* Channel axis, m | 8, rows [r0, r1); scale rows from j->scale when set (the second rescale pass:
+ * the keep masks of the first are reused). */
+static void channel_vec(const prune_job *j, const rank8 *rp, int64_t r0, int64_t r1) {
+    const int n = j->n, m = j->m, per = 8 / m * n;
+    const int64_t C = j->C, slots = C / m * n, W = (C + 15) / 16, full = C / 8 * 8;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = j->x + r * C, *sr = j->scale ? j->scale + (r / j->P) * j->scale_bstride : NULL;
+        /* avx2_sums left the masks only where it vectorised (C % 16 == 0) */
+        const uint16_t *keep = j->scale && j->keep && C % 16 == 0 ? j->keep + r * W : NULL;
+        float *outr = j->out ? j->out + r * C : NULL, *vals = j->vals ? j->vals + r * slots : NULL;
+        uint8_t *idx = j->idx ? j->idx + r * slots : NULL;
+        int64_t pos = 0, c = 0;
+        for (; c < full; c += 8, pos += per) {
+            __m256 x = _mm256_loadu_ps(xr + c);
+            __m256i kp;
+            if (keep) { /* 8 bits of the stored mask, spread to lanes */
+                int bits = keep[c / 16] >> (c % 16);
+                kp = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)),
+                                        _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128));
+            } else {
+                kp = keep8(rp, key8(x));
+            }
+            __m256 y = _mm256_and_ps(sr ? _mm256_mul_ps(x, _mm256_loadu_ps(sr + c)) : x, _mm256_castsi256_ps(kp));
+            if (outr) _mm256_storeu_ps(outr + c, y);
+            if (vals) {
+                /* kept lanes in order as bytes: pdep spreads the 8 mask bits to bytes, pext picks those
+                 * lanes' numbers; vpermps then gathers the values, and lane & (m-1) is the index */
+                unsigned bits = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(kp));
+                uint64_t lanes = _pext_u64(0x0706050403020100ull, _pdep_u64(bits, 0x0101010101010101ull) * 0xff);
+                __m256 v = _mm256_permutevar8x32_ps(y, _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)lanes)));
+                uint64_t ib = lanes & (0x0101010101010101ull * (uint64_t)(m - 1));
+                if (pos + 8 <= slots) { /* room in the row: whole stores, the excess is overwritten next */
+                    _mm256_storeu_ps(vals + pos, v);
+                    memcpy(idx + pos, &ib, 8);
+                } else {
+                    float t[8];
+                    _mm256_storeu_ps(t, v);
+                    memcpy(vals + pos, t, (size_t)per * sizeof *t);
+                    memcpy(idx + pos, &ib, (size_t)per);
+                }
+            }
+        }
+        for (; c < C; c += m, pos += n) /* tail: whole groups */
+            group_scalar(j, xr + c, sr ? sr + c : NULL, outr ? outr + c : NULL, vals ? vals + pos : NULL, idx ? idx + pos : NULL);
+    }
+}
+
+/* Row axis: rank the m rows of group g at channels [c, c+8) (all-ones = kept). */
+static void row_keep(const prune_job *j, int64_t g, int64_t c, __m256 *x, __m256i *kp) {
+    const int n = j->n, m = j->m;
+    const int64_t C = j->C;
+    __m256i key[SDGP_NM_MAX_M];
+    for (int k = 0; k < m; k++) {
+        x[k] = _mm256_loadu_ps(j->x + (g * m + k) * C + c);
+        key[k] = key8(x[k]);
+        kp[k] = _mm256_setzero_si256(); /* the rank, for now */
+    }
+    for (int a = 0; a < m; a++)
+        for (int b = a + 1; b < m; b++) {
+            __m256i b_wins = _mm256_cmpgt_epi32(key[b], key[a]); /* else a wins (ties: lower index) */
+            kp[a] = _mm256_sub_epi32(kp[a], b_wins);
+            kp[b] = _mm256_sub_epi32(kp[b], _mm256_xor_si256(b_wins, _mm256_set1_epi32(-1)));
+        }
+    for (int k = 0; k < m; k++) kp[k] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), kp[k]);
+}
+
+static void row_groups(const prune_job *j, int64_t g0, int64_t g1) {
+    const int n = j->n, m = j->m;
+    const int64_t C = j->C, full = C / 8 * 8;
+    __m256 x[SDGP_NM_MAX_M];
+    __m256i kp[SDGP_NM_MAX_M];
+    for (int64_t g = g0; g < g1; g++) {
+        for (int64_t c = 0; c < full; c += 8) {
+            row_keep(j, g, c, x, kp);
+            __m256 sv[SDGP_NM_MAX_M];
+            __m256i si[SDGP_NM_MAX_M], cnt = _mm256_setzero_si256();
+            for (int s = 0; s < n; s++) {
+                sv[s] = _mm256_setzero_ps();
+                si[s] = _mm256_setzero_si256();
+            }
+            for (int k = 0; k < m; k++) {
+                const int64_t r = g * m + k;
+                __m256 v = j->scale ? _mm256_mul_ps(x[k], _mm256_loadu_ps(j->scale + (r / j->P) * j->scale_bstride + c)) : x[k];
+                __m256 y = _mm256_and_ps(v, _mm256_castsi256_ps(kp[k]));
+                if (j->out) _mm256_storeu_ps(j->out + r * C + c, y);
+                /* slot s takes the s-th kept row: only rows s .. m-n+s can be it */
+                for (int s = k - (m - n) > 0 ? k - (m - n) : 0; s <= k && s < n; s++) {
+                    __m256i hit = _mm256_and_si256(kp[k], _mm256_cmpeq_epi32(cnt, _mm256_set1_epi32(s)));
+                    sv[s] = _mm256_blendv_ps(sv[s], y, _mm256_castsi256_ps(hit));
+                    si[s] = _mm256_blendv_epi8(si[s], _mm256_set1_epi32(k), hit);
+                }
+                cnt = _mm256_sub_epi32(cnt, kp[k]);
+            }
+            if (j->vals)
+                for (int s = 0; s < n; s++) {
+                    _mm256_storeu_ps(j->vals + (g * n + s) * C + c, sv[s]);
+                    /* the 8 indices (< 64) packed to bytes */
+                    __m128i b16 = _mm_packus_epi32(_mm256_castsi256_si128(si[s]), _mm256_extracti128_si256(si[s], 1));
+                    _mm_storel_epi64((__m128i *)(j->idx + (g * n + s) * C + c), _mm_packus_epi16(b16, b16));
+                }
+        }
+        if (full < C) { /* the last channels: the reference, one group at a time */
+            float xg[SDGP_NM_MAX_M], y[SDGP_NM_MAX_M];
+            for (int64_t c = full; c < C; c++) {
+                for (int k = 0; k < m; k++) xg[k] = j->x[(g * m + k) * C + c];
+                uint64_t mask = prune_magnitude_mask(xg, n, m);
+                for (int k = 0; k < m; k++) {
+                    const int64_t r = g * m + k;
+                    y[k] = mask >> k & 1 ? (j->scale ? xg[k] * j->scale[(r / j->P) * j->scale_bstride + c] : xg[k]) : 0.0f;
+                    if (j->out) j->out[r * C + c] = y[k];
+                }
+                if (j->vals) prune_compress_group(j->vals + g * n * C + c, j->idx + g * n * C + c, C, y, n, m);
+            }
+        }
+    }
+}
+
+static int avx2_prune(const prune_job *j, int64_t t0, int64_t t1) {
+    if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED) return prune_ref_prune(j, t0, t1);
+    if (j->axis == SDGP_AXIS_ROW) {
+        row_groups(j, t0, t1);
+        return 0;
+    }
+    if (8 % j->m) return prune_ref_prune(j, t0, t1);
+    rank8 rp;
+    rank8_init(&rp, j->n, j->m);
+    channel_vec(j, &rp, t0, t1);
+    return 0;
+}
+
+/* dense[0..8) += |x|, kept[0..8) += |x| where kp, in double, as the reference adds. */
+static inline void acc8(__m256d *d, __m256d *k, __m256 x, __m256i kp) {
+    __m256 a = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+    __m256 ak = _mm256_and_ps(a, _mm256_castsi256_ps(kp)); /* +0.0 where pruned: adding it changes nothing */
+    d[0] = _mm256_add_pd(d[0], _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+    d[1] = _mm256_add_pd(d[1], _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+    k[0] = _mm256_add_pd(k[0], _mm256_cvtps_pd(_mm256_castps256_ps128(ak)));
+    k[1] = _mm256_add_pd(k[1], _mm256_cvtps_pd(_mm256_extractf128_ps(ak, 1)));
+}
+
+static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept) {
+    const int m = j->m;
+    const int64_t C = j->C, rb = b * j->P, re = rb + j->P, W = (C + 15) / 16;
+    if (!(j->axis == SDGP_AXIS_CHANNEL && 8 % m == 0 && C % 16 == 0)) {
+        prune_ref_sums(j, b, dense, kept);
+        return;
+    }
+    /* 16 channels at a time down the sample's rows, the 8 double sums in registers; the keep
+     * masks go to j->keep for the second pass */
+    rank8 rp;
+    rank8_init(&rp, j->n, m);
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+        __m256d d[4], k[4];
+        for (int h = 0; h < 4; h++) d[h] = k[h] = _mm256_setzero_pd();
+        for (int64_t r = rb; r < re; r++) {
+            const float *xr = j->x + r * C + c0;
+            __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8);
+            __m256i k0 = keep8(&rp, key8(x0)), k1 = keep8(&rp, key8(x1));
+            j->keep[r * W + c0 / 16] = (uint16_t)(_mm256_movemask_ps(_mm256_castsi256_ps(k0)) | _mm256_movemask_ps(_mm256_castsi256_ps(k1)) << 8);
+            acc8(d, k, x0, k0);
+            acc8(d + 2, k + 2, x1, k1);
+        }
+        for (int h = 0; h < 4; h++) {
+            _mm256_storeu_pd(dense + c0 + 4 * h, d[h]);
+            _mm256_storeu_pd(kept + c0 + 4 * h, k[h]);
+        }
+    }
+}
+
+const prune_kernels prune_kernels_avx2 = {avx2_prune, avx2_sums};
