@@ -18,7 +18,7 @@ if [ ! -d /usr/share/datasets/fashion-mnist ]; then
   echo "note: Fashion-MNIST not installed; crash test skipped"; echo "0 passed, 0 failed"; exit 0
 fi
 RUN=(--model smallcnn --batch-size 64 --max-steps 60 --checkpoint-every 2 --no-tta --threads 1 --seed 5
-     --prune mvue --nm 2:4 --quiet)
+     --prune mvue --nm 2:4 --sparse-kernel on --quiet)
 
 # tensors of a checkpoint, for a bitwise comparison (the metadata names paths, so compare data only)
 tensors_digest() {

@@ -46,6 +46,10 @@ static int train_steps(sdgp_model *m, const sdgp_dataset *ds, int steps, int k, 
     return ok;
 }
 
+static void tmp_path(char *buf, size_t size, const char *name) {
+    snprintf(buf, size, "/tmp/sdgp_test_model_%d_%s", (int)getpid(), name);
+}
+
 static sdgp_dataset fmnist;
 static int have_fmnist;
 
@@ -130,9 +134,6 @@ TEST_CASE(bad_model_configs) {
     CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "width"), "width: %s", err.msg);
 }
 
-static void tmp_path(char *buf, size_t size, const char *name) {
-    snprintf(buf, size, "/tmp/sdgp_test_model_%d_%s", (int)getpid(), name);
-}
 
 static sdgp_train_config run_config(const char *ckpt, int64_t max_steps) {
     sdgp_train_config c = sdgp_train_config_default();
@@ -204,6 +205,33 @@ TEST_CASE(checkpoint_resume_is_exact) {
     unlink(b);
 }
 
+TEST_CASE(checkpoint_keeps_kernel_choice) {
+    sdgp_model_config c = small_config(8);
+    c.prune = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4);
+    c.prune_first_layer = 1;
+    c.sparse = SDGP_SPARSE_ON;
+    sdgp_model *a, *b;
+    sdgp_error err;
+    REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK && sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
+    char choice[16];
+    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    CHECK(strcmp(choice, "ss") == 0, "sparse on: %s", choice);
+    CHECK(sdgp_model_set_sparse_choice(a, "sd", &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_sparse_choice(a, "s-", &err) == SDGP_ERR_FORMAT, "a pruned layer cannot be '-'");
+    CHECK(sdgp_model_set_sparse_choice(a, "sdd", &err) == SDGP_ERR_FORMAT, "length");
+    char path[256];
+    tmp_path(path, sizeof path, "kernels.safetensors");
+    sdgp_train_config tc = sdgp_train_config_default();
+    sdgp_checkpoint_state st = {0};
+    REQUIRE(sdgp_checkpoint_save(path, a, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
+    REQUIRE(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    CHECK(strcmp(choice, "sd") == 0, "restored choice: %s", choice);
+    unlink(path);
+    sdgp_model_destroy(a);
+    sdgp_model_destroy(b);
+}
+
 TEST_CASE(config_table_round_trips) {
     sdgp_train_config c = sdgp_train_config_default(), d = sdgp_train_config_default();
     sdgp_error err;
@@ -229,6 +257,7 @@ int main(void) {
     if (!have_fmnist) fprintf(stderr, "note: %s; the data-driven cases are skipped\n", err.msg);
     RUN(config_table_round_trips);
     RUN(bad_model_configs);
+    RUN(checkpoint_keeps_kernel_choice);
     RUN(prune_none_and_m_of_m_are_bitwise_dense);
     RUN(every_pruning_function_trains);
     RUN(checkpoint_resume_is_exact);

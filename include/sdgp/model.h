@@ -108,6 +108,13 @@ const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i);
  * random data) and picks the faster. Called by create when cfg->sparse == AUTO and pruning is on. */
 sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 
+/* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'd' dense
+ * kernel on the pruned tensor, '-' not pruned (e.g. "-sdsssss"). Checkpoints store it, so a
+ * resumed run uses the same kernels (their results differ in rounding) and stays bitwise exact. */
+void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);
+/* Applies such a text (from sdgp_model_sparse_choice of the same configuration). */
+sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err);
+
 /* Per-layer times of the last forward/backward (ms), for `sdgp bench layers`: forward conv,
  * backward-data (dense or sparse), pruning, backward-weights, for each conv layer. */
 typedef struct {

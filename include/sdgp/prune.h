@@ -6,27 +6,46 @@
  *   SDGP_AXIS_CHANNEL: a group is m consecutive channels of one row (SDGP: for the data-gradient
  *                      GEMM, which reduces over channels). Requires C % m == 0.
  *   SDGP_AXIS_ROW:     a group is m consecutive rows of one channel (MVUE: for the weight-gradient
- *                      GEMM, which reduces over rows). Requires rows % m == 0.
- * Limits: 1 <= n <= m <= SDGP_NM_MAX_M. n == m is the identity (for every function).
+ *                      GEMM, which reduces over rows). Requires rows % m == 0; a group may span
+ *                      two samples when P % m != 0.
+ * Limits: 1 <= n <= m <= SDGP_NM_MAX_M. n == m is the identity (a bitwise copy, every function).
+ *
+ * Functions (a_i = |x_i| of a group):
+ *   random      a uniformly random n-subset (partial Fisher-Yates, unbiased integer draws by
+ *               rejection), values unscaled.
+ *   magnitude   the n largest a_i; ties go to the lower index.
+ *   rescaled    magnitude, then kept values times r = sum|x| / sum|magnitude-pruned x| per scope
+ *               (cfg->scope; the same scopes on the ROW axis). Sums in double, per sample in row
+ *               order, then over samples in sample order (independent of threads and ISA).
+ *               r = 1 when the kept sum is <= 2^-24 times the dense sum (zero, or a scope pruned
+ *               to almost nothing: no NaN, no huge r). Kept values are x * (float)r.
+ *   mvue        unbiased (E[out] = x) with minimum variance: keep i with probability
+ *               P_i = min(1, c a_i), sum P_i = n, writing x_i / P_i. 1:2 and 2:4 by the closed
+ *               forms (2:4: sorted a1 <= .. <= a4, equal values in index order; case C keeps x4
+ *               unchanged), other n:m by water-filling + systematic sampling in index order with
+ *               one uniform. Groups with at most n nonzeros are kept as they are (all zero: zeros).
+ *   mvue-approx 2:4 only: i1 drawn with probability a_i / S, i2 with a_j / (S - a_i1) among the
+ *               rest; kept values x_i / p_i with the true inclusion probability p_i
+ *               (Horvitz-Thompson, unbiased). At most 2 nonzeros: kept as they are.
+ * MVUE arithmetic is in double, rounded once to float; the sampler's probabilities are exact up
+ * to the 2^-32 resolution of its uniform. A value overflows to +-Inf only when |x| is within a
+ * factor 2m of FLT_MAX.
  *
  * Randomness (random, mvue, mvue-approx) is Philox4x32-10 keyed by (seed, step, layer) with the
  * group index as counter: the result is bitwise the same for any thread count and every ISA.
  * Group index: axis CHANNEL, group g of row r -> r*(C/m) + g; axis ROW, rows g*m..g*m+m-1 of
- * channel c -> g*C + c. A group uses words of its draw blocks 0, 1, ... in order.
+ * channel c -> g*C + c. A group uses the words of its draw blocks 0, 1, ... in order.
  * Deterministic functions (magnitude, rescaled) are bitwise equal across ISA paths too.
  *
- * Rescaled: r = sum|x| / sum|magnitude-pruned x| per scope (sums in double, per sample in row
- * order, then over samples in sample order, so independent of threads); r = 1 when the kept sum
- * is <= 2^-24 times the dense sum (zero, or a scope pruned to almost nothing: no NaN, no Inf
- * from a huge r). Kept values are x * (float)r. On the ROW axis the same scopes are used.
- * MVUE values are computed in double and rounded once; a value can overflow to +-Inf only when
- * |x| is within a factor 2m of FLT_MAX.
- *
+ * Kernels: a portable reference, AVX2 and AVX-512 paths chosen by sdgp_isa_resolve(cfg->isa)
+ * (so SDGP_ISA=ref|avx2|avx512 lowers AUTO). Vectorised: magnitude and rescaled on both axes
+ * (channel axis: m | 8 on AVX2, every m on AVX-512), random n:4 and mvue 2:4 on AVX-512; the
+ * rest runs the reference per group inside the same threads.
  * Threads: each call runs an OpenMP team of cfg->threads (0 = OpenMP's default).
  * NaN/Inf input: magnitude ranks NaN above every number (it is kept; NaNs tie with each other);
  * values are copied as they are. Random copies whatever it keeps. MVUE, mvue-approx and rescaled
- * magnitude with a non-finite value anywhere in x return SDGP_ERR_NUMERIC naming the first such
- * index (flat and as b, p, c), and leave outputs unspecified (but in bounds). */
+ * magnitude (n < m) with a non-finite value anywhere in x return SDGP_ERR_NUMERIC naming the
+ * first such index (flat and as b, p, c), and leave outputs unspecified (but in bounds). */
 #ifndef SDGP_PRUNE_H
 #define SDGP_PRUNE_H
 
@@ -114,7 +133,8 @@ sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, in
  *   out   (nullable): B x P x C dense pruned tensor; must not alias x.
  *   nm    (nullable): compressed form; must have been sdgp_nm_alloc'ed (or set up) with the same
  *                     axis, n, m, rows = B*P, C.
- * At least one of out, nm is non-NULL. Writes nothing else; allocates only for the rescale sums.
+ * At least one of out, nm is non-NULL. Writes nothing else; allocates only for rescaled (the
+ * scope sums and factors, 16 B x C bytes, and rows x C / 8 bytes of keep masks).
  * fn NONE (and any fn with n == m) is a bitwise copy; NONE with nm requires n == m.
  * Errors: SDGP_ERR_INVALID (shape, n:m, NULL, overlap, nm of another shape), SDGP_ERR_UNSUPPORTED
  * (mvue-approx other than 2:4 / n == m, an ISA this CPU lacks), SDGP_ERR_NUMERIC (above),

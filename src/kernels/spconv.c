@@ -35,7 +35,7 @@ static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
  * (chunk, tap group) working set of panels about SPCONV_WS_BYTES; units of about
  * SPCONV_UNIT_BYTES of dD. */
 #define SPCONV_NR_DEFAULT 64
-#define SPCONV_WS_BYTES (48 * 1024)
+#define SPCONV_WS_BYTES (32 * 1024)
 #define SPCONV_UNIT_BYTES (256 * 1024)
 
 static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
@@ -106,27 +106,29 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
     return relayout ? plan_layout(p, err) : SDGP_OK;
 }
 
-/* Default blocking: the widest column block up to SPCONV_NR_DEFAULT; then the tap group and
- * chunk that put the most entries into one register pass (tg * kc * n/m) while their panels
- * (tg * kc * ldp floats) stay within SPCONV_WS_BYTES; equal chunks of whole groups. */
+/* Default blocking (measurements in README.md): the widest column block up to SPCONV_NR_DEFAULT;
+ * one register pass covers `rows` panel rows (tap group x chunk), rows*ldp*4 bytes = 32 KiB, the
+ * L1 size, so panel loads hit L1; sparser than 1:8, 64 KiB: the longer passes (more entries per
+ * dD load/store) win over the L2 latency of some panel loads. Taps are grouped only when Cout is
+ * smaller than that (single taps keep the entry loops longest). Chunks are equal, whole groups. */
 static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
     const sdgp_conv_geom *g = &p->g;
     int64_t nr = round_up(g->Cin, SPCONV_LDP_ALIGN);
     if (nr > SPCONV_NR_DEFAULT) nr = SPCONV_NR_DEFAULT;
     if (nr > p->k.nr) nr = p->k.nr;
     const int64_t row_bytes = round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = g->Cout / p->m, T = (int64_t)g->kh * g->kw;
-    const int64_t cand[3] = {1, g->kw, T};
-    int64_t best_tg = 1, best_kc = p->m, best_score = -1;
-    for (int c = 0; c < 3; c++) {
-        const int64_t tg = cand[c];
-        int64_t per = SPCONV_WS_BYTES / (tg * row_bytes) / p->m; /* groups per chunk */
+    const int64_t ws = 8 * p->n >= p->m ? SPCONV_WS_BYTES : 2 * SPCONV_WS_BYTES, rows = ws / row_bytes;
+    int64_t tg = 1, kc;
+    if (g->Cout >= rows) {
+        int64_t per = rows / p->m; /* groups per chunk */
         if (per < 1) per = 1;
-        const int64_t nchunks = (groups + per - 1) / per, kc = (groups + nchunks - 1) / nchunks * p->m;
-        const int64_t score = tg * kc; /* rows (and entries) per register pass */
-        if (score > best_score) best_score = score, best_tg = tg, best_kc = kc;
+        const int64_t nchunks = (groups + per - 1) / per;
+        kc = (groups + nchunks - 1) / nchunks * p->m;
+    } else {
+        kc = g->Cout;
+        tg = rows / g->Cout < T ? rows / g->Cout : T;
     }
-    return (spconv_blocking){.nr = (int)nr, .kc = (int)best_kc, .tg = (int)(best_tg == T ? 0 : best_tg),
-                             .tile_px = SPCONV_UNIT_BYTES / row_bytes};
+    return (spconv_blocking){.nr = (int)nr, .kc = (int)kc, .tg = (int)tg, .tile_px = SPCONV_UNIT_BYTES / row_bytes};
 }
 
 sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,

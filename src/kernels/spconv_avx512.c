@@ -26,6 +26,13 @@ static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, 
     for (int y = 0; y < t->ny; y++)
         for (int x = 0; x < t->nx; x++) {
             const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy;
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
+            /* The next pixel's entries and dD row: they come from L2, and the hardware prefetcher
+             * does not follow this pattern (short runs at a large stride). */
+            for (int tap = 0; tap < ntaps; tap++)
+                for (int l = 0; l < ne * (int)sizeof(spconv_entry); l += 64)
+                    _mm_prefetch((const char *)(pix + t->e_sx + t->tap_ent[tap]) + l, _MM_HINT_T0);
+            for (int q = 0; q < NV; q++) _mm_prefetch((const char *)(d + t->dd_sx + 16 * q), _MM_HINT_T0);
             __m512 a[NV_MAX], b[NV_MAX];
             for (int q = 0; q < NV; q++) a[q] = b[q] = _mm512_setzero_ps();
             for (int tap = 0; tap < ntaps; tap++) {
@@ -46,7 +53,6 @@ static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, 
                     for (int q = 0; q < NV; q++) a[q] = _mm512_fmadd_ps(v0, _mm512_load_ps(w0 + 16 * q), a[q]);
                 }
             }
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
             for (int q = 0; q < NV - 1; q++)
                 _mm512_storeu_ps(d + 16 * q, _mm512_add_ps(_mm512_loadu_ps(d + 16 * q), _mm512_add_ps(a[q], b[q])));
             _mm512_mask_storeu_ps(d + 16 * (NV - 1), tail,

@@ -4,6 +4,7 @@
  * compressed form + pack W + sparse kernel; dense = prune to a dense tensor + oneDNN
  * backward-data. Interleaved repetitions, the best of each, so a noisy neighbour hurts both. */
 #include <math.h>
+#include <string.h>
 #include <time.h>
 
 #include "model/model_internal.h"
@@ -59,4 +60,38 @@ sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
     m->grad_stats = stats;
     m->timing = timing;
     return st;
+}
+
+void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size) {
+    size_t k = 0;
+    for (int i = 0; i < m->n_convs && k + 1 < size; i++) {
+        const op *o = &m->ops[m->conv_ops[i]];
+        buf[k++] = !o->prune ? '-' : o->sparse ? 's' : 'd';
+    }
+    if (size) buf[k] = 0;
+}
+
+sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
+    if (!choice || (int)strlen(choice) != m->n_convs)
+        return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s' does not fit a model of %d conv layers",
+                         choice ? choice : "(null)", m->n_convs);
+    for (int i = 0; i < m->n_convs; i++) {
+        op *o = &m->ops[m->conv_ops[i]];
+        char c = choice[i];
+        if (c != (o->prune ? 's' : '-') && c != (o->prune ? 'd' : '-'))
+            return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d cannot be '%c'", choice, i, c);
+    }
+    for (int i = 0; i < m->n_convs; i++) {
+        op *o = &m->ops[m->conv_ops[i]];
+        if (choice[i] == 'd' && o->sparse) {
+            sdgp_sparse_bwd_destroy(o->sparse);
+            o->sparse = NULL;
+        } else if (choice[i] == 's' && !o->sparse) {
+            const sdgp_prune_cfg *pc = &m->cfg.prune;
+            sdgp_status st = sdgp_sparse_bwd_create(&o->sparse, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+            if (st != SDGP_OK) return st;
+        }
+        o->info.sparse_kernel = o->sparse != NULL;
+    }
+    return SDGP_OK;
 }

@@ -252,71 +252,95 @@ static void prune_identity(const prune_job *j, int nt) {
  * absolute +1e-4, which biases small fp32 gradients. */
 static float rescale_factor(double dense, double kept) { return kept > dense * 0x1p-24 ? (float)(dense / kept) : 1.0f; }
 
-static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, sdgp_rescale_scope scope, sdgp_error *err) {
-    const int64_t B = j->B, C = j->C;
-    double *dense = malloc((size_t)(B * C) * sizeof *dense), *kept = malloc((size_t)(B * C) * sizeof *kept);
-    float *scale = malloc((size_t)(B * C) * sizeof *scale);
-    uint16_t *keep = malloc((size_t)(j->rows * ((C + 15) / 16)) * sizeof *keep);
-    if (!dense || !kept || !scale || !keep) {
+/* Sample-channel scope on the channel axis: one sample at a time per thread, both passes, the
+ * second finding the sample still in cache and reusing the keep masks of the first. The
+ * workspace is per thread (one sample's sums, factors and masks), so it stays small and warm. */
+static sdgp_status rescaled_fused(const prune_kernels *K, const prune_job *j0, int nt, sdgp_error *err) {
+    const int64_t C = j0->C, P = j0->P, W = (C + 15) / 16;
+    int finite = 1, nomem = 0;
+#pragma omp parallel num_threads(nt) reduction(& : finite)
+    {
+        double *dense = malloc((size_t)C * sizeof *dense), *kept = malloc((size_t)C * sizeof *kept);
+        float *scale = malloc((size_t)C * sizeof *scale);
+        uint16_t *keep = malloc((size_t)(P * W) * sizeof *keep);
+        if (!dense || !kept || !scale || !keep) {
+#pragma omp atomic write
+            nomem = 1;
+        }
+#pragma omp barrier
+        if (!nomem) {
+            prune_job j = *j0;
+            j.scale = scale;
+            j.scale_bstride = 0; /* every row of the sample uses scale[0..C) */
+            j.keep = keep;
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < j0->B; b++) {
+                j.keep_r0 = b * P;
+                K->sums(&j, b, dense, kept);
+                for (int64_t c = 0; c < C; c++) {
+                    finite &= isfinite(dense[c]) != 0;
+                    scale[c] = rescale_factor(dense[c], kept[c]);
+                }
+                K->prune(&j, b * P, (b + 1) * P);
+            }
+        }
         free(dense);
         free(kept);
         free(scale);
         free(keep);
+    }
+    if (nomem) return sdgp_fail(err, SDGP_ERR_NOMEM, "prune rescaled: workspace of %lld x %lld per thread", (long long)P, (long long)C);
+    return finite ? SDGP_OK : numeric_error(j0->x, P, C, j0->rows * C, "rescaled", err);
+}
+
+static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, sdgp_rescale_scope scope, sdgp_error *err) {
+    if (scope == SDGP_SCOPE_SAMPLE_CHANNEL && j->axis == SDGP_AXIS_CHANNEL) return rescaled_fused(K, j, nt, err);
+    /* Two global passes: every sum before any factor (channel scope, or groups that may straddle
+     * samples on the row axis); the second pass ranks again rather than keep masks of it all. */
+    const int64_t B = j->B, C = j->C;
+    double *dense = malloc((size_t)(B * C) * sizeof *dense), *kept = malloc((size_t)(B * C) * sizeof *kept);
+    float *scale = malloc((size_t)(B * C) * sizeof *scale);
+    if (!dense || !kept || !scale) {
+        free(dense);
+        free(kept);
+        free(scale);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "prune rescaled: %lld scale sums", (long long)(B * C));
     }
-    j->scale = scale;
-    j->keep = keep;
     int finite = 1;
-    if (scope == SDGP_SCOPE_SAMPLE_CHANNEL && j->axis == SDGP_AXIS_CHANNEL) {
-        /* Fused per sample: the second pass finds the sample still in cache. */
-        j->scale_bstride = C;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(& : finite)
-        for (int64_t b = 0; b < B; b++) {
-            double *d = dense + b * C, *k = kept + b * C;
-            K->sums(j, b, d, k);
-            for (int64_t c = 0; c < C; c++) {
-                finite &= isfinite(d[c]) != 0;
-                scale[b * C + c] = rescale_factor(d[c], k[c]);
-            }
-            K->prune(j, b * j->P, (b + 1) * j->P);
-        }
-    } else {
 #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t b = 0; b < B; b++) K->sums(j, b, dense + b * C, kept + b * C);
-        if (scope == SDGP_SCOPE_CHANNEL) {
-            /* Per channel, the per-sample sums added in sample order: independent of threads. */
-            for (int64_t c = 0; c < C; c++) {
-                double d = 0, k = 0;
-                for (int64_t b = 0; b < B; b++) {
-                    d += dense[b * C + c];
-                    k += kept[b * C + c];
-                }
-                finite &= isfinite(d) != 0;
-                scale[c] = rescale_factor(d, k);
+    for (int64_t b = 0; b < B; b++) K->sums(j, b, dense + b * C, kept + b * C);
+    if (scope == SDGP_SCOPE_CHANNEL) {
+        /* Per channel, the per-sample sums added in sample order: independent of threads. */
+        for (int64_t c = 0; c < C; c++) {
+            double d = 0, k = 0;
+            for (int64_t b = 0; b < B; b++) {
+                d += dense[b * C + c];
+                k += kept[b * C + c];
             }
-            j->scale_bstride = 0;
-        } else {
-            for (int64_t i = 0; i < B * C; i++) {
-                finite &= isfinite(dense[i]) != 0;
-                scale[i] = rescale_factor(dense[i], kept[i]);
-            }
-            j->scale_bstride = C;
+            finite &= isfinite(d) != 0;
+            scale[c] = rescale_factor(d, k);
         }
-        if (finite) {
-            const int64_t tiles = j->axis == SDGP_AXIS_CHANNEL ? j->rows : j->rows / j->m;
+        j->scale_bstride = 0;
+    } else {
+        for (int64_t i = 0; i < B * C; i++) {
+            finite &= isfinite(dense[i]) != 0;
+            scale[i] = rescale_factor(dense[i], kept[i]);
+        }
+        j->scale_bstride = C;
+    }
+    if (finite) {
+        j->scale = scale;
+        const int64_t tiles = j->axis == SDGP_AXIS_CHANNEL ? j->rows : j->rows / j->m;
 #pragma omp parallel num_threads(nt)
-            {
-                int t = omp_get_thread_num(), T = omp_get_num_threads();
-                K->prune(j, tiles * t / T, tiles * (t + 1) / T);
-            }
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            K->prune(j, tiles * t / T, tiles * (t + 1) / T);
         }
+        j->scale = NULL;
     }
     free(dense);
     free(kept);
     free(scale);
-    free(keep);
-    j->scale = NULL;
-    j->keep = NULL;
     return finite ? SDGP_OK : numeric_error(j->x, j->P, C, j->rows * C, "rescaled", err);
 }
 

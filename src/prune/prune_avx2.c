@@ -65,7 +65,7 @@ static void channel_vec(const prune_job *j, const rank8 *rp, int64_t r0, int64_t
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = j->x + r * C, *sr = j->scale ? j->scale + (r / j->P) * j->scale_bstride : NULL;
         /* avx2_sums left the masks only where it vectorised (C % 16 == 0) */
-        const uint16_t *keep = j->scale && j->keep && C % 16 == 0 ? j->keep + r * W : NULL;
+        const uint16_t *keep = j->scale && j->keep && C % 16 == 0 ? j->keep + (r - j->keep_r0) * W : NULL;
         float *outr = j->out ? j->out + r * C : NULL, *vals = j->vals ? j->vals + r * slots : NULL;
         uint8_t *idx = j->idx ? j->idx + r * slots : NULL;
         int64_t pos = 0, c = 0;
@@ -215,7 +215,9 @@ static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept
             const float *xr = j->x + r * C + c0;
             __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8);
             __m256i k0 = keep8(&rp, key8(x0)), k1 = keep8(&rp, key8(x1));
-            j->keep[r * W + c0 / 16] = (uint16_t)(_mm256_movemask_ps(_mm256_castsi256_ps(k0)) | _mm256_movemask_ps(_mm256_castsi256_ps(k1)) << 8);
+            if (j->keep)
+                j->keep[(r - j->keep_r0) * W + c0 / 16] =
+                    (uint16_t)(_mm256_movemask_ps(_mm256_castsi256_ps(k0)) | _mm256_movemask_ps(_mm256_castsi256_ps(k1)) << 8);
             acc8(d, k, x0, k0);
             acc8(d + 2, k + 2, x1, k1);
         }

@@ -6,13 +6,15 @@
  * x * scale (one multiply), so results are bitwise the reference's.
  *   channel axis, m | 16:  16 lanes = 16/m groups; lane i is beaten by lane j of its group when
  *                          key_j > key_i, or key_j == key_i and j < i; the m-1 rotations within
- *                          the group count the beaters; kept = fewer than n beaters. Compressed
- *                          output by vcompressps into a register (never to memory: microcoded on
- *                          some cores) and a masked store.
+ *                          the group count the beaters (m = 4: three in-lane shuffles and mask
+ *                          logic); kept = fewer than n beaters. The compressed slots are gathered
+ *                          by a permute whose index comes from the mask by scalar pdep/pext
+ *                          (vcompressps measured slower; its memory form is microcoded on AMD).
  *   channel axis, other m: one group at a time: repeatedly take every remaining lane with the
  *                          largest key; the last round's ties go to the lowest indices (pdep).
  *   row axis:              vertical: 16 channels per vector, the m rows of a group as m vectors,
- *                          pairwise ranks. */
+ *                          pairwise ranks.
+ * Rescale pass 1 keeps its masks (prune_job.keep) so pass 2 only scales and stores. */
 #include <immintrin.h>
 
 #include "prune/prune_internal.h"
@@ -161,7 +163,7 @@ static inline __attribute__((always_inline)) void vec_rows(const prune_job *j, c
     const __m128i lane_mod = _mm_set1_epi8((char)(j->m - 1));
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = j->x + r * C, *sr = scaled ? j->scale + (r / j->P) * j->scale_bstride : NULL;
-        const uint16_t *keep = scaled && j->keep ? j->keep + r * W : NULL;
+        const uint16_t *keep = scaled && j->keep ? j->keep + (r - j->keep_r0) * W : NULL;
         float *outr = has_out ? j->out + r * C : NULL, *vals = has_vals ? j->vals + r * slots : NULL;
         uint8_t *idx = has_vals ? j->idx + r * slots : NULL;
         int64_t pos = 0, c = 0;
@@ -312,13 +314,13 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
             for (int h = 0; h < 8; h++) d[h] = k[h] = _mm512_setzero_pd();
             for (int64_t r = rb; r < re; r++) {
                 const float *xr = j->x + r * C + c0;
-                uint16_t *keep = j->keep + r * ((C + 15) / 16) + c0 / 16;
+                uint16_t *keep = j->keep ? j->keep + (r - j->keep_r0) * ((C + 15) / 16) + c0 / 16 : NULL;
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) {
                     if (!valid[q]) break;
                     __m512 x = _mm512_maskz_loadu_ps(valid[q], xr + 16 * q);
                     __mmask16 kp = keep16(&rp, key16(x));
-                    keep[q] = kp;
+                    if (keep) keep[q] = kp;
                     __m512 a = _mm512_abs_ps(x);
                     __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
                     __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));

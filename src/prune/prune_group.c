@@ -160,25 +160,27 @@ static void plan_systematic(mvue_plan *p, const double *a, int n, int m) {
     int k = 0;
     double rem;
     for (;;) {
-        rem = 0; /* the unsaturated sum, always in index order (C below depends on it) */
+        /* C[] = running sums of the unsaturated a in index order (the normalised C below and the
+         * unsaturated sum rem come from this one sequence) */
+        double run = 0;
         int top = -1;
-        for (int i = 0; i < m; i++)
+        for (int i = 0; i < m; i++) {
             if (!(p->saturated >> i & 1)) {
-                rem += a[i];
+                run += a[i];
                 if (top < 0 || a[i] > a[top]) top = i;
             }
+            p->C[i] = run;
+        }
+        rem = run;
+        /* saturate the largest while c a_i >= 1, c = (n - k) / rem */
         if (k == n || a[top] * (double)(n - k) < rem) break;
         p->saturated |= 1ull << top;
         k++;
     }
     int left = n - k;
     p->T = left > 0 ? rem / (double)left : 0.0;
-    double prefix = 0;
-    for (int i = 0; i < m; i++) {
-        if (!(p->saturated >> i & 1)) prefix += a[i];
-        /* prefix / rem * left: the last one is exactly `left` (prefix == rem bitwise) */
-        p->C[i] = left > 0 ? prefix / rem * (double)left : 0.0;
-    }
+    /* prefix / rem * left: the last one is exactly `left` */
+    for (int i = 0; i < m; i++) p->C[i] = left > 0 ? p->C[i] / rem * (double)left : 0.0;
 }
 
 /* Fills a[] = |x| and returns the plan kind for the trivial cases, or -1 to go on. */
@@ -335,19 +337,23 @@ int prune_mvue_approx_group(float *y, const float *x, double u1, double u2) {
 }
 
 int prune_compress_group(float *vals, uint8_t *idx, int64_t stride, const float *y, int n, int m) {
+    uint64_t nonzero = 0;
     int nnz = 0;
-    for (int i = 0; i < m; i++) nnz += y[i] != 0.0f || y[i] != y[i];
+    for (int i = 0; i < m; i++) {
+        int nz = y[i] != 0.0f || y[i] != y[i];
+        nonzero |= (uint64_t)nz << i;
+        nnz += nz;
+    }
     if (nnz > n) return nnz;
-    int pad = n - nnz, j = 0;
-    for (int i = 0; i < m && j < n; i++) {
-        int nonzero = y[i] != 0.0f || y[i] != y[i];
-        if (!nonzero) {
-            if (pad == 0) continue;
-            pad--;
-        }
+    uint64_t zeros = low_bits(m) & ~nonzero, stored = nonzero;
+    for (int pad = n - nnz; pad > 0; pad--) { /* the lowest-index zeros */
+        stored |= zeros & (~zeros + 1);
+        zeros &= zeros - 1;
+    }
+    for (int j = 0; stored; j++, stored &= stored - 1) {
+        int i = __builtin_ctzll(stored);
         vals[j * stride] = y[i];
         idx[j * stride] = (uint8_t)i;
-        j++;
     }
     return nnz;
 }

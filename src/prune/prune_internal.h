@@ -78,9 +78,11 @@ typedef struct {
      * (scale_bstride = C for the sample-channel scope, 0 for the channel scope). */
     const float *scale;
     int64_t scale_bstride;
-    /* RESCALED: rows * ceil(C/16) words of workspace. sums() may leave the keep masks of its rows
-     * there for prune() of the same kernel table (the second pass then skips the ranking). */
+    /* RESCALED, or NULL: ceil(C/16) words per row for rows keep_r0 .. (one sample) where sums()
+     * may leave the keep masks of its rows (bit c % 16 of word (r - keep_r0) * ceil(C/16) + c/16)
+     * for prune() of the same kernel table: the second pass then skips the ranking. */
     uint16_t *keep;
+    int64_t keep_r0;
 } prune_job;
 
 typedef struct {

@@ -198,6 +198,130 @@ static inline __attribute__((always_inline)) __mmask16 mvue24(__m512 y[4], const
     return (__mmask16)~finite;
 }
 
+/* Exact MVUE 1:4 (prune_group.c: water-filling with n = 1, systematic sampling): keep the first
+ * position whose running sum / total exceeds u, written as sign * total; in the rare lanes where
+ * one value is >= the rounded total (the others below its last bit), keep it alone, unchanged. */
+static inline __attribute__((always_inline)) __mmask16 mvue14(__m512 y[4], const __m512 e[4], __m512i w0) {
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512 a[4];
+    __mmask16 finite = 0xffff, pick[4] = {0, 0, 0, 0}, sat = 0;
+    __m512i nnz = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        a[k] = _mm512_abs_ps(e[k]);
+        finite &= _mm512_cmp_ps_mask(a[k], _mm512_set1_ps(3.40282347e38f), _CMP_LE_OQ);
+        nnz = _mm512_mask_add_epi32(nnz, _mm512_cmp_ps_mask(a[k], _mm512_setzero_ps(), _CMP_NEQ_UQ), nnz, one);
+    }
+    __m256 tf[2];
+    for (int h = 0; h < 2; h++) {
+        __m512d d[4], run[4];
+        for (int k = 0; k < 4; k++) d[k] = half_pd(a[k], h);
+        run[0] = d[0];
+        for (int k = 1; k < 4; k++) run[k] = _mm512_add_pd(run[k - 1], d[k]); /* in index order */
+        __m512d rem = run[3], top = _mm512_max_pd(_mm512_max_pd(d[0], d[1]), _mm512_max_pd(d[2], d[3]));
+        sat |= (__mmask16)((unsigned)_mm512_cmp_pd_mask(top, rem, _CMP_GE_OQ) << (8 * h));
+        __m512d u = _mm512_mul_pd(_mm512_cvtepu32_pd(h ? _mm512_extracti64x4_epi64(w0, 1) : _mm512_castsi512_si256(w0)), _mm512_set1_pd(1.0 / 4294967296.0));
+        __mmask8 before = 0; /* lanes decided at an earlier position */
+        for (int k = 0; k < 3; k++) {
+            __mmask8 lt = _mm512_cmp_pd_mask(u, _mm512_mul_pd(_mm512_div_pd(run[k], rem), _mm512_set1_pd(1.0)), _CMP_LT_OQ);
+            pick[k] |= (__mmask16)((unsigned)(lt & ~before) << (8 * h));
+            before |= lt;
+        }
+        pick[3] |= (__mmask16)((unsigned)(__mmask8)~before << (8 * h));
+        tf[h] = _mm512_cvtpd_ps(rem); /* T = total / 1 */
+    }
+    __m512 T = _mm512_insertf32x8(_mm512_castps256_ps512(tf[0]), tf[1], 1);
+    __m512 amax = _mm512_max_ps(_mm512_max_ps(a[0], a[1]), _mm512_max_ps(a[2], a[3]));
+    __mmask16 ident = _mm512_cmple_epi32_mask(nnz, one), taken = 0;
+    const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u));
+    for (int k = 0; k < 4; k++) {
+        __mmask16 top = _mm512_cmp_ps_mask(a[k], amax, _CMP_EQ_OQ) & (__mmask16)~taken; /* the first largest */
+        taken |= top;
+        __m512 v = _mm512_mask_blend_ps(sat, _mm512_maskz_mov_ps(pick[k], _mm512_or_ps(T, _mm512_and_ps(e[k], sign))), _mm512_maskz_mov_ps(top, e[k]));
+        y[k] = _mm512_maskz_mov_ps(finite, _mm512_mask_blend_ps(ident, v, e[k]));
+    }
+    return (__mmask16)~finite;
+}
+
+/* Approximate 2:4 MVUE (prune_mvue_approx_group): i1 = first nonzero whose running sum exceeds
+ * u1 S, i2 likewise among the others with u2 and their sum; kept values x_i / p_i. The sums
+ * p += (a_j/S)(a_i/rest_j) use masked adds, which the compiler never fuses into an FMA. */
+static inline __attribute__((always_inline)) __mmask16 approx24(__m512 y[4], const __m512 e[4], __m512i w0, __m512i w1) {
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512 a[4];
+    __mmask16 finite = 0xffff, s1[4] = {0, 0, 0, 0}, s2[4] = {0, 0, 0, 0};
+    __m512i nnz = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        a[k] = _mm512_abs_ps(e[k]);
+        finite &= _mm512_cmp_ps_mask(a[k], _mm512_set1_ps(3.40282347e38f), _CMP_LE_OQ);
+        nnz = _mm512_mask_add_epi32(nnz, _mm512_cmp_ps_mask(a[k], _mm512_setzero_ps(), _CMP_NEQ_UQ), nnz, one);
+    }
+    __m256 yf[2][2]; /* the two kept values per half */
+    for (int h = 0; h < 2; h++) {
+        const __m512d zd = _mm512_setzero_pd(), scale = _mm512_set1_pd(1.0 / 4294967296.0);
+        __m512d d[4], rest[4];
+        __mmask8 nz[4], sel[2][4];
+        for (int k = 0; k < 4; k++) {
+            d[k] = half_pd(a[k], h);
+            nz[k] = _mm512_cmp_pd_mask(d[k], zd, _CMP_NEQ_UQ);
+        }
+        __m512d S = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(d[0], d[1]), d[2]), d[3]);
+        rest[0] = _mm512_add_pd(_mm512_add_pd(d[1], d[2]), d[3]);
+        rest[1] = _mm512_add_pd(_mm512_add_pd(d[0], d[2]), d[3]);
+        rest[2] = _mm512_add_pd(_mm512_add_pd(d[0], d[1]), d[3]);
+        rest[3] = _mm512_add_pd(_mm512_add_pd(d[0], d[1]), d[2]);
+        __m512d u[2] = {_mm512_mul_pd(_mm512_cvtepu32_pd(h ? _mm512_extracti64x4_epi64(w0, 1) : _mm512_castsi512_si256(w0)), scale),
+                        _mm512_mul_pd(_mm512_cvtepu32_pd(h ? _mm512_extracti64x4_epi64(w1, 1) : _mm512_castsi512_si256(w1)), scale)};
+        /* draw 0 over all positions (total S), draw 1 over all but the first pick (its rest) */
+        for (int t = 0; t < 2; t++) {
+            __m512d run = zd, tot = S;
+            if (t)
+                for (int k = 0; k < 4; k++) tot = _mm512_mask_mov_pd(tot, sel[0][k], rest[k]);
+            __m512d thr = _mm512_mul_pd(u[t], tot);
+            __mmask8 found = 0, last[4];
+            for (int k = 0; k < 4; k++) {
+                __mmask8 live = nz[k] & (t ? (__mmask8)~sel[0][k] : 0xff);
+                run = _mm512_mask_add_pd(run, live, run, d[k]);
+                __mmask8 hit = live & _mm512_cmp_pd_mask(thr, run, _CMP_LT_OQ) & (__mmask8)~found;
+                sel[t][k] = hit;
+                found |= hit;
+                last[k] = live;
+            }
+            /* rounding put the threshold at the very end: the last eligible position */
+            __mmask8 later = 0;
+            for (int k = 3; k >= 0; k--) {
+                sel[t][k] |= (__mmask8)(last[k] & ~later & ~found);
+                later |= last[k];
+            }
+        }
+        /* p_i = a_i/S + sum_{j != i, a_j != 0} (a_j/S)(a_i/rest_j), for the two picks */
+        __m512d q[4];
+        for (int k = 0; k < 4; k++) q[k] = _mm512_div_pd(d[k], S);
+        for (int t = 0; t < 2; t++) {
+            __m512d ai = zd, xi = zd;
+            for (int k = 0; k < 4; k++) {
+                ai = _mm512_mask_mov_pd(ai, sel[t][k], d[k]);
+                xi = _mm512_mask_mov_pd(xi, sel[t][k], half_pd(e[k], h));
+            }
+            __m512d p = _mm512_div_pd(ai, S);
+            for (int k = 0; k < 4; k++)
+                p = _mm512_mask_add_pd(p, (__mmask8)(nz[k] & ~sel[t][k]), p, _mm512_mul_pd(q[k], _mm512_div_pd(ai, rest[k])));
+            yf[h][t] = _mm512_cvtpd_ps(_mm512_div_pd(xi, p));
+        }
+        for (int k = 0; k < 4; k++) {
+            s1[k] |= (__mmask16)((unsigned)sel[0][k] << (8 * h));
+            s2[k] |= (__mmask16)((unsigned)sel[1][k] << (8 * h));
+        }
+    }
+    __m512 v1 = _mm512_insertf32x8(_mm512_castps256_ps512(yf[0][0]), yf[1][0], 1);
+    __m512 v2 = _mm512_insertf32x8(_mm512_castps256_ps512(yf[0][1]), yf[1][1], 1);
+    __mmask16 ident = _mm512_cmple_epi32_mask(nnz, _mm512_set1_epi32(2));
+    for (int k = 0; k < 4; k++) {
+        __m512 v = _mm512_mask_mov_ps(_mm512_maskz_mov_ps(s1[k], v1), s2[k], v2);
+        y[k] = _mm512_maskz_mov_ps(finite, _mm512_mask_blend_ps(ident, v, e[k]));
+    }
+    return (__mmask16)~finite;
+}
+
 /* ---- outputs ---- */
 
 /* The canonical compressed slots (prune_compress_group) of 16 transposed groups: nonzeros, padded
@@ -321,12 +445,13 @@ static inline __attribute__((always_inline)) void store_flat(const prune_job *j,
 /* One batch of 16 groups: -1 if it must go to the reference, else 1 on a non-finite value, else 0. */
 static inline __attribute__((always_inline)) int decide(const prune_job *j, const __m512i w[4], __m512 y[4], const __m512 e[4]) {
     if (j->fn == SDGP_PRUNE_RANDOM) return random4(y, e, w, j->n) ? 0 : -1;
-    return mvue24(y, e, w[0]) ? 1 : 0;
+    if (j->fn == SDGP_PRUNE_MVUE_APPROX) return approx24(y, e, w[0], w[1]) ? 1 : 0;
+    return (j->n == 2 ? mvue24(y, e, w[0]) : mvue14(y, e, w[0])) ? 1 : 0;
 }
 
 int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1) {
     const int vec_random = j->fn == SDGP_PRUNE_RANDOM && j->m == 4;
-    const int vec_mvue = j->fn == SDGP_PRUNE_MVUE && j->m == 4 && j->n == 2;
+    const int vec_mvue = (j->fn == SDGP_PRUNE_MVUE || j->fn == SDGP_PRUNE_MVUE_APPROX) && j->m == 4 && j->n <= 2;
     if (!vec_random && !vec_mvue) return -1;
     const int64_t C = j->C;
     int bad = 0;

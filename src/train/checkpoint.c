@@ -40,7 +40,8 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
                                        p->momentum};
         }
     }
-    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256];
+    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], kernels[64];
+    sdgp_model_sparse_choice(m, kernels, sizeof kernels);
     model_signature(m, sig, sizeof sig);
     snprintf(step, sizeof step, "%lld", (long long)state->step);
     snprintf(epoch, sizeof epoch, "%d", state->epoch);
@@ -57,6 +58,7 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
     meta[nm++] = (sdgp_st_meta){"loss_sum", lsum};
     meta[nm++] = (sdgp_st_meta){"loss_count", lcount};
     meta[nm++] = (sdgp_st_meta){"normalisation", norm};
+    meta[nm++] = (sdgp_st_meta){"kernels", kernels};
     for (int i = 0; i < nf; i++) {
         const char *name = sdgp_train_config_field(cfg, i, NULL, vals[i], sizeof vals[i]);
         snprintf(keys[i], sizeof keys[i], "cfg.%s", name);
@@ -125,6 +127,17 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
             snprintf(name, sizeof name, "momentum.%s", p->name);
             st = sdgp_safetensors_copy(f, name, SDGP_DT_F32, p->ndim, p->shape, p->momentum, err);
         }
+    }
+    /* the same data-gradient kernels as the run that wrote it (a model built without pruning, as
+     * for evaluation, has no choice to make) */
+    const char *kernels = sdgp_safetensors_meta(f, "kernels");
+    char mine[64];
+    sdgp_model_sparse_choice(m, mine, sizeof mine);
+    if (st == SDGP_OK && kernels && strchr(mine, 's') == NULL && strchr(mine, 'd') == NULL) kernels = NULL;
+    if (st == SDGP_OK && kernels) {
+        sdgp_error e;
+        if (sdgp_model_set_sparse_choice(m, kernels, &e) != SDGP_OK)
+            st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s", path, e.msg);
     }
     sdgp_safetensors_free(f);
     if (st == SDGP_OK && state) *state = s;

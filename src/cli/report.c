@@ -1,0 +1,685 @@
+/* sdgp report DIR: the results of a sweep as a markdown report (the paper's Table I, time to
+ * accuracy, per-run details) and gnuplot figures (the paper's Figures 6-10, src/cli/report_plots.c).
+ *
+ * Reads DIR/NAME/log.jsonl (+ status.json) for every run folder. Runs whose names differ only by
+ * a trailing -s<digits> (the seed) form one group. A run's time axis is its trainer's elapsed_s
+ * plus the offset_s of the sweep's last {"event":"resume"} line before it (elapsed_s restarts at 0
+ * in each attempt); an epoch logged twice (an attempt killed after logging it, before its
+ * checkpoint) keeps the later line, which the resumed run continued from. */
+#define _GNU_SOURCE /* strverscmp */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/report.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * A small JSON reader: validates a whole line and returns the top-level fields of an object. */
+
+typedef struct {
+    const char *key, *val; /* key without quotes; value text */
+    int klen, vlen;
+} jfield;
+
+#define J_MAX_FIELDS 32
+
+static const char *j_ws(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    return p;
+}
+
+static const char *j_string(const char *p) { /* p at the opening quote; returns past the closing one */
+    for (p++; *p != '"'; p++) {
+        if ((unsigned char)*p < 0x20) return NULL; /* also the end of the text */
+        if (*p == '\\' && !*++p) return NULL;
+    }
+    return p + 1;
+}
+
+static const char *j_number(const char *p) {
+    const char *q = *p == '-' ? p + 1 : p;
+    if (!strncmp(q, "nan", 3) || !strncmp(q, "inf", 3)) return q + 3; /* printf's non-finite values */
+    if (*q < '0' || *q > '9') return NULL;
+    char *end;
+    strtod(p, &end);
+    return end;
+}
+
+static const char *j_value(const char *p, int depth) {
+    p = j_ws(p);
+    if (depth > 16) return NULL;
+    if (*p == '"') return j_string(p);
+    if (!strncmp(p, "true", 4)) return p + 4;
+    if (!strncmp(p, "false", 5)) return p + 5;
+    if (!strncmp(p, "null", 4)) return p + 4;
+    if (*p != '{' && *p != '[') return j_number(p);
+    char close = *p == '{' ? '}' : ']';
+    p = j_ws(p + 1);
+    if (*p == close) return p + 1;
+    for (;;) {
+        if (close == '}') {
+            if (*p != '"' || !(p = j_string(p))) return NULL;
+            p = j_ws(p);
+            if (*p++ != ':') return NULL;
+        }
+        if (!(p = j_value(p, depth + 1))) return NULL;
+        p = j_ws(p);
+        if (*p != ',') return *p == close ? p + 1 : NULL;
+        p = j_ws(p + 1);
+    }
+}
+
+/* Parses the object at p into f (up to J_MAX_FIELDS fields); *end is set past it. -1 if malformed. */
+static int j_object(const char *p, jfield *f, const char **end) {
+    p = j_ws(p);
+    if (*p != '{') return -1;
+    const char *e = j_value(p, 0);
+    if (!e) return -1;
+    *end = e;
+    int n = 0;
+    p = j_ws(p + 1);
+    while (*p == '"') {
+        const char *k = p + 1, *ke = j_string(p);
+        p = j_ws(ke) + 1; /* past ':' (validated above) */
+        const char *v = j_ws(p), *ve = j_value(v, 1);
+        if (n < J_MAX_FIELDS) f[n++] = (jfield){k, v, (int)(ke - 1 - k), (int)(ve - v)};
+        p = j_ws(ve);
+        if (*p == ',') p = j_ws(p + 1);
+    }
+    return n;
+}
+
+static const jfield *j_get(const jfield *f, int n, const char *key) {
+    for (int i = 0; i < n; i++)
+        if (f[i].klen == (int)strlen(key) && !strncmp(f[i].key, key, (size_t)f[i].klen)) return &f[i];
+    return NULL;
+}
+
+static int j_num(const jfield *f, int n, const char *key, double *out) {
+    const jfield *x = j_get(f, n, key);
+    if (!x || x->val[0] == '"' || x->val[0] == '{' || x->val[0] == '[') return 0;
+    const char *q = x->val[0] == '-' ? x->val + 1 : x->val;
+    if (!strncmp(q, "nan", 3)) *out = NAN;
+    else if (!strncmp(q, "inf", 3)) *out = x->val[0] == '-' ? -INFINITY : INFINITY;
+    else *out = strtod(x->val, NULL);
+    return 1;
+}
+
+static int j_str(const jfield *f, int n, const char *key, char *buf, size_t size) {
+    const jfield *x = j_get(f, n, key);
+    if (!x || x->val[0] != '"') return 0;
+    snprintf(buf, size, "%.*s", x->vlen - 2, x->val + 1);
+    return 1;
+}
+
+/* Reads path line by line into a callback; returns 0, or prints "path:line: why" and returns 2.
+ * A last line without newline that does not parse is a record being written: skipped, with a note. */
+typedef int (*line_fn)(void *ctx, const jfield *f, int n, const char *line, char *why, size_t size);
+
+static int read_json_lines(const char *path, line_fn fn, void *ctx) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        fprintf(stderr, "sdgp: report: %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int lineno = 0, rc = 0;
+    while (rc == 0 && (len = getline(&line, &cap, fp)) >= 0) {
+        lineno++;
+        const char *p = j_ws(line), *end;
+        if (!*p) continue;
+        jfield f[J_MAX_FIELDS];
+        char why[256] = "";
+        int n = j_object(p, f, &end);
+        if (n < 0 || *j_ws(end)) {
+            if (line[len - 1] != '\n') {
+                fprintf(stderr, "sdgp: report: note: %s:%d: incomplete last line skipped (still being written?)\n", path,
+                        lineno);
+                break;
+            }
+            snprintf(why, sizeof why, "not a JSON object");
+        } else if (fn(ctx, f, n, line, why, sizeof why) == 0) continue;
+        fprintf(stderr, "sdgp: report: %s:%d: malformed line (%s): %.120s%s", path, lineno, why, line,
+                line[len - 1] == '\n' ? "" : "\n");
+        rc = 2;
+    }
+    if (rc == 0 && ferror(fp)) {
+        fprintf(stderr, "sdgp: report: %s: read error\n", path);
+        rc = 2;
+    }
+    free(line);
+    fclose(fp);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Runs and groups */
+
+static int add_epoch(rp_run *r, const rp_epoch *e) {
+    while (r->n_ep > 0 && r->ep[r->n_ep - 1].epoch >= e->epoch) r->n_ep--; /* rewritten by a resumed attempt */
+    if (r->n_ep == r->cap_ep) {
+        int c = r->cap_ep ? 2 * r->cap_ep : 16;
+        rp_epoch *q = realloc(r->ep, (size_t)c * sizeof *q);
+        if (!q) return 0;
+        r->ep = q;
+        r->cap_ep = c;
+    }
+    r->ep[r->n_ep++] = *e;
+    return 1;
+}
+
+typedef struct {
+    rp_run *run;
+    double offset; /* the current attempt's start on the run's time axis */
+} log_ctx;
+
+static int log_line(void *ctx, const jfield *f, int n, const char *line, char *why, size_t size) {
+    log_ctx *c = ctx;
+    rp_run *r = c->run;
+    char event[32];
+    if (!j_str(f, n, "event", event, sizeof event)) {
+        snprintf(why, size, "no \"event\"");
+        return 2;
+    }
+    if (!strcmp(event, "epoch")) {
+        rp_epoch e;
+        double ep, step, el;
+        const char *miss = !j_num(f, n, "epoch", &ep) ? "epoch" : !j_num(f, n, "step", &step) ? "step"
+                         : !j_num(f, n, "train_loss", &e.train_loss) ? "train_loss"
+                         : !j_num(f, n, "test_acc", &e.test_acc) ? "test_acc"
+                         : !j_num(f, n, "elapsed_s", &el) ? "elapsed_s" : NULL;
+        if (miss) {
+            snprintf(why, size, "epoch event without a number \"%s\"", miss);
+            return 2;
+        }
+        if (!j_num(f, n, "test_loss", &e.test_loss)) e.test_loss = NAN;
+        if (!j_num(f, n, "img_per_s", &e.img_per_s)) e.img_per_s = NAN;
+        e.epoch = (int)ep;
+        e.step = (long long)step;
+        e.t = c->offset + el;
+        if (!add_epoch(r, &e)) {
+            snprintf(why, size, "out of memory");
+            return 2;
+        }
+    } else if (!strcmp(event, "resume")) {
+        if (!j_num(f, n, "offset_s", &c->offset)) {
+            snprintf(why, size, "resume event without offset_s");
+            return 2;
+        }
+    } else if (!strcmp(event, "grad_stats")) {
+        const jfield *layers = j_get(f, n, "layers");
+        if (!layers || layers->val[0] != '[') {
+            snprintf(why, size, "grad_stats without a \"layers\" list");
+            return 2;
+        }
+        const char *p = j_ws(layers->val + 1), *end;
+        while (*p == '{') {
+            jfield lf[J_MAX_FIELDS];
+            int ln = j_object(p, lf, &end);
+            char name[32];
+            double rel, cos;
+            if (ln < 0 || !j_str(lf, ln, "layer", name, sizeof name) || !j_num(lf, ln, "rel_l2", &rel) ||
+                !j_num(lf, ln, "cosine", &cos)) {
+                snprintf(why, size, "grad_stats layer without layer/rel_l2/cosine");
+                return 2;
+            }
+            int k = 0;
+            while (k < r->n_layers && strcmp(r->layers[k].layer, name)) k++;
+            if (k == r->n_layers && k < RP_MAX_LAYERS) snprintf(r->layers[r->n_layers++].layer, 32, "%s", name);
+            if (k < RP_MAX_LAYERS) {
+                r->layers[k].rel_l2 += rel;
+                r->layers[k].cosine += cos;
+                r->layers[k].count++;
+            }
+            p = j_ws(end);
+            if (*p == ',') p = j_ws(p + 1);
+        }
+    }
+    (void)line;
+    return 0; /* other events: not ours to judge */
+}
+
+static int status_line(void *ctx, const jfield *f, int n, const char *line, char *why, size_t size) {
+    rp_run *r = ctx;
+    if (!j_str(f, n, "state", r->state, sizeof r->state) || !j_num(f, n, "seconds", &r->seconds)) {
+        snprintf(why, size, "status without \"state\" and \"seconds\"");
+        return 2;
+    }
+    double a = 0;
+    if (j_num(f, n, "attempts", &a)) r->attempts = (int)a;
+    r->has_status = 1;
+    (void)line;
+    return 0;
+}
+
+/* The group of a run: its name without a trailing -s<digits>. */
+static void group_name(const char *run, char *out, size_t size) {
+    snprintf(out, size, "%s", run);
+    char *d = strrchr(out, '-');
+    if (!d || d[1] != 's' || !d[2]) return;
+    for (const char *p = d + 2; *p; p++)
+        if (*p < '0' || *p > '9') return;
+    *d = '\0';
+}
+
+static int cmp_names(const void *a, const void *b) {
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    char gx[256], gy[256];
+    group_name(x, gx, sizeof gx);
+    group_name(y, gy, sizeof gy);
+    int dx = !strcmp(gx, "dense"), dy = !strcmp(gy, "dense");
+    if (dx != dy) return dy - dx; /* the baseline first */
+    return strverscmp(x, y);      /* 2:4 before 16:32 */
+}
+
+/* Loads every DIR/NAME/log.jsonl. Returns 0 or 2 (message printed). */
+static int load_runs(rp_data *d, const char *dir) {
+    DIR *dh = opendir(dir);
+    if (!dh) {
+        fprintf(stderr, "sdgp: report: %s: %s\n", dir, strerror(errno));
+        return 2;
+    }
+    char **names = NULL;
+    int n = 0, cap = 0, rc = 0;
+    for (struct dirent *de; (de = readdir(dh));) {
+        char path[4096];
+        struct stat sb;
+        if (de->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s/log.jsonl", dir, de->d_name);
+        if (stat(path, &sb) != 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            char **q = realloc(names, (size_t)cap * sizeof *q);
+            if (!q) {
+                rc = 2;
+                break;
+            }
+            names = q;
+        }
+        if (!(names[n] = strdup(de->d_name))) {
+            rc = 2;
+            break;
+        }
+        n++;
+    }
+    closedir(dh);
+    if (n == 0 && rc == 0) {
+        fprintf(stderr, "sdgp: report: no runs in %s (no %s/*/log.jsonl)\n", dir, dir);
+        rc = 2;
+    }
+    if (rc == 0) {
+        qsort(names, (size_t)n, sizeof *names, cmp_names);
+        d->runs = calloc((size_t)n, sizeof *d->runs);
+        if (!d->runs) rc = 2;
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        rp_run *r = &d->runs[d->n_runs++];
+        snprintf(r->name, sizeof r->name, "%s", names[i]);
+        group_name(r->name, r->group, sizeof r->group);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s/log.jsonl", dir, names[i]);
+        log_ctx ctx = {r, 0};
+        rc = read_json_lines(path, log_line, &ctx);
+        snprintf(path, sizeof path, "%s/%s/status.json", dir, names[i]);
+        if (rc == 0 && access(path, F_OK) == 0) rc = read_json_lines(path, status_line, r);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+static double mean_of(const double *v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return n ? s / n : NAN;
+}
+
+/* Groups the runs (in their sorted order) and computes each group's statistics. */
+static int make_groups(rp_data *d) {
+    d->groups = calloc((size_t)d->n_runs, sizeof *d->groups);
+    if (!d->groups) return 0;
+    for (int i = 0; i < d->n_runs; i++) {
+        rp_run *r = &d->runs[i];
+        if (r->n_ep == 0) continue; /* nothing measured yet */
+        int g = 0;
+        while (g < d->n_groups && strcmp(d->groups[g].name, r->group)) g++;
+        if (g == d->n_groups) snprintf(d->groups[d->n_groups++].name, sizeof d->groups[g].name, "%s", r->group);
+        rp_group *G = &d->groups[g];
+        if (G->n < RP_MAX_SEEDS) G->run[G->n++] = i;
+    }
+    d->dense = -1;
+    for (int g = 0; g < d->n_groups; g++) {
+        rp_group *G = &d->groups[g];
+        double fin[RP_MAX_SEEDS], best[RP_MAX_SEEDS], wall[RP_MAX_SEEDS], ips[RP_MAX_SEEDS];
+        G->acc_min = INFINITY;
+        G->acc_max = -INFINITY;
+        G->ep_min = 1 << 30;
+        for (int k = 0; k < G->n; k++) {
+            const rp_run *r = &d->runs[G->run[k]];
+            const rp_epoch *last = &r->ep[r->n_ep - 1];
+            fin[k] = last->test_acc;
+            best[k] = 0;
+            for (int e = 0; e < r->n_ep; e++) best[k] = fmax(best[k], r->ep[e].test_acc);
+            wall[k] = r->has_status ? r->seconds : last->t;
+            ips[k] = last->img_per_s;
+            G->acc_min = fmin(G->acc_min, fin[k]);
+            G->acc_max = fmax(G->acc_max, fin[k]);
+            G->ep_min = last->epoch < G->ep_min ? last->epoch : G->ep_min;
+            G->ep_max = last->epoch > G->ep_max ? last->epoch : G->ep_max;
+            if (!r->has_status || strcmp(r->state, "done")) G->incomplete = 1;
+        }
+        G->acc_mean = mean_of(fin, G->n);
+        double ss = 0;
+        for (int k = 0; k < G->n; k++) ss += (fin[k] - G->acc_mean) * (fin[k] - G->acc_mean);
+        G->acc_std = G->n > 1 ? sqrt(ss / (G->n - 1)) : NAN;
+        G->best_mean = mean_of(best, G->n);
+        G->wall_mean = mean_of(wall, G->n);
+        G->ips_mean = mean_of(ips, G->n);
+        if (!strcmp(G->name, "dense")) d->dense = g;
+    }
+    return 1;
+}
+
+/* Time of the first epoch at or above target on each run of the group; the mean if all reached it. */
+static void time_to_target(rp_data *d, double target) {
+    for (int g = 0; g < d->n_groups; g++) {
+        rp_group *G = &d->groups[g];
+        double sum = 0;
+        G->tta_reached = 0;
+        for (int k = 0; k < G->n; k++) {
+            const rp_run *r = &d->runs[G->run[k]];
+            for (int e = 0; e < r->n_ep; e++)
+                if (r->ep[e].test_acc >= target) {
+                    sum += r->ep[e].t;
+                    G->tta_reached++;
+                    break;
+                }
+        }
+        G->tta = G->tta_reached == G->n ? sum / G->n : NAN;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * sdgp bench layers --json */
+
+static int layers_line(void *ctx, const jfield *f, int n, const char *line, char *why, size_t size) {
+    rp_layers *L = ctx;
+    if (L->n == L->cap) {
+        int c = L->cap ? 2 * L->cap : 32;
+        rp_layer_row *q = realloc(L->rows, (size_t)c * sizeof *q);
+        if (!q) {
+            snprintf(why, size, "out of memory");
+            return 2;
+        }
+        L->rows = q;
+        L->cap = c;
+    }
+    rp_layer_row *w = &L->rows[L->n];
+    double threads = 0;
+    if (!j_str(f, n, "model", w->model, sizeof w->model) || !j_str(f, n, "layer", w->layer, sizeof w->layer) ||
+        !j_str(f, n, "prune", w->prune, sizeof w->prune) || !j_str(f, n, "nm", w->nm, sizeof w->nm) ||
+        !j_num(f, n, "threads", &threads) || !j_num(f, n, "fwd_ms", &w->fwd) ||
+        !j_num(f, n, "bwd_data_dense_ms", &w->bwd_dense) || !j_num(f, n, "bwd_data_sparse_ms", &w->bwd_sparse) ||
+        !j_num(f, n, "prune_ms", &w->prune_ms) || !j_num(f, n, "bwd_weights_ms", &w->bwd_w)) {
+        snprintf(why, size, "not a `sdgp bench layers --json` line (model, layer, prune, nm, threads, *_ms)");
+        return 2;
+    }
+    w->threads = (int)threads;
+    L->n++;
+    (void)line;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * report.md */
+
+static void fmt_pct(char *buf, size_t size, double frac) {
+    if (isnan(frac)) snprintf(buf, size, "—");
+    else snprintf(buf, size, "%.2f", 100 * frac);
+}
+
+static void write_markdown(FILE *f, const rp_data *d, const char *dir, double target, int target_given,
+                           const rp_layers *L, const char *figures_note, const int *have_fig) {
+    const rp_group *D = d->dense >= 0 ? &d->groups[d->dense] : NULL;
+    int runs_used = 0;
+    for (int g = 0; g < d->n_groups; g++) runs_used += d->groups[g].n;
+    fprintf(f, "# Results of %s\n\n", dir);
+    fprintf(f, "%d runs in %d groups (runs named NAME-s<seed> form group NAME), read from `%s/*/log.jsonl` and "
+               "`status.json`.\n\n", runs_used, d->n_groups, dir);
+    fprintf(f, "Final test accuracy: the last logged epoch of each run; **mean** over seeds, the **range** (min–max) "
+               "and the sample **std** (n−1) over seeds. Best: mean over seeds of each run's best epoch. Wall time: "
+               "mean over seeds of the run's training wall time (`status.json` \"seconds\": start-up, training and "
+               "evaluation; an interrupted attempt counts up to its last checkpoint). Speedup: dense wall time / "
+               "group wall time. img/s: training throughput of the last epoch (mean over seeds).\n\n");
+    fprintf(f, "| group | n | epochs | final acc %% (mean) | range %% | std | best %% | wall time s | speedup vs dense | "
+               "img/s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    int any_incomplete = 0;
+    for (int g = 0; g < d->n_groups; g++) {
+        const rp_group *G = &d->groups[g];
+        char mean[16], lo[16], hi[16], best[16], sp[32], std[16], ep[32];
+        fmt_pct(mean, sizeof mean, G->acc_mean);
+        fmt_pct(lo, sizeof lo, G->acc_min);
+        fmt_pct(hi, sizeof hi, G->acc_max);
+        fmt_pct(best, sizeof best, G->best_mean);
+        fmt_pct(std, sizeof std, G->acc_std);
+        if (D && G->wall_mean > 0) snprintf(sp, sizeof sp, "%.3fx", D->wall_mean / G->wall_mean);
+        else snprintf(sp, sizeof sp, "—");
+        if (G->ep_min == G->ep_max) snprintf(ep, sizeof ep, "%d", G->ep_max);
+        else snprintf(ep, sizeof ep, "%d–%d", G->ep_min, G->ep_max);
+        any_incomplete |= G->incomplete;
+        fprintf(f, "| %s%s | %d | %s | %s | %s–%s | %s | %s | %.1f | %s | %.0f |\n", G->name, G->incomplete ? " *" : "",
+                G->n, ep, mean, lo, hi, std, best, G->wall_mean, sp, G->ips_mean);
+    }
+    if (any_incomplete) fprintf(f, "\n\\* not finished (or not run by `sdgp sweep`): numbers so far.\n");
+    if (!D) fprintf(f, "\nNo group named `dense`: no speedups.\n");
+
+    fprintf(f, "\n## Time to accuracy\n\n");
+    if (isnan(target)) {
+        fprintf(f, "No target: give `--target ACC` (percent), or include a `dense` group.\n");
+    } else {
+        fprintf(f, "Target: %.2f%% test accuracy (%s). Time: the cumulative training wall time (trainer's elapsed_s "
+                   "plus earlier attempts) at the end of the first epoch at or above the target, mean over seeds "
+                   "(only when every seed reached it). Speedup: dense time / group time.\n\n",
+                100 * target, target_given ? "--target" : "0.3 points below dense's final mean accuracy");
+        fprintf(f, "| group | reached | time to target s | speedup vs dense |\n|---|---:|---:|---:|\n");
+        for (int g = 0; g < d->n_groups; g++) {
+            const rp_group *G = &d->groups[g];
+            char t[32], sp[32];
+            if (isnan(G->tta)) snprintf(t, sizeof t, "not reached");
+            else snprintf(t, sizeof t, "%.1f", G->tta);
+            if (D && !isnan(D->tta) && !isnan(G->tta) && G->tta > 0) snprintf(sp, sizeof sp, "%.3fx", D->tta / G->tta);
+            else snprintf(sp, sizeof sp, "—");
+            fprintf(f, "| %s | %d/%d | %s | %s |\n", G->name, G->tta_reached, G->n, t, sp);
+        }
+    }
+
+    int have_stats = 0;
+    for (int i = 0; i < d->n_runs; i++) have_stats |= d->runs[i].n_layers > 0;
+    if (have_stats) {
+        fprintf(f, "\n## Data-gradient error of pruning per layer\n\nFrom the trainer's grad_stats lines: relative L2 "
+                   "error and cosine similarity of the pruned layer's dL/dD against the dense one, mean over all "
+                   "samples of the group's runs.\n\n| group | layer | rel. L2 error | cosine | samples |\n"
+                   "|---|---|---:|---:|---:|\n");
+        for (int g = 0; g < d->n_groups; g++) {
+            const rp_group *G = &d->groups[g];
+            const rp_run *r0 = &d->runs[G->run[0]];
+            for (int l = 0; l < r0->n_layers; l++) {
+                double rel = 0, cos = 0;
+                int cnt = 0;
+                for (int k = 0; k < G->n; k++) {
+                    const rp_run *r = &d->runs[G->run[k]];
+                    for (int m = 0; m < r->n_layers; m++)
+                        if (!strcmp(r->layers[m].layer, r0->layers[l].layer)) {
+                            rel += r->layers[m].rel_l2;
+                            cos += r->layers[m].cosine;
+                            cnt += r->layers[m].count;
+                        }
+                }
+                if (cnt) fprintf(f, "| %s | %s | %.4f | %.5f | %d |\n", G->name, r0->layers[l].layer, rel / cnt,
+                                 cos / cnt, cnt);
+            }
+        }
+    }
+
+    if (L && L->n) {
+        fprintf(f, "\n## Convolution times per layer\n\nFrom `sdgp bench layers --json`, milliseconds per training "
+                   "step. Sparse = the sparse backward-data kernel plus the pruning; layers without it (the first) "
+                   "count their dense time. Share = dense backward-data / all conv time.\n\n"
+                   "| model | pruning | threads | forward | bwd-data dense | bwd-data sparse + prune | bwd-weights | "
+                   "share of bwd-data | conv time saved |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (int i = 0; i < L->n;) {
+            int j = i;
+            double fw = 0, dd = 0, sp = 0, bw = 0;
+            for (; j < L->n && !strcmp(L->rows[j].model, L->rows[i].model) && !strcmp(L->rows[j].prune, L->rows[i].prune) &&
+                   !strcmp(L->rows[j].nm, L->rows[i].nm);
+                 j++) {
+                const rp_layer_row *w = &L->rows[j];
+                fw += w->fwd, dd += w->bwd_dense, bw += w->bwd_w;
+                sp += w->bwd_sparse > 0 ? w->bwd_sparse + w->prune_ms : w->bwd_dense;
+            }
+            double total = fw + dd + bw;
+            fprintf(f, "| %s | %s %s | %d | %.2f | %.2f | %.2f | %.2f | %.1f%% | %.1f%% |\n", L->rows[i].model,
+                    L->rows[i].prune, L->rows[i].nm, L->rows[i].threads, fw, dd, sp, bw, total > 0 ? 100 * dd / total : 0,
+                    total > 0 ? 100 * (dd - sp) / total : 0);
+            i = j;
+        }
+    }
+
+    fprintf(f, "\n## Runs\n\n| run | state | attempts | epochs | steps | final acc %% | best %% | wall time s |\n"
+               "|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < d->n_runs; i++) {
+        const rp_run *r = &d->runs[i];
+        char fin[16] = "—", best[16] = "—";
+        double b = 0, wall = r->has_status ? r->seconds : r->n_ep ? r->ep[r->n_ep - 1].t : 0;
+        for (int e = 0; e < r->n_ep; e++) b = fmax(b, r->ep[e].test_acc);
+        if (r->n_ep) {
+            fmt_pct(fin, sizeof fin, r->ep[r->n_ep - 1].test_acc);
+            fmt_pct(best, sizeof best, b);
+        }
+        fprintf(f, "| %s | %s | %d | %d | %lld | %s | %s | %.1f |\n", r->name, r->has_status ? r->state : "no status.json",
+                r->attempts, r->n_ep ? r->ep[r->n_ep - 1].epoch : 0, r->n_ep ? r->ep[r->n_ep - 1].step : 0LL, fin, best,
+                wall);
+    }
+
+    fprintf(f, "\n## Figures\n\n");
+    if (figures_note) fprintf(f, "%s\n", figures_note);
+    static const char *const captions[RP_N_FIGS] = {
+        "Training loss per epoch (the paper's Figure 6)", "Test accuracy per epoch (Figure 7)",
+        "Final test accuracy over n:m (Figure 8)", "Convolution times per layer (Figure 9)",
+        "Test accuracy against cumulative wall-clock time (Figure 10)"};
+    for (int i = 0; i < RP_N_FIGS; i++)
+        if (have_fig[i]) fprintf(f, "%s:\n\n![%s](%s.png)\n\n", captions[i], rp_fig_stems[i], rp_fig_stems[i]);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The command */
+
+static void report_usage(FILE *f) {
+    fprintf(f,
+            "usage: sdgp report DIR [--out DIR2] [--target ACC] [--layers FILE]\n\n"
+            "Summarises a sweep's results folder (DIR/NAME/log.jsonl + status.json; runs NAME-s<seed> form group\n"
+            "NAME): writes DIR2/report.md (accuracy table with mean, range and std over seeds, wall time and\n"
+            "speedup against the group `dense`, time to a target accuracy) and PNG figures drawn by gnuplot,\n"
+            "with their .gp scripts and .dat data next to them: fig6_train_loss, fig7_test_acc, fig8_nm_heatmap\n"
+            "(runs named N:M or containing n:m), fig9_layers (with --layers), fig10_time_to_acc.\n\n"
+            "  --out DIR2      output folder [DIR]\n"
+            "  --target ACC    target test accuracy in percent [dense's final mean - 0.3]\n"
+            "  --layers FILE   output of `sdgp bench layers --json` for Figure 9\n\n"
+            "Exit code: 0 ok (also when gnuplot is missing: figures skipped with a warning), 1 a figure failed,\n"
+            "2 bad input.\n");
+}
+
+int sdgp_cmd_report(int argc, char **argv) {
+    const char *dir = NULL, *out = NULL, *layers_path = NULL;
+    double target = NAN;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            report_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--out") || !strcmp(a, "--target") || !strcmp(a, "--layers")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "sdgp: %s needs a value\n", a);
+                return 2;
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--out")) out = v;
+            else if (!strcmp(a, "--layers")) layers_path = v;
+            else if (!cli_parse_float(a, v, 0, 100, &target)) return 2;
+            else target /= 100;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "sdgp: report: unknown option '%s' (see sdgp report --help)\n", a);
+            return 2;
+        } else if (dir) {
+            fprintf(stderr, "sdgp: report: one results folder only ('%s' and '%s')\n", dir, a);
+            return 2;
+        } else dir = a;
+    }
+    if (!dir) {
+        fprintf(stderr, "sdgp: report needs a results folder (see sdgp report --help)\n");
+        return 2;
+    }
+    if (!out) out = dir;
+    rp_data d;
+    memset(&d, 0, sizeof d);
+    rp_layers L;
+    memset(&L, 0, sizeof L);
+    int rc = load_runs(&d, dir);
+    if (rc == 0 && layers_path) {
+        rc = read_json_lines(layers_path, layers_line, &L);
+        if (rc == 0 && L.n == 0) {
+            fprintf(stderr, "sdgp: report: --layers %s: no lines\n", layers_path);
+            rc = 2;
+        }
+    }
+    if (rc == 0 && !make_groups(&d)) rc = 2;
+    if (rc == 0 && d.n_groups == 0) {
+        fprintf(stderr, "sdgp: report: no run in %s has a finished epoch yet\n", dir);
+        rc = 2;
+    }
+    if (rc == 0 && mkdir(out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "sdgp: report: cannot create --out %s: %s\n", out, strerror(errno));
+        rc = 2;
+    }
+    if (rc != 0) goto done;
+    int target_given = !isnan(target);
+    if (!target_given && d.dense >= 0) target = d.groups[d.dense].acc_mean - 0.003;
+    if (!isnan(target)) time_to_target(&d, target);
+
+    int have_fig[RP_N_FIGS] = {0};
+    char note[512] = "";
+    rc = rp_plot_all(&d, L.n ? &L : NULL, target, out, have_fig, note, sizeof note);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/report.md", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "sdgp: report: cannot write %s: %s\n", path, strerror(errno));
+        rc = 2;
+        goto done;
+    }
+    write_markdown(f, &d, dir, target, target_given, L.n ? &L : NULL, note[0] ? note : NULL, have_fig);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "sdgp: report: error writing %s\n", path);
+        rc = 2;
+        goto done;
+    }
+    int nfig = 0;
+    for (int i = 0; i < RP_N_FIGS; i++) nfig += have_fig[i];
+    printf("report: %d groups from %d runs -> %s (%d figures)\n", d.n_groups, d.n_runs, path, nfig);
+done:
+    for (int i = 0; i < d.n_runs; i++) free(d.runs[i].ep);
+    free(d.runs);
+    free(d.groups);
+    free(L.rows);
+    return rc;
+}
