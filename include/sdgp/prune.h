@@ -39,8 +39,8 @@
  *
  * Kernels: a portable reference, AVX2 and AVX-512 paths chosen by sdgp_isa_resolve(cfg->isa)
  * (so SDGP_ISA=ref|avx2|avx512 lowers AUTO). Vectorised: magnitude and rescaled on both axes
- * (channel axis: m | 8 on AVX2, every m on AVX-512), random n:4 and mvue 2:4 on AVX-512; the
- * rest runs the reference per group inside the same threads.
+ * (channel axis: m | 8 on AVX2, every m on AVX-512); on AVX-512 also random n:4, mvue 1:4 and
+ * 2:4, mvue-approx 2:4. The rest runs the reference per group inside the same threads.
  * Threads: each call runs an OpenMP team of cfg->threads (0 = OpenMP's default).
  * NaN/Inf input: magnitude ranks NaN above every number (it is kept; NaNs tie with each other);
  * values are copied as they are. Random copies whatever it keeps. MVUE, mvue-approx and rescaled

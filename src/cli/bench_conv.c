@@ -173,7 +173,24 @@ static int parse_options(int argc, char **argv, options *o) {
         return -1;
     }
     o->nthreads = cli_parse_int_list("--threads", threads, 1, 256, o->threads, MAX_THREADS);
-    return o->nthreads ? 1 : -1;
+    if (!o->nthreads) return -1;
+    /* Every layer must be a valid geometry whose Cout every n:m divides. */
+    for (int li = 0; li < o->nlayers; li++) {
+        const layer *l = &o->layers[li];
+        sdgp_conv_geom g;
+        sdgp_error e;
+        if (sdgp_conv_geom_init(&g, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->k, l->stride, l->pad, &e) != SDGP_OK) {
+            fprintf(stderr, "sdgp: %s: %s\n", l->name, e.msg);
+            return -1;
+        }
+        for (int i = 0; i < o->nnm; i++)
+            if (l->Cout % o->m[i]) {
+                fprintf(stderr, "sdgp: %s: Cout=%d is not a multiple of m=%d (--nm %d:%d)\n", l->name, l->Cout, o->m[i], o->n[i],
+                        o->m[i]);
+                return -1;
+            }
+    }
+    return 1;
 }
 
 /* Everything one (layer, threads) measurement needs. */

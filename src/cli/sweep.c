@@ -107,6 +107,12 @@ static char *dup_range(const char *s, size_t n) {
     return d;
 }
 
+static int tokenize_fail(char **tok, int n, const char **why, const char *what) {
+    for (int i = 0; i < n; i++) free(tok[i]);
+    *why = what;
+    return -1;
+}
+
 /* Splits line into tokens (whitespace; '...' or "..." quote; # outside quotes starts a comment).
  * Returns the count, or -1 with *why set. Tokens are malloc'd. */
 static int tokenize(const char *line, char **tok, int max, const char **why) {
@@ -115,10 +121,7 @@ static int tokenize(const char *line, char **tok, int max, const char **why) {
     for (;;) {
         while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
         if (!*p || *p == '#') return n;
-        if (n == max) {
-            *why = "too many words on one line";
-            return -1;
-        }
+        if (n == max) return tokenize_fail(tok, n, why, "too many words on one line");
         char buf[2048];
         size_t len = 0;
         while (*p && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
@@ -128,24 +131,15 @@ static int tokenize(const char *line, char **tok, int max, const char **why) {
                     if (len + 1 < sizeof buf) buf[len++] = *p;
                     p++;
                 }
-                if (*p != q) {
-                    *why = "unterminated quote";
-                    return -1;
-                }
+                if (*p != q) return tokenize_fail(tok, n, why, "unterminated quote");
                 p++;
             } else {
                 if (len + 1 < sizeof buf) buf[len++] = *p;
                 p++;
             }
         }
-        if (len + 1 >= sizeof buf) {
-            *why = "a word longer than 2047 characters";
-            return -1;
-        }
-        if (!(tok[n] = dup_range(buf, len))) {
-            *why = "out of memory";
-            return -1;
-        }
+        if (len + 1 >= sizeof buf) return tokenize_fail(tok, n, why, "a word longer than 2047 characters");
+        if (!(tok[n] = dup_range(buf, len))) return tokenize_fail(tok, n, why, "out of memory");
         n++;
     }
 }

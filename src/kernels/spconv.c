@@ -10,13 +10,15 @@
  * (image borders, stride residues), computed once per plan.
  *
  * Loops (outside in), see README.md for why:
- *   work unit  = (images b0..b1, dD rows h0..h1, column block nb): owns dD[b, h0:h1, :, nb cols],
- *                zeroes it, then accumulates while it stays in L2 (~tile_px pixels). Units are
- *                the OpenMP work items: threads never write the same memory.
+ *   work unit  = (images b0..b1, dD rows h0..h1, column block nb): owns dD[b, h0:h1, :, nb cols]
+ *                and accumulates into it while it stays in L2 (~tile_px pixels): the first call
+ *                that reaches a block of pixels stores, later ones add (no zeroing pass). Units
+ *                are the OpenMP work items: threads never write the same memory.
  *   chunk      = kc output channels (whole groups): the entries of one chunk;
  *   tap group  = tg consecutive taps: the panels of (chunk, tap group), tg*kc rows of ldp floats,
  *                are the working set reused across all pixels of the unit;
- *   micro-kernel call = one image, one run of rows x one run of columns, the valid taps of the group.
+ *   micro-kernel call = the unit's images x one run of rows x one run of columns, with the valid
+ *                taps of the group.
  * Every dD element receives its contributions in the same (chunk, tap group, call) order whatever
  * the units and the thread count: the result is bitwise independent of threads and of tile_px/nr. */
 #include <omp.h>
@@ -177,6 +179,11 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
     for (int64_t s = 0; s < p->slots; s++) p->slot_base[s] = (int32_t)(s / n * m);
     p->nrow_runs = make_runs(p->row_runs, g->H, g->Ho, g->kh, g->stride, g->pad);
     p->ncol_runs = make_runs(p->col_runs, g->W, g->Wo, g->kw, g->stride, g->pad);
+    p->written = malloc((size_t)p->threads * p->nrow_runs * p->ncol_runs);
+    if (!p->written) {
+        sdgp_sparse_bwd_destroy(p);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_create: out of memory for run flags");
+    }
     *out = p;
     return SDGP_OK;
 }
@@ -188,6 +195,7 @@ void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p) {
     free(p->slot_base);
     free(p->row_runs);
     free(p->col_runs);
+    free(p->written);
     free(p);
 }
 
@@ -200,15 +208,17 @@ sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error 
     return SDGP_OK;
 }
 
-/* The micro-kernel on the same block of every image b0 .. b1-1 (block origin: dD pixel (hs, ws)). */
-static void call_images(const sdgp_sparse_bwd *p, spconv_tile *t, float *dD, int64_t b0, int64_t b1, int64_t hs, int64_t ws,
-                        int64_t c0) {
+/* The micro-kernel with the first nt taps of t on the block with origin dD pixel (b0, hs, ws).
+ * *written: whether an earlier call reached this block. */
+static void run_block(const sdgp_sparse_bwd *p, spconv_tile *t, int nt, uint8_t *written, float *dD, int64_t b0, int64_t hs,
+                      int64_t ws, int64_t c0) {
     const sdgp_conv_geom *g = &p->g;
-    for (int64_t b = b0; b < b1; b++) {
-        t->dd = dD + ((b * g->H + hs) * g->W + ws) * g->Cin + c0;
-        t->ent = p->ent + b * g->Ho * g->Wo * p->slots;
-        p->k.tile(t);
-    }
+    t->ntaps = nt;
+    t->overwrite = !*written;
+    t->dd = dD + ((b0 * g->H + hs) * g->W + ws) * g->Cin + c0;
+    t->ent = p->ent + b0 * g->Ho * g->Wo * p->slots;
+    p->k.tile(t);
+    *written = 1;
 }
 
 /* One work unit: images [b0, b1), dD rows [h0, h1), column block nb. */
@@ -219,18 +229,27 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1
     const int64_t slots = p->slots, T = (int64_t)g->kh * g->kw, tg = p->blk.tg ? p->blk.tg : T;
     const float *wblock = p->wp + (int64_t)nb * T * Cout * p->ldp;
 
-    for (int64_t b = b0; b < b1; b++) {
-        if (ncols == Cin) {
-            memset(dD + (b * H + h0) * W * Cin, 0, (size_t)((h1 - h0) * W * Cin) * sizeof(float));
-        } else {
-            for (int64_t px = (b * H + h0) * W; px < (b * H + h1) * W; px++)
-                memset(dD + px * Cin + c0, 0, (size_t)ncols * sizeof(float));
+    /* The first call that reaches a block stores (overwrite); only blocks that no tap reaches
+     * (possible when stride > kernel) are zeroed here. */
+    uint8_t *written = p->written + (size_t)omp_get_thread_num() * p->nrow_runs * p->ncol_runs;
+    memset(written, 0, (size_t)p->nrow_runs * p->ncol_runs);
+    for (int ri = 0; ri < p->nrow_runs; ri++)
+        for (int ci = 0; ci < p->ncol_runs; ci++) {
+            const spconv_run *R = &p->row_runs[ri], *C = &p->col_runs[ci];
+            if (R->mask && C->mask) continue;
+            for (int64_t b = b0; b < b1; b++)
+                for (int64_t y = 0; y < R->count; y++) {
+                    const int64_t h = R->start + y * s;
+                    if (h < h0 || h >= h1) continue;
+                    for (int64_t x = 0; x < C->count; x++)
+                        memset(dD + ((b * H + h) * W + C->start + x * s) * Cin + c0, 0, (size_t)ncols * sizeof(float));
+                }
         }
-    }
     int64_t tap_ent[SPCONV_MAX_TAPS];
     const float *tap_panel[SPCONV_MAX_TAPS];
-    spconv_tile t = {.dd_sx = s * Cin, .dd_sy = s * W * Cin, .ent = p->ent, .e_sx = slots, .e_sy = Wo * slots,
-                     .tap_ent = tap_ent, .tap_panel = tap_panel, .ncols = (int)ncols};
+    spconv_tile t = {.dd_sx = s * Cin, .dd_sy = s * W * Cin, .dd_sz = H * W * Cin, .e_sx = slots, .e_sy = Wo * slots,
+                     .e_sz = g->Ho * Wo * slots, .tap_ent = tap_ent, .tap_panel = tap_panel, .nz = (int)(b1 - b0),
+                     .ncols = (int)ncols};
     for (int64_t k0 = 0; k0 < Cout; k0 += p->blk.kc) {
         const int64_t kc = Cout - k0 < p->blk.kc ? Cout - k0 : p->blk.kc, e0 = k0 / p->m * p->n;
         t.ne = (int)(kc / p->m * p->n);
@@ -248,6 +267,7 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1
                     const spconv_run *C = &p->col_runs[ci];
                     const int64_t ws = C->start;
                     /* Source pixel of tap (i, j) for the block's first pixel: ((hs + pad - i)/s, (ws + pad - j)/s). */
+                    uint8_t *wr = &written[ri * p->ncol_runs + ci];
                     t.nx = C->count;
                     t.ny = (int)(y1 - y0);
                     int nt = 0;
@@ -256,9 +276,9 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1
                         if (!((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
                         tap_ent[nt] = (((hs + pad - i) / s) * Wo + (ws + pad - j) / s) * slots + e0;
                         tap_panel[nt] = wblock + tap * Cout * p->ldp;
-                        if (++nt == SPCONV_MAX_TAPS) t.ntaps = nt, call_images(p, &t, dD, b0, b1, hs, ws, c0), nt = 0;
+                        if (++nt == SPCONV_MAX_TAPS) run_block(p, &t, nt, wr, dD, b0, hs, ws, c0), nt = 0;
                     }
-                    if (nt) t.ntaps = nt, call_images(p, &t, dD, b0, b1, hs, ws, c0);
+                    if (nt) run_block(p, &t, nt, wr, dD, b0, hs, ws, c0);
                 }
             }
         }

@@ -18,9 +18,9 @@ static inline __attribute__((always_inline)) __m256 entry_value(spconv_entry e) 
 static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, const int NV) {
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * (NV - 1)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const int ne = t->ne, ntaps = t->ntaps;
-    for (int y = 0; y < t->ny; y++)
-        for (int x = 0; x < t->nx; x++) {
-            const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy;
+    for (int zy = 0; zy < t->nz * t->ny; zy++)
+        for (int x = 0, z = zy / t->ny, y = zy % t->ny; x < t->nx; x++) {
+            const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy + z * t->e_sz;
             __m256 a[NV_MAX], b[NV_MAX];
             for (int q = 0; q < NV; q++) a[q] = b[q] = _mm256_setzero_ps();
             for (int tap = 0; tap < ntaps; tap++) {
@@ -41,11 +41,14 @@ static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, 
                     for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v0, _mm256_load_ps(w0 + 8 * q), a[q]);
                 }
             }
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
-            for (int q = 0; q < NV - 1; q++)
-                _mm256_storeu_ps(d + 8 * q, _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), _mm256_add_ps(a[q], b[q])));
-            _mm256_maskstore_ps(d + 8 * (NV - 1), tail,
-                                _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), _mm256_add_ps(a[NV - 1], b[NV - 1])));
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
+            for (int q = 0; q < NV; q++) a[q] = _mm256_add_ps(a[q], b[q]);
+            if (!t->overwrite) {
+                for (int q = 0; q < NV - 1; q++) a[q] = _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), a[q]);
+                a[NV - 1] = _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), a[NV - 1]);
+            }
+            for (int q = 0; q < NV - 1; q++) _mm256_storeu_ps(d + 8 * q, a[q]);
+            _mm256_maskstore_ps(d + 8 * (NV - 1), tail, a[NV - 1]);
         }
 }
 

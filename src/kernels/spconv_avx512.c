@@ -7,8 +7,8 @@
  * Panel rows are the only vector loads in the loop: on this class of core the vector load ports,
  * not the FMA units, bound the kernel (README.md), so v comes through a general register rather
  * than a vbroadcastss from memory. Two accumulator sets (even / odd entries) keep 2*NV
- * independent FMA chains in flight. dD joins once at the end (load, add, store per vector), so
- * its latency stays off the FMA chains. The last vector is masked: any ncols works; panel rows
+ * independent FMA chains in flight. dD joins once at the end (load, add, store per vector; only a
+ * store for the first call that reaches a pixel), so its latency stays off the FMA chains. The last vector is masked: any ncols works; panel rows
  * are zero padded and read in whole vectors. */
 #include <immintrin.h>
 
@@ -23,10 +23,10 @@ static inline __attribute__((always_inline)) __m512 entry_value(spconv_entry e) 
 static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, const int NV) {
     const __mmask16 tail = (__mmask16)(0xFFFFu >> (16 * NV - t->ncols));
     const int ne = t->ne, ntaps = t->ntaps;
-    for (int y = 0; y < t->ny; y++)
-        for (int x = 0; x < t->nx; x++) {
-            const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy;
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
+    for (int zy = 0; zy < t->nz * t->ny; zy++)
+        for (int x = 0, z = zy / t->ny, y = zy % t->ny; x < t->nx; x++) {
+            const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy + z * t->e_sz;
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
             /* The next pixel's entries and dD row: they come from L2, and the hardware prefetcher
              * does not follow this pattern (short runs at a large stride). */
             for (int tap = 0; tap < ntaps; tap++)
@@ -53,10 +53,13 @@ static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, 
                     for (int q = 0; q < NV; q++) a[q] = _mm512_fmadd_ps(v0, _mm512_load_ps(w0 + 16 * q), a[q]);
                 }
             }
-            for (int q = 0; q < NV - 1; q++)
-                _mm512_storeu_ps(d + 16 * q, _mm512_add_ps(_mm512_loadu_ps(d + 16 * q), _mm512_add_ps(a[q], b[q])));
-            _mm512_mask_storeu_ps(d + 16 * (NV - 1), tail,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(tail, d + 16 * (NV - 1)), _mm512_add_ps(a[NV - 1], b[NV - 1])));
+            for (int q = 0; q < NV; q++) a[q] = _mm512_add_ps(a[q], b[q]);
+            if (!t->overwrite) {
+                for (int q = 0; q < NV - 1; q++) a[q] = _mm512_add_ps(_mm512_loadu_ps(d + 16 * q), a[q]);
+                a[NV - 1] = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, d + 16 * (NV - 1)), a[NV - 1]);
+            }
+            for (int q = 0; q < NV - 1; q++) _mm512_storeu_ps(d + 16 * q, a[q]);
+            _mm512_mask_storeu_ps(d + 16 * (NV - 1), tail, a[NV - 1]);
         }
 }
 

@@ -36,27 +36,31 @@ static inline uint32_t spconv_entry_offset(spconv_entry e) { return (uint32_t)(e
 /* Taps one micro-kernel call may take (larger tap groups are split into several calls). */
 #define SPCONV_MAX_TAPS 32
 
-/* One micro-kernel call: a 2D block of nx x ny output (dD) pixels, one column block, one chunk
- * of output channels and a list of taps. For every pixel (x, y) of the block and every tap t,
- * with E_t = ent + tap_ent[t] + x*e_sx + y*e_sy (the source dO pixel of that tap):
- *   dd[x*dd_sx + y*dd_sy + c] += sum_t sum_{e < ne} value(E_t[e]) * row(tap_panel[t], E_t[e])[c]
+/* One micro-kernel call: a 3D block of nx x ny x nz output (dD) pixels (columns, rows, images),
+ * one column block, one chunk of output channels and a list of taps. For every pixel (x, y, z) of
+ * the block and every tap t, with E_t = ent + tap_ent[t] + x*e_sx + y*e_sy + z*e_sz (the source
+ * dO pixel of that tap) and D = dd + x*dd_sx + y*dd_sy + z*dd_sz:
+ *   D[c] += sum_t sum_{e < ne} value(E_t[e]) * row(tap_panel[t], E_t[e])[c]
  * for c < ncols, where row(P, E) = (const float *)((const char *)P + offset(E)) is 64-byte aligned
  * and holds at least round_up(ncols, SPCONV_LDP_ALIGN) readable floats (zero beyond ncols).
- * The output row segment stays in registers across all taps and entries and is added to dD once.
- * Reads exactly those dd and entry elements and those panel rows; writes only dd[... + c], c < ncols.
+ * The output row segment stays in registers across all taps and entries and is added to dD once
+ * (overwrite = 1: stored into dD without reading it; the first call that reaches a pixel).
+ * Reads exactly those dd (unless overwrite) and entry elements and those panel rows; writes only
+ * dd[... + c], c < ncols.
  * The summation order inside one call is the kernel's own (ISA paths may differ in rounding) but
  * depends only on the taps and entries, never on nx, ny or the caller's blocking. */
 typedef struct {
-    float *dd;                     /* pixel (0, 0)'s row segment in dD */
-    int64_t dd_sx, dd_sy;          /* floats between neighbouring output pixels along x / y */
+    float *dd;                     /* pixel (0, 0, 0)'s row segment in dD */
+    int64_t dd_sx, dd_sy, dd_sz;   /* floats between neighbouring output pixels along x / y / z */
     const spconv_entry *ent;       /* base of the entries */
-    int64_t e_sx, e_sy;            /* entries between neighbouring source pixels along x / y */
+    int64_t e_sx, e_sy, e_sz;      /* entries between neighbouring source pixels along x / y / z */
     int ntaps;                     /* 1 .. SPCONV_MAX_TAPS */
-    const int64_t *tap_ent;        /* per tap: offset from ent of pixel (0, 0)'s first entry */
+    const int64_t *tap_ent;        /* per tap: offset from ent of pixel (0, 0, 0)'s first entry */
     const float *const *tap_panel; /* per tap: its panel (rows addressed by entry offsets) */
     int ne;                        /* entries per source pixel and tap (>= 0) */
-    int nx, ny;                    /* pixels (>= 0) */
+    int nx, ny, nz;                /* pixels (>= 0) */
     int ncols;                     /* valid columns, 1 <= ncols <= the kernel's nr */
+    int overwrite;                 /* 1: dd = sum (dd not read); 0: dd += sum */
 } spconv_tile;
 
 typedef void (*spconv_tile_fn)(const spconv_tile *t);
@@ -101,6 +105,7 @@ struct sdgp_sparse_bwd {
     spconv_entry *ent; /* dO as entries: rows x slots */
     spconv_run *row_runs, *col_runs; /* over all of H and W (kh, kw <= 64) */
     int nrow_runs, ncol_runs;
+    uint8_t *written;  /* per thread: nrow_runs x ncol_runs flags of the unit in progress */
     int32_t *slot_base; /* per slot of a row: first channel of its group, (slot / n) * m */
     int packed;
 };

@@ -8,11 +8,11 @@
 void spconv_tile_ref(const spconv_tile *t) {
     const int ncols = t->ncols, ne = t->ne;
     float acc[NR_MAX];
-    for (int y = 0; y < t->ny; y++)
-        for (int x = 0; x < t->nx; x++) {
+    for (int zy = 0; zy < t->nz * t->ny; zy++)
+        for (int x = 0, z = zy / t->ny, y = zy % t->ny; x < t->nx; x++) {
             for (int c = 0; c < ncols; c++) acc[c] = 0.0f;
             for (int tap = 0; tap < t->ntaps; tap++) {
-                const spconv_entry *E = t->ent + t->tap_ent[tap] + x * t->e_sx + y * t->e_sy;
+                const spconv_entry *E = t->ent + t->tap_ent[tap] + x * t->e_sx + y * t->e_sy + z * t->e_sz;
                 const char *panel = (const char *)t->tap_panel[tap];
                 for (int e = 0; e < ne; e++) {
                     const float v = spconv_entry_value(E[e]);
@@ -20,7 +20,7 @@ void spconv_tile_ref(const spconv_tile *t) {
                     for (int c = 0; c < ncols; c++) acc[c] += v * w[c];
                 }
             }
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy;
-            for (int c = 0; c < ncols; c++) d[c] += acc[c];
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
+            for (int c = 0; c < ncols; c++) d[c] = t->overwrite ? acc[c] : d[c] + acc[c];
         }
 }

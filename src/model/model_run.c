@@ -24,14 +24,15 @@ static void conv_bn_relu_forward(sdgp_model *m, op *o, int train) {
     /* A failure here would be an internal oneDNN error on shapes validated at build time. */
     (void)sdgp_conv_forward(o->dnnl, o->z, x, p[o->p_w].data, NULL, NULL);
     if (m->timing) o->times.fwd_ms = now_ms() - t0;
-    if (train)
-        sdgp_batchnorm_forward_train(y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, o->z,
-                                     p[o->p_gamma].data, p[o->p_beta].data, rows, o->geom.Cout, m->cfg.bn_momentum,
-                                     m->cfg.bn_eps);
-    else
+    if (train) {
+        sdgp_batchnorm_relu_forward_train(y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, o->z,
+                                          p[o->p_gamma].data, p[o->p_beta].data, rows, o->geom.Cout, m->cfg.bn_momentum,
+                                          m->cfg.bn_eps);
+    } else {
         sdgp_batchnorm_forward_eval(y, o->z, p[o->p_gamma].data, p[o->p_beta].data, p[o->p_rmean].data,
                                     p[o->p_rvar].data, rows, o->geom.Cout, m->cfg.bn_eps);
-    sdgp_relu_forward(y, y, m->slots[o->out].count);
+        sdgp_relu_forward(y, y, m->slots[o->out].count);
+    }
 }
 
 const float *sdgp_model_forward(sdgp_model *m, const float *x, int train) {
@@ -137,10 +138,9 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
 static sdgp_status conv_bn_relu_backward(sdgp_model *m, op *o, float *dy, uint64_t step, sdgp_error *err) {
     const sdgp_param *p = m->params;
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
-    /* ReLU and BatchNorm backward in place: dy becomes dL/dz, the conv's dense dL/dO. */
-    sdgp_relu_backward(dy, dy, m->slots[o->out].act, m->slots[o->out].count);
-    sdgp_batchnorm_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, o->z, o->mean, o->rstd,
-                            p[o->p_gamma].data, rows, o->geom.Cout);
+    /* ReLU and BatchNorm backward, fused and in place: dy becomes dL/dz, the conv's dense dL/dO. */
+    sdgp_batchnorm_relu_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, m->slots[o->out].act, o->z, o->mean,
+                                 o->rstd, p[o->p_gamma].data, rows, o->geom.Cout);
     const float *dz = dy;
     sdgp_status st = SDGP_OK;
     if (o->in_mode != GRAD_NONE) { /* the first conv's input is the image: no gradient needed */

@@ -37,7 +37,7 @@ static int worth_threads(int64_t rows, int C) { return rows * C >= (1 << 15); }
  * by row index) are summed in float, which vectorises twice as wide as double, and the block
  * sums in double. */
 static void channel_sums(double *s, double *q, const float *a, const float *sa, const float *b, const float *sb,
-                         int64_t rows, int C, int c0, int n) {
+                         const float *relu_y, int64_t rows, int C, int c0, int n) {
     float bs[CWIN], bq[CWIN], ka[CWIN], kb[CWIN];
     for (int j = 0; j < n; j++) {
         s[j] = q[j] = 0.0;
@@ -49,6 +49,15 @@ static void channel_sums(double *s, double *q, const float *a, const float *sa, 
         for (int j = 0; j < n; j++) bs[j] = bq[j] = 0.0f;
         for (int64_t r = r0; r < r1; r++) {
             const float *ar = a + r * C + c0, *br = b + r * C + c0;
+            if (relu_y) { /* a is dL/dy of relu(y): zero where the ReLU output was not positive */
+                const float *yr = relu_y + r * C + c0;
+                for (int j = 0; j < n; j++) {
+                    float d = yr[j] > 0.0f ? ar[j] : 0.0f;
+                    bs[j] += d;
+                    bq[j] += d * (br[j] - kb[j]);
+                }
+                continue;
+            }
             for (int j = 0; j < n; j++) {
                 float d = ar[j] - ka[j];
                 bs[j] += d;
@@ -66,18 +75,23 @@ static void channel_sums(double *s, double *q, const float *a, const float *sa, 
  * region. Per-channel coefficients are computed once per window (no per-element division or
  * sqrt); subtracting the mean first keeps y accurate when |mean| >> std. */
 static void affine_rows(float *y, const float *x, const float *m, const float *a, const float *b, int64_t rows, int C,
-                        int c0, int n) {
+                        int c0, int n, int relu) {
 #pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * C + c0;
         float *yr = y + r * C + c0;
-        for (int j = 0; j < n; j++) yr[j] = (xr[j] - m[j]) * a[j] + b[j];
+        if (relu) /* as sdgp_relu_forward: x < 0 ? 0 : x, so NaN propagates and fused == unfused bitwise */
+            for (int j = 0; j < n; j++) {
+                float v = (xr[j] - m[j]) * a[j] + b[j];
+                yr[j] = v < 0.0f ? 0.0f : v;
+            }
+        else
+            for (int j = 0; j < n; j++) yr[j] = (xr[j] - m[j]) * a[j] + b[j];
     }
 }
 
-void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
-                                  const float *x, const float *gamma, const float *beta, int64_t rows, int C,
-                                  float momentum, float eps) {
+static void forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var, const float *x,
+                          const float *gamma, const float *beta, int64_t rows, int C, float momentum, float eps, int relu) {
     /* mean, var per channel; running stats with the unbiased variance (rows/(rows-1); for a
      * single row, where PyTorch refuses to train, the biased one). */
     double unbias = rows > 1 ? (double)rows / (double)(rows - 1) : 1.0;
@@ -89,7 +103,7 @@ void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *run
             int n = c1 - w0 < CWIN ? c1 - w0 : CWIN;
             double s[CWIN], q[CWIN];
             /* shifted by the first row: sums of (x - x0) and (x - x0)^2 */
-            channel_sums(s, q, x, x + w0, x, x + w0, rows, C, w0, n);
+            channel_sums(s, q, x, x + w0, x, x + w0, NULL, rows, C, w0, n);
             for (int j = 0; j < n; j++) {
                 int c = w0 + j;
                 double d = s[j] / (double)rows, var = q[j] / (double)rows - d * d, m = x[c] + d;
@@ -107,8 +121,20 @@ void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *run
         int n = C - w0 < CWIN ? C - w0 : CWIN;
         float a[CWIN];
         for (int j = 0; j < n; j++) a[j] = rstd[w0 + j] * gamma[w0 + j];
-        affine_rows(y, x, mean + w0, a, beta + w0, rows, C, w0, n);
+        affine_rows(y, x, mean + w0, a, beta + w0, rows, C, w0, n, relu);
     }
+}
+
+void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                  const float *x, const float *gamma, const float *beta, int64_t rows, int C,
+                                  float momentum, float eps) {
+    forward_train(y, mean, rstd, running_mean, running_var, x, gamma, beta, rows, C, momentum, eps, 0);
+}
+
+void sdgp_batchnorm_relu_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                       const float *x, const float *gamma, const float *beta, int64_t rows, int C,
+                                       float momentum, float eps) {
+    forward_train(y, mean, rstd, running_mean, running_var, x, gamma, beta, rows, C, momentum, eps, 1);
 }
 
 void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
@@ -118,15 +144,15 @@ void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, c
         int n = C - w0 < CWIN ? C - w0 : CWIN;
         float a[CWIN];
         for (int j = 0; j < n; j++) a[j] = gamma[w0 + j] / sqrtf(running_var[w0 + j] + eps);
-        affine_rows(y, x, running_mean + w0, a, beta + w0, rows, C, w0, n);
+        affine_rows(y, x, running_mean + w0, a, beta + w0, rows, C, w0, n, 0);
     }
 }
 
 /* With xhat = (x - mean) rstd:  dbeta = sum dy,  dgamma = sum dy xhat,
  * dx = gamma rstd (dy - dbeta/rows - xhat dgamma/rows) = k dy + m (x - mean) + o per channel,
  * with k = gamma rstd, m = -k rstd dgamma/rows, o = -k dbeta/rows. */
-void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-                             const float *mean, const float *rstd, const float *gamma, int64_t rows, int C) {
+static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *relu_y, const float *x,
+                     const float *mean, const float *rstd, const float *gamma, int64_t rows, int C) {
 #pragma omp parallel if (worth_threads(rows, C))
     {
         int c0, c1;
@@ -134,7 +160,7 @@ void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float
         for (int w0 = c0; w0 < c1; w0 += CWIN) {
             int n = c1 - w0 < CWIN ? c1 - w0 : CWIN;
             double s[CWIN], q[CWIN];
-            channel_sums(s, q, dy, NULL, x, mean + w0, rows, C, w0, n);
+            channel_sums(s, q, dy, NULL, x, mean + w0, relu_y, rows, C, w0, n);
             for (int j = 0; j < n; j++) {
                 dbeta[w0 + j] = (float)s[j];
                 dgamma[w0 + j] = (float)(q[j] * rstd[w0 + j]);
@@ -158,7 +184,23 @@ void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * C + w0, *dyr = dy + r * C + w0;
             float *dxr = dx + r * C + w0;
-            for (int j = 0; j < n; j++) dxr[j] = k[j] * dyr[j] + m[j] * (xr[j] - mu[j]) + o[j];
+            if (relu_y) {
+                const float *yr = relu_y + r * C + w0;
+                for (int j = 0; j < n; j++) dxr[j] = k[j] * (yr[j] > 0.0f ? dyr[j] : 0.0f) + m[j] * (xr[j] - mu[j]) + o[j];
+            } else {
+                for (int j = 0; j < n; j++) dxr[j] = k[j] * dyr[j] + m[j] * (xr[j] - mu[j]) + o[j];
+            }
         }
     }
+}
+
+void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                             const float *mean, const float *rstd, const float *gamma, int64_t rows, int C) {
+    backward(dx, dgamma, dbeta, dy, NULL, x, mean, rstd, gamma, rows, C);
+}
+
+void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
+                                  const float *x, const float *mean, const float *rstd, const float *gamma, int64_t rows,
+                                  int C) {
+    backward(dx, dgamma, dbeta, dy, y, x, mean, rstd, gamma, rows, C);
 }

@@ -92,16 +92,17 @@ uint64_t prune_random_mask(sdgp_philox_key key, uint64_t group, int n, int m) {
 
 enum { PLAN_IDENTITY, PLAN_TABLE, PLAN_SYSTEMATIC, PLAN_BAD };
 
-/* The plan of one group: either a table of outcomes chosen by u < cum[k] (the closed forms), or
+/* The plan of one group: either a table of outcomes chosen by thresholds (the closed forms), or
  * the water-filling quantities for systematic sampling. */
 typedef struct {
     int kind;
-    /* PLAN_TABLE: outcome k (probability (cum[k] - cum[k-1]) / cum[count-1], chosen as the first
-     * k with u * total < cum[k]: no divisions, so SIMD paths reproduce it bitwise) keeps
-     * positions i0[k], i1[k] (i1 = -1: one slot) writing sign(x) * v0[k], sign(x) * v1[k];
-     * v < 0 means "x unchanged". */
+    /* PLAN_TABLE: outcome k has probability (t[k] - t[k-1]) / total (t[-1] = 0, t[count-1] =
+     * total; the t are non-decreasing in exact arithmetic). The sampler takes outcome
+     * k = #{j < count-1 : u * total >= t[j]}: no divisions and no order dependence, so the SIMD
+     * paths reproduce it bitwise. Outcome k keeps positions i0[k], i1[k] (i1 = -1: one slot)
+     * writing sign(x) * v0[k], sign(x) * v1[k]; v < 0 means "x unchanged". */
     int count;
-    double cum[6];
+    double t[6], total;
     int i0[6], i1[6];
     double v0[6], v1[6];
     /* PLAN_SYSTEMATIC: saturated positions are kept unchanged; the others are kept at the
@@ -111,18 +112,19 @@ typedef struct {
     double T;
 } mvue_plan;
 
-static void table_add(mvue_plan *p, double weight, int i0, double v0, int i1, double v1) {
+static void table_add(mvue_plan *p, double threshold, int i0, double v0, int i1, double v1) {
     int k = p->count++;
-    double prev = k ? p->cum[k - 1] : 0.0;
-    p->cum[k] = prev + (weight > 0 ? weight : 0.0); /* clamp rounding below zero */
+    p->t[k] = threshold;
     p->i0[k] = i0;
     p->v0[k] = v0;
     p->i1[k] = i1;
     p->v1[k] = v1;
 }
 
-
-/* 2:4 closed form; a[] holds |x|, at least 3 nonzeros. */
+/* 2:4 closed form; a[] holds |x|, at least 3 nonzeros. The thresholds are the running sums of
+ * the pair probabilities of algorithms.md (times 2S in case A, S in B, R in C), each written in
+ * closed form: A: 2a1+a3-a4, 4a1, 4a1+2a2+a3-a4, 4(a1+a2), 2S; B: 2a1, 2a1+R-a4, 2(a1+a2), S;
+ * C: a1, a1+a2, R. */
 static void plan_24(mvue_plan *p, const double *a) {
     int o[4] = {0, 1, 2, 3}; /* ascending a, ties by index */
     for (int i = 1; i < 4; i++)
@@ -132,22 +134,29 @@ static void plan_24(mvue_plan *p, const double *a) {
             o[k - 1] = t;
         }
     double a1 = a[o[0]], a2 = a[o[1]], a3 = a[o[2]], a4 = a[o[3]];
-    double S = (a1 + a2) + (a3 + a4), R = (a1 + a2) + a3, h = 0.5 * S;
+    double a12 = a1 + a2, S = a12 + (a3 + a4), R = a12 + a3, h = 0.5 * S;
+    double d34 = a3 - a4, a1x2 = a1 + a1, tA0 = a1x2 + d34;
     p->kind = PLAN_TABLE;
     p->count = 0;
     if (a4 >= R) { /* case C: P4 = 1, x4 unchanged, one of the others with prob a_i / R */
-        for (int i = 0; i < 3; i++) table_add(p, a[o[i]], o[i], R, o[3], -1.0);
-    } else if (2 * a1 + a3 - a4 > 0) { /* case A */
-        table_add(p, 2 * a1 + a3 - a4, o[0], h, o[2], h);
-        table_add(p, 2 * a1 - a3 + a4, o[0], h, o[3], h);
-        table_add(p, 2 * a2 + a3 - a4, o[1], h, o[2], h);
-        table_add(p, 2 * a2 - a3 + a4, o[1], h, o[3], h);
-        table_add(p, 2 * (a3 + a4 - a1 - a2), o[2], h, o[3], h);
+        p->total = R;
+        table_add(p, a1, o[0], R, o[3], -1.0);
+        table_add(p, a12, o[1], R, o[3], -1.0);
+        table_add(p, R, o[2], R, o[3], -1.0);
+    } else if (tA0 > 0) { /* case A: 2 a1 + a3 - a4 > 0 */
+        double tA1 = 4 * a1;
+        p->total = S + S;
+        table_add(p, tA0, o[0], h, o[2], h);
+        table_add(p, tA1, o[0], h, o[3], h);
+        table_add(p, tA1 + ((a2 + a2) + d34), o[1], h, o[2], h);
+        table_add(p, 4 * a12, o[1], h, o[3], h);
+        table_add(p, p->total, o[2], h, o[3], h);
     } else { /* case B: a4 >= 2 a1 + a3 and a4 < a1 + a2 + a3 */
-        table_add(p, 2 * a1, o[0], h, o[3], h);
-        table_add(p, a1 + a2 + a3 - a4, o[1], h, o[2], h);
-        table_add(p, a2 + a4 - a1 - a3, o[1], h, o[3], h);
-        table_add(p, a3 + a4 - a1 - a2, o[2], h, o[3], h);
+        p->total = S;
+        table_add(p, a1x2, o[0], h, o[3], h);
+        table_add(p, a1x2 + (R - a4), o[1], h, o[2], h);
+        table_add(p, a12 + a12, o[1], h, o[3], h);
+        table_add(p, S, o[2], h, o[3], h);
     }
 }
 
@@ -201,9 +210,9 @@ static void mvue_plan_make(mvue_plan *p, const float *x, int n, int m) {
     if (n == 1 && m == 2) {
         p->kind = PLAN_TABLE;
         p->count = 0;
-        double S = a[0] + a[1];
-        table_add(p, a[0], 0, S, -1, 0);
-        table_add(p, a[1], 1, S, -1, 0);
+        p->total = a[0] + a[1];
+        table_add(p, a[0], 0, p->total, -1, 0);
+        table_add(p, p->total, 1, p->total, -1, 0);
     } else if (n == 2 && m == 4) {
         plan_24(p, a);
     } else {
@@ -225,8 +234,8 @@ int prune_mvue_group(float *y, const float *x, int n, int m, double u) {
         return 0;
     case PLAN_TABLE: {
         int k = 0;
-        double ut = u * p.cum[p.count - 1];
-        while (k < p.count - 1 && !(ut < p.cum[k])) k++;
+        double ut = u * p.total;
+        for (int q = 0; q < p.count - 1; q++) k += !(ut < p.t[q]);
         memset(y, 0, (size_t)m * sizeof *y);
         y[p.i0[k]] = signed_value(x[p.i0[k]], p.v0[k]);
         if (p.i1[k] >= 0) y[p.i1[k]] = signed_value(x[p.i1[k]], p.v1[k]);
@@ -261,7 +270,7 @@ int prune_mvue_breaks(double *breaks, const float *x, int n, int m) {
     if (p.kind == PLAN_BAD) return -1;
     if (p.kind == PLAN_TABLE) {
         for (int k = 0; k < p.count - 1; k++) {
-            double b = p.cum[k] / p.cum[p.count - 1];
+            double b = p.t[k] / p.total;
             if (b > 0 && b < 1) breaks[count++] = b;
         }
     } else if (p.kind == PLAN_SYSTEMATIC) {

@@ -31,18 +31,18 @@ uint64_t prune_magnitude_mask(const float *x, int n, int m);
  * Philox words of `group`, unbiased integer draws by rejection). Exactly n bits set. */
 uint64_t prune_random_mask(sdgp_philox_key key, uint64_t group, int n, int m);
 
-/* The exact MVUE sampler of one group, split so a test can enumerate it:
- * the outcome is a deterministic function of one uniform u in [0, 1), piecewise constant with
- * changes only at the points prune_mvue_breaks() lists (up to rounding: the decision compares
- * u * total < cum, so a u within a few ulps of a break may fall either way; the sampler's u is
- * on the 2^-32 grid of sdgp_u01d, so probabilities are exact up to that resolution). 1:2 and 2:4 use the closed forms
- * (algorithms.md section 2, corrected cases B and C); other n:m use water-filling
+/* The exact MVUE sampler of one group, split so a test can enumerate it: the outcome is a
+ * deterministic function of one uniform u in [0, 1), piecewise constant with changes only at
+ * the points prune_mvue_breaks() lists (up to rounding: the decision compares u * total < cum,
+ * so a u within a few ulps of a break may fall either way; the sampler's u is on the 2^-32 grid
+ * of sdgp_u01d, so probabilities are exact up to that resolution). 1:2 and 2:4 use the closed
+ * forms (algorithms.md section 2, corrected cases B and C); other n:m use water-filling
  * P_i = min(1, c a_i), sum P_i = n, and systematic sampling in index order.
  * n == m or at most n nonzeros: y = x. All zero: y = 0.
  * Returns 0, or 1 when the group holds a NaN/Inf (y is then zeros). */
 int prune_mvue_group(float *y, const float *x, int n, int m, double u);
-/* Writes the sorted points in (0, 1) at which prune_mvue_group's outcome may change (at most
- * m + 6) and returns their count; -1 on a non-finite value. */
+/* Writes the sorted points in (0, 1) at which prune_mvue_group's outcome may change (at most m)
+ * and returns their count; -1 on a non-finite value. */
 int prune_mvue_breaks(double *breaks, const float *x, int n, int m);
 
 /* Approximate 2:4 MVUE: i1 is the first index whose running sum of a = |x| (index order)

@@ -1,6 +1,8 @@
-/* AVX-512 random and exact-MVUE kernels for m = 4 (random any n, MVUE 2:4), 16 groups at a time.
+/* AVX-512 random and MVUE kernels for m = 4 (random n:4, mvue 1:4 and 2:4, mvue-approx 2:4),
+ * 16 groups at a time.
  *
- * Philox4x32-10 runs on 16 counters (group indices) in parallel. The groups are then held
+ * Philox4x32-10 runs on 64 counters (group indices) at once, as four independent chains of 16
+ * (one chain waits on multiply latency; four keep the multiplier busy). The groups are then held
  * "transposed": vector e_k holds element k of 16 groups (the row axis is laid out that way; the
  * channel axis is transposed in registers), so the per-group arithmetic of prune_group.c runs
  * once per 16 groups. Every operation mirrors the reference in order and precision (double for
@@ -145,41 +147,31 @@ static inline __attribute__((always_inline)) __mmask16 mvue24(__m512 y[4], const
     __mmask16 caseA = 0, caseC = 0, step[4] = {0, 0, 0, 0};
     __m256 hf[2], Rf[2];
     for (int h = 0; h < 2; h++) {
-        const __m512d zd = _mm512_setzero_pd(), two = _mm512_set1_pd(2.0);
+        const __m512d zd = _mm512_setzero_pd(), four = _mm512_set1_pd(4.0);
         __m512d a1 = half_pd(s[0], h), a2 = half_pd(s[1], h), a3 = half_pd(s[2], h), a4 = half_pd(s[3], h);
         __m512d a12 = _mm512_add_pd(a1, a2), S = _mm512_add_pd(a12, _mm512_add_pd(a3, a4)), R = _mm512_add_pd(a12, a3);
-        __m512d A0 = _mm512_sub_pd(_mm512_add_pd(_mm512_mul_pd(two, a1), a3), a4);
-        __m512d A1 = _mm512_add_pd(_mm512_sub_pd(_mm512_mul_pd(two, a1), a3), a4);
-        __m512d A2 = _mm512_sub_pd(_mm512_add_pd(_mm512_mul_pd(two, a2), a3), a4);
-        __m512d A3 = _mm512_add_pd(_mm512_sub_pd(_mm512_mul_pd(two, a2), a3), a4);
-        __m512d t34 = _mm512_sub_pd(_mm512_sub_pd(_mm512_add_pd(a3, a4), a1), a2);
-        __m512d A4 = _mm512_mul_pd(two, t34);
-        __m512d B0 = _mm512_mul_pd(two, a1), B1 = _mm512_sub_pd(R, a4);
-        __m512d B2 = _mm512_sub_pd(_mm512_sub_pd(_mm512_add_pd(a2, a4), a1), a3), B3 = t34;
+        __m512d d34 = _mm512_sub_pd(a3, a4), a1x2 = _mm512_add_pd(a1, a1), tA0 = _mm512_add_pd(a1x2, d34);
         __mmask8 cC = _mm512_cmp_pd_mask(a4, R, _CMP_GE_OQ);
-        __mmask8 cA = (__mmask8)(_mm512_cmp_pd_mask(A0, zd, _CMP_GT_OQ) & ~cC);
-        /* case C: a1, a2, a3; case B: four; case A: five; the rest weigh 0 */
-        __m512d wv[5];
-        wv[0] = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, B0, A0), a1);
-        wv[1] = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, B1, A1), a2);
-        wv[2] = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, B2, A2), a3);
-        wv[3] = _mm512_maskz_mov_pd((__mmask8)~cC, _mm512_mask_blend_pd(cA, B3, A3));
-        wv[4] = _mm512_maskz_mov_pd(cA, A4);
-        __m512d cum[5], c = zd;
-        for (int k = 0; k < 5; k++) cum[k] = c = _mm512_add_pd(c, _mm512_max_pd(wv[k], zd)); /* max(w, +0) is the clamp */
+        __mmask8 cA = (__mmask8)(_mm512_cmp_pd_mask(tA0, zd, _CMP_GT_OQ) & ~cC), cB = (__mmask8)~(cA | cC);
+        __m512d tA1 = _mm512_mul_pd(four, a1);
+        __m512d t[4];
+        t[0] = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, a1x2, tA0), a1);
+        t[1] = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, _mm512_add_pd(a1x2, _mm512_sub_pd(R, a4)), tA1), a12);
+        t[2] = _mm512_mask_blend_pd(cA, _mm512_add_pd(a12, a12), _mm512_add_pd(tA1, _mm512_add_pd(_mm512_add_pd(a2, a2), d34)));
+        t[3] = _mm512_mul_pd(four, a12);
+        __m512d total = _mm512_mask_blend_pd(cC, _mm512_mask_blend_pd(cA, S, _mm512_add_pd(S, S)), R);
         __m512d u = _mm512_mul_pd(_mm512_cvtepu32_pd(h ? _mm512_extracti64x4_epi64(w0, 1) : _mm512_castsi512_si256(w0)), _mm512_set1_pd(1.0 / 4294967296.0));
-        __m512d ut = _mm512_mul_pd(u, cum[4]);
-        for (int k = 0; k < 4; k++) step[k] |= (__mmask16)((unsigned)_mm512_cmp_pd_mask(ut, cum[k], _CMP_NLT_UQ) << (8 * h));
+        __m512d ut = _mm512_mul_pd(u, total);
+        /* outcome = #{j < count-1 : u*total >= t[j]}: C counts t0, t1; B t0..t2; A t0..t3 */
+        const __mmask8 live[4] = {0xff, 0xff, (__mmask8)(cA | cB), cA};
+        for (int k = 0; k < 4; k++) step[k] |= (__mmask16)((unsigned)_mm512_mask_cmp_pd_mask(live[k], ut, t[k], _CMP_NLT_UQ) << (8 * h));
         caseA |= (__mmask16)((unsigned)cA << (8 * h));
         caseC |= (__mmask16)((unsigned)cC << (8 * h));
         hf[h] = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_set1_pd(0.5), S));
         Rf[h] = _mm512_cvtpd_ps(R);
     }
-    /* outcome k = first with u*total < cum[k], at most count-1 (A 4, B 3, C 2) */
     __m512i k = zero;
     for (int q = 0; q < 4; q++) k = _mm512_mask_add_epi32(k, step[q], k, one);
-    __m512i last = _mm512_mask_blend_epi32(caseA, _mm512_mask_blend_epi32(caseC, _mm512_set1_epi32(3), _mm512_set1_epi32(2)), _mm512_set1_epi32(4));
-    k = _mm512_min_epi32(k, last);
     /* kept ranks (bits over sorted positions) of outcome k: A (0)-(4), B (5)-(8), C (10)-(12) */
     const __m512i pairs = _mm512_setr_epi32(0x5, 0x9, 0x6, 0xa, 0xc, 0x9, 0x6, 0xa, 0xc, 0, 0x9, 0xa, 0xc, 0, 0, 0);
     __m512i base = _mm512_mask_blend_epi32(caseA, _mm512_mask_blend_epi32(caseC, _mm512_set1_epi32(5), _mm512_set1_epi32(10)), zero);
