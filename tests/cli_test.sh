@@ -48,6 +48,11 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
   expect 0 "test accuracy .* step 12" -- "$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2
   expect 0 "test accuracy" -- "$SDGP" train --resume "$T/run.safetensors" --max-steps 16 --quiet
   expect 2 "past this run's end" -- "$SDGP" train --resume "$T/run.safetensors" --max-steps 8 --quiet
+  # per-layer data-gradient statistics, and MVUE on the weight gradient
+  expect 0 "weight gradient: mvue 2:4 along positions" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 4 \
+    --no-tta --prune magnitude --nm 2:4 --prune-first-layer --grad-stats 2 --prune-wgrad mvue --nm-wgrad 2:4 \
+    --log "$T/stats.jsonl" --threads 2
+  expect 0 '"event":"grad_stats","step":2,"layers":\[\{"layer":"conv1","rel_l2":0\.[0-9]' -- cat "$T/stats.jsonl"
   # a truncated checkpoint is never taken for good
   head -c 3000 "$T/run.safetensors" > "$T/cut.safetensors"
   expect 2 "cut.safetensors" -- "$SDGP" eval --checkpoint "$T/cut.safetensors"

@@ -70,8 +70,9 @@ TEST_CASE(every_pruning_function_trains) {
         sdgp_error err;
         REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "create: %s", err.msg);
         double first, last;
-        CHECK(train_steps(m, &fmnist, 60, 10, &first, &last), "steps");
-        CHECK(last < 0.8 * first, "%s %d:%d: loss %.4f -> %.4f did not fall", sdgp_prune_fn_name(cases[i].fn), cases[i].n,
+        /* sanitizer builds: a few steps for the memory checks; convergence is the normal build's job */
+        CHECK(train_steps(m, &fmnist, TEST_SANITIZED ? 4 : 60, TEST_SANITIZED ? 1 : 10, &first, &last), "steps");
+        CHECK(TEST_SANITIZED || last < 0.8 * first, "%s %d:%d: loss %.4f -> %.4f did not fall", sdgp_prune_fn_name(cases[i].fn), cases[i].n,
               cases[i].m, first, last);
         sdgp_model_destroy(m);
     }
@@ -215,10 +216,10 @@ TEST_CASE(checkpoint_keeps_kernel_choice) {
     REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK && sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
     char choice[16];
     sdgp_model_sparse_choice(b, choice, sizeof choice);
-    CHECK(strcmp(choice, "ss") == 0, "sparse on: %s", choice);
-    CHECK(sdgp_model_set_sparse_choice(a, "sd", &err) == SDGP_OK, "%s", err.msg);
-    CHECK(sdgp_model_set_sparse_choice(a, "s-", &err) == SDGP_ERR_FORMAT, "a pruned layer cannot be '-'");
-    CHECK(sdgp_model_set_sparse_choice(a, "sdd", &err) == SDGP_ERR_FORMAT, "length");
+    CHECK(strcmp(choice, "-s") == 0, "sparse on: %s", choice);
+    CHECK(sdgp_model_set_sparse_choice(a, "-d", &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_sparse_choice(a, "sd", &err) == SDGP_ERR_FORMAT, "the image conv has no data gradient to prune");
+    CHECK(sdgp_model_set_sparse_choice(a, "-dd", &err) == SDGP_ERR_FORMAT, "length");
     char path[256];
     tmp_path(path, sizeof path, "kernels.safetensors");
     sdgp_train_config tc = sdgp_train_config_default();
@@ -226,7 +227,7 @@ TEST_CASE(checkpoint_keeps_kernel_choice) {
     REQUIRE(sdgp_checkpoint_save(path, a, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
     REQUIRE(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
     sdgp_model_sparse_choice(b, choice, sizeof choice);
-    CHECK(strcmp(choice, "sd") == 0, "restored choice: %s", choice);
+    CHECK(strcmp(choice, "-d") == 0, "restored choice: %s", choice);
     unlink(path);
     sdgp_model_destroy(a);
     sdgp_model_destroy(b);

@@ -50,17 +50,26 @@ sdgp_status sdgp_conv_backward_weights(sdgp_conv *c, float *dw, float *dbias, co
 /* ---- N:M sparse backward-data: dD = prune(dO) x W ----
  * dO arrives compressed along Cout (sdgp_nm_tensor, axis CHANNEL, rows = B*Ho*Wo, C = Cout).
  * The plan holds the packed weights; pack again whenever the weights change (packing time is
- * part of the step). See src/kernels/README.md for the kernel contract. */
+ * part of the step). See src/kernels/README.md for the kernel contract and the design.
+ * A plan owns its buffers (packed W: about Cin*Cout*kh*kw floats; dO entries: 8 bytes per kept
+ * slot, B*Ho*Wo*Cout/m*n): one plan must not be used by two threads at once. */
 typedef struct sdgp_sparse_bwd sdgp_sparse_bwd;
 
+/* g must be a geometry sdgp_conv_geom_init accepts (checked again); 1 <= n <= m <= SDGP_NM_MAX_M,
+ * Cout % m == 0; kh, kw <= 64. threads: the OpenMP team size of pack and data (0 = the
+ * omp_get_max_threads() of the calling thread, read now). isa: SDGP_ISA_AUTO or a path this
+ * CPU runs (SDGP_ERR_UNSUPPORTED otherwise). On failure *out is NULL. */
 sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
                                    int threads, sdgp_error *err);
-void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p);
+void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p); /* NULL is fine */
 /* The ISA path that runs (after resolving SDGP_ISA_AUTO / SDGP_ISA). */
 sdgp_isa sdgp_sparse_bwd_isa(const sdgp_sparse_bwd *p);
-/* Packs w (OIHW) into the plan's layout. */
+/* Packs w (OIHW) into the plan's layout. Required before the first sdgp_sparse_bwd_data. */
 sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error *err);
-/* dD (B x H x W x Cin) = the input gradient of the convolution for the compressed dO. */
+/* dD (B x H x W x Cin, fully overwritten; positions no tap reaches get 0) = the input gradient of
+ * the convolution for the compressed dO, which must match the plan (axis CHANNEL, n, m, rows =
+ * B*Ho*Wo, C = Cout). The result is bitwise the same for every thread count; relative error
+ * against the dense product <= ~1e-6 (fp32 FMAs, the sum order of README.md). */
 sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, sdgp_error *err);
 
 /* A naive C loop for the same product (test oracle): dD from dense dO (B x Ho x Wo x Cout) and w (OIHW). */

@@ -242,7 +242,7 @@ static int plot_layers(const rp_layers *L, const char *out, const char *stem) {
     fprintf(dat, "# %s: layer index, fwd, bwd-data dense, bwd-data sparse, prune, bwd-weights (ms per step)\n", stem);
     gp_begin(g, stem, 900, 80 + 480 * panels, "per-layer convolution times (the paper's Figure 9)");
     fprintf(g, "set style fill solid 0.9 border lc rgb \"#333333\"\nset ylabel \"time per training step (ms)\"\n"
-               "set yrange [0:*]\nset key outside top center horizontal\nset grid noxtics ytics\n");
+               "set yrange [0:*]\nset key inside top center horizontal opaque box\nset offsets 0, 0, graph 0.2, 0\nset grid noxtics ytics\n");
     if (panels > 1) fprintf(g, "set multiplot layout %d,1\n", panels);
     for (int p = 0; p < panels; p++) {
         const rp_layer_row *r0 = &L->rows[start[p]];

@@ -579,16 +579,13 @@ static void print_tail(const char *path, int lines) {
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0, SEEK_SET);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    size_t end = fread(buf, 1, sizeof buf - 1, f), start;
     fclose(f);
-    buf[n] = '\0';
-    char *p = buf + n;
-    for (int k = 0; p > buf && k <= lines;) {
-        p--;
-        if (*p == '\n' && p + 1 < buf + n) k++;
-    }
-    if (*p == '\n') p++;
-    for (char *l = strtok(p, "\n"); l; l = strtok(NULL, "\n")) fprintf(stderr, "    %s\n", l);
+    while (end && buf[end - 1] == '\n') end--;
+    buf[end] = '\0';
+    int k = 0;
+    for (start = end; start > 0 && !(buf[start - 1] == '\n' && ++k == lines);) start--;
+    for (char *l = strtok(buf + start, "\n"); l; l = strtok(NULL, "\n")) fprintf(stderr, "    %s\n", l);
 }
 
 /* ---------------------------------------------------------------------------------------------

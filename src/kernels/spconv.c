@@ -110,7 +110,7 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
 
 /* Default blocking (measurements in README.md): the widest column block up to SPCONV_NR_DEFAULT;
  * one register pass covers `rows` panel rows (tap group x chunk), rows*ldp*4 bytes = 32 KiB, the
- * L1 size, so panel loads hit L1; sparser than 1:8, 64 KiB: the longer passes (more entries per
+ * L1 size, so panel loads hit L1; from 1:8 on (n/m <= 1/8), 64 KiB: the longer passes (more entries per
  * dD load/store) win over the L2 latency of some panel loads. Taps are grouped only when Cout is
  * smaller than that (single taps keep the entry loops longest). Chunks are equal, whole groups. */
 static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
@@ -119,7 +119,7 @@ static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
     if (nr > SPCONV_NR_DEFAULT) nr = SPCONV_NR_DEFAULT;
     if (nr > p->k.nr) nr = p->k.nr;
     const int64_t row_bytes = round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = g->Cout / p->m, T = (int64_t)g->kh * g->kw;
-    const int64_t ws = 8 * p->n >= p->m ? SPCONV_WS_BYTES : 2 * SPCONV_WS_BYTES, rows = ws / row_bytes;
+    const int64_t ws = 8 * p->n > p->m ? SPCONV_WS_BYTES : 2 * SPCONV_WS_BYTES, rows = ws / row_bytes;
     int64_t tg = 1, kc;
     if (g->Cout >= rows) {
         int64_t per = rows / p->m; /* groups per chunk */

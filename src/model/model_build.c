@@ -421,6 +421,13 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     if (st == SDGP_OK) st = setup_convs(m, err);
     if (st == SDGP_OK) {
         plan_gradients(m);
+        for (int i = 0; i < m->n_convs; i++) { /* a conv on the image computes no data gradient to prune */
+            op *o = &m->ops[m->conv_ops[i]];
+            if (o->in_mode != GRAD_NONE) continue;
+            o->prune = o->info.pruned = o->info.sparse_kernel = 0;
+            sdgp_sparse_bwd_destroy(o->sparse);
+            o->sparse = NULL;
+        }
         st = alloc_arenas(m, err);
     }
     if (st == SDGP_OK) {

@@ -143,8 +143,9 @@ static inline __attribute__((always_inline)) __mmask16 mvue24(__m512 y[4], const
         s[net[q][0]] = lo;
         s[net[q][1]] = hi;
     }
-    /* the plan in double, 8 groups per half, in the reference's order of operations */
-    __mmask16 caseA = 0, caseC = 0, step[4] = {0, 0, 0, 0};
+    /* the plan in double, 8 groups per half, in the reference's order of operations; each half
+     * ends as the index of its outcome in the table below (A 0-4, B 5-8, C 10-12) */
+    __m256i out_idx[2];
     __m256 hf[2], Rf[2];
     for (int h = 0; h < 2; h++) {
         const __m512d zd = _mm512_setzero_pd(), four = _mm512_set1_pd(4.0);
@@ -164,18 +165,18 @@ static inline __attribute__((always_inline)) __mmask16 mvue24(__m512 y[4], const
         __m512d ut = _mm512_mul_pd(u, total);
         /* outcome = #{j < count-1 : u*total >= t[j]}: C counts t0, t1; B t0..t2; A t0..t3 */
         const __mmask8 live[4] = {0xff, 0xff, (__mmask8)(cA | cB), cA};
-        for (int k = 0; k < 4; k++) step[k] |= (__mmask16)((unsigned)_mm512_mask_cmp_pd_mask(live[k], ut, t[k], _CMP_NLT_UQ) << (8 * h));
-        caseA |= (__mmask16)((unsigned)cA << (8 * h));
-        caseC |= (__mmask16)((unsigned)cC << (8 * h));
+        const __m256i one8 = _mm256_set1_epi32(1);
+        __m256i k8 = _mm256_mask_blend_epi32(cA, _mm256_mask_blend_epi32(cC, _mm256_set1_epi32(5), _mm256_set1_epi32(10)), _mm256_setzero_si256());
+        for (int q = 0; q < 4; q++) k8 = _mm256_mask_add_epi32(k8, _mm512_mask_cmp_pd_mask(live[q], ut, t[q], _CMP_NLT_UQ), k8, one8);
+        out_idx[h] = k8;
         hf[h] = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_set1_pd(0.5), S));
         Rf[h] = _mm512_cvtpd_ps(R);
     }
-    __m512i k = zero;
-    for (int q = 0; q < 4; q++) k = _mm512_mask_add_epi32(k, step[q], k, one);
-    /* kept ranks (bits over sorted positions) of outcome k: A (0)-(4), B (5)-(8), C (10)-(12) */
+    /* kept ranks (bits over sorted positions) of each outcome */
     const __m512i pairs = _mm512_setr_epi32(0x5, 0x9, 0x6, 0xa, 0xc, 0x9, 0x6, 0xa, 0xc, 0, 0x9, 0xa, 0xc, 0, 0, 0);
-    __m512i base = _mm512_mask_blend_epi32(caseA, _mm512_mask_blend_epi32(caseC, _mm512_set1_epi32(5), _mm512_set1_epi32(10)), zero);
-    __m512i kept = _mm512_permutexvar_epi32(_mm512_add_epi32(base, k), pairs);
+    __m512i oi = _mm512_inserti64x4(_mm512_castsi256_si512(out_idx[0]), out_idx[1], 1);
+    __m512i kept = _mm512_permutexvar_epi32(oi, pairs);
+    __mmask16 caseC = _mm512_cmpge_epi32_mask(oi, _mm512_set1_epi32(10));
     __m512 hv = _mm512_insertf32x8(_mm512_castps256_ps512(hf[0]), hf[1], 1), Rv = _mm512_insertf32x8(_mm512_castps256_ps512(Rf[0]), Rf[1], 1);
     __m512 v = _mm512_mask_blend_ps(caseC, hv, Rv);
     __mmask16 ident = _mm512_cmple_epi32_mask(nnz, _mm512_set1_epi32(2));
