@@ -33,8 +33,7 @@ static unsigned long long read_xcr0(void) {
     return ((unsigned long long)hi << 32) | lo;
 }
 
-int sdgp_isa_supported(sdgp_isa isa) {
-    if (isa == SDGP_ISA_REF) return 1;
+static int detect(sdgp_isa isa) {
     unsigned int a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1;
@@ -49,6 +48,20 @@ int sdgp_isa_supported(sdgp_isa isa) {
         return avx2 && bmi2 && f && dq && bw && vl && (xcr0 & 0xe6) == 0xe6;
     }
     return 0;
+}
+
+/* cpuid traps to the hypervisor in a VM (about 14 us here) and every kernel call asks, so the
+ * answer is cached. The CPU does not change under a process: a race only computes it twice. */
+int sdgp_isa_supported(sdgp_isa isa) {
+    static int cache[SDGP_ISA_COUNT]; /* 0 unknown, 1 no, 2 yes */
+    if (isa == SDGP_ISA_REF) return 1;
+    if (isa < 0 || isa >= SDGP_ISA_COUNT) return 0;
+    int v = __atomic_load_n(&cache[isa], __ATOMIC_RELAXED);
+    if (!v) {
+        v = detect(isa) ? 2 : 1;
+        __atomic_store_n(&cache[isa], v, __ATOMIC_RELAXED);
+    }
+    return v == 2;
 }
 
 sdgp_isa sdgp_isa_best(void) {
