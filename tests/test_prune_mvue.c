@@ -70,7 +70,7 @@ typedef struct {
 
 static uint64_t nz_mask(const float *y, int m) {
     uint64_t k = 0;
-    for (int i = 0; i < m; i++) k |= (uint64_t)(y[i] != 0) << i;
+    for (int i = 0; i < m && i < SDGP_NM_MAX_M; i++) k |= (uint64_t)(y[i] != 0) << i;
     return k;
 }
 
