@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config   # toolchain
   libdnnl-dev                        # oneDNN: dense convolutions, the baseline to beat
   zlib1g-dev                         # .gz data files
-  clang libclang-rt-14-dev           # fuzzing (libFuzzer) and sanitizers
+  clang libclang-rt-14-dev libomp-dev  # fuzzing (libFuzzer with OpenMP) and sanitizers
   python3 python3-torch python3-numpy  # test oracle and benchmark peer
   gnuplot-nox                        # figures
   dataset-fashion-mnist              # the default training data

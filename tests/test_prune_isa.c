@@ -49,7 +49,8 @@ static void drop(result *r) {
     sdgp_nm_free(&r->nm);
 }
 
-static const int NM[][2] = {{2, 4}, {1, 4}, {3, 4}, {1, 2}, {2, 8}, {4, 8}, {3, 16}, {4, 32}, {2, 3}, {3, 5}, {5, 12}, {17, 64}, {4, 4}};
+static const int NM[][2] = {{2, 4}, {1, 4}, {3, 4}, {1, 2}, {2, 8}, {4, 8}, {7, 8}, {3, 16}, {4, 32}, {26, 32}, {3, 48},
+                            {2, 3}, {3, 5}, {5, 12}, {17, 64}, {60, 64}, {4, 4}};
 
 TEST_CASE(paths_and_threads_bitwise) {
     const struct {
@@ -134,6 +135,43 @@ TEST_CASE(large_tensor_bitwise) {
     free(x);
 }
 
+/* Mostly zeros and few distinct values: groups with fewer than n nonzeros and ties at the n-th
+ * largest key everywhere (the threshold ranking's tie fix-up), for m = 8 .. 64, both sides of m/2. */
+TEST_CASE(sparse_ties_bitwise) {
+    const int nm[][2] = {{2, 8}, {6, 8}, {1, 16}, {4, 16}, {12, 16}, {4, 32}, {28, 32}, {8, 64}, {5, 48}};
+    const int64_t B = 3, P = 9, C = 192;
+    const size_t total = (size_t)(B * P * C);
+    float *x = test_xmalloc(total * 4);
+    uint64_t seed = 7;
+    for (size_t i = 0; i < total; i++) {
+        double u = test_rand_u01(&seed);
+        x[i] = u < 0.7 ? (u < 0.35 ? 0.0f : -0.0f) : (float)(int)(test_rand_u01(&seed) * 4 - 2) * (i % 3 ? 1.0f : 1e-39f);
+    }
+    for (size_t t = 0; t < sizeof nm / sizeof nm[0]; t++)
+        for (int fn = SDGP_PRUNE_MAGNITUDE; fn <= SDGP_PRUNE_RESCALED; fn++)
+            for (int scope = 0; scope < 2; scope++) {
+                sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, nm[t][0], nm[t][1]);
+                cfg.scope = (sdgp_rescale_scope)scope;
+                cfg.isa = SDGP_ISA_REF;
+                cfg.threads = 1;
+                result ref;
+                run(&ref, &cfg, x, B, P, C);
+                CHECK(ref.st == SDGP_OK, "%s %d:%d: status %d", sdgp_prune_fn_name(cfg.fn), cfg.n, cfg.m, ref.st);
+                for (int isa = 1; isa < SDGP_ISA_COUNT; isa++) {
+                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                    cfg.isa = (sdgp_isa)isa;
+                    cfg.threads = 2;
+                    result r;
+                    run(&r, &cfg, x, B, P, C);
+                    CHECK(same(&ref, &r, total), "%s %d:%d scope %d on sparse ties: %s differs from ref", sdgp_prune_fn_name(cfg.fn), cfg.n, cfg.m, scope,
+                          sdgp_isa_name(cfg.isa));
+                    drop(&r);
+                }
+                drop(&ref);
+            }
+    free(x);
+}
+
 /* Non-finite input: every path gives the same status (and, for magnitude/random, the same bits). */
 TEST_CASE(non_finite_every_path) {
     const int64_t B = 2, P = 8, C = 40;
@@ -170,6 +208,7 @@ TEST_CASE(non_finite_every_path) {
 int main(void) {
     RUN(paths_and_threads_bitwise);
     RUN(large_tensor_bitwise);
+    RUN(sparse_ties_bitwise);
     RUN(non_finite_every_path);
     return test_finish();
 }

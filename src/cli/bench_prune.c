@@ -1,8 +1,10 @@
 /* sdgp bench prune: N:M prune + compress throughput against a plain copy of the same tensor.
  *
- * The tensor is a ResNet-9 gradient (64 x 16 x 16 x 256 floats, normal random). Throughput is
- * bytes of the dense input / median time; the copy (same threads, separate buffer) is measured in
- * the same run, interleaved with the pruning, so the ratio is robust to a busy machine. */
+ * The tensor is a ResNet-9 gradient (64 x 16 x 16 x 256 floats, normal random; --shape for
+ * another, e.g. one sample that stays in L2). Throughput is bytes of the dense input / median
+ * time; the copy (same threads, separate buffer) is measured in the same run, interleaved with
+ * the pruning, so the ratio is robust to a busy machine. ns/float is the fastest repeat per input
+ * float (the compute cost when the tensor is cache resident). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -17,12 +19,14 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: sdgp bench prune [options]\n\n"
             "N:M prune + compress throughput (GB/s of the dense input) next to a plain copy.\n"
-            "Tensor: 64 x 16 x 16 x 256 floats (a ResNet-9 gradient), normal random.\n\n"
+            "Tensor: 64 x 16 x 16 x 256 floats (a ResNet-9 gradient), normal random.\n"
+            "ns/float: the fastest repeat per input float (try --shape 1,256,256: one sample in L2).\n\n"
             "options:\n"
             "  --threads LIST   thread counts, e.g. 1,2 (default 1,2)\n"
             "  --repeat N       timed repetitions, median reported (default 15)\n"
             "  --fn NAME        only this function: random, magnitude, rescaled, mvue, mvue-approx\n"
-            "  --nm N:M         only this N:M (default 2:4, 1:4, 4:32)\n"
+            "  --nm N:M         only this N:M (default 2:4, 1:4, 2:8, 4:32)\n"
+            "  --shape B,P,C    tensor shape (default 64,256,256)\n"
             "  --axis NAME      channel (default) or row\n"
             "  --scope NAME     rescaled scope: sample-channel (default) or channel\n"
             "  --dense          also write the dense pruned tensor (default: compressed only)\n"
@@ -67,7 +71,7 @@ static const char *flag_value(int argc, char **argv, int *i, const char *flag, i
 }
 
 int sdgp_cmd_bench_prune(int argc, char **argv) {
-    long threads[8] = {1, 2}, repeat = 15;
+    long threads[8] = {1, 2}, repeat = 15, shape[3] = {64, 16 * 16, 256};
     int nthreads = 2, json = 0, dense = 0, only_fn = -1, only_n = 0, only_m = 0;
     sdgp_axis axis = SDGP_AXIS_CHANNEL;
     sdgp_rescale_scope scope = SDGP_SCOPE_SAMPLE_CHANNEL;
@@ -85,6 +89,11 @@ int sdgp_cmd_bench_prune(int argc, char **argv) {
             dense = 1;
         } else if ((v = flag_value(argc, argv, &i, "--threads", &missing))) {
             if (!(nthreads = cli_parse_int_list("--threads", v, 1, 1024, threads, 8))) return 2;
+        } else if ((v = flag_value(argc, argv, &i, "--shape", &missing))) {
+            if (cli_parse_int_list("--shape", v, 1, 1 << 20, shape, 3) != 3 || shape[0] * shape[1] * shape[2] > (1l << 30)) {
+                fprintf(stderr, "sdgp: --shape: expected three sizes B,P,C of at most 2^30 floats in all\n");
+                return 2;
+            }
         } else if ((v = flag_value(argc, argv, &i, "--repeat", &missing))) {
             if (!cli_parse_int("--repeat", v, 1, 100000, &repeat)) return 2;
         } else if ((v = flag_value(argc, argv, &i, "--fn", &missing))) {
@@ -132,7 +141,7 @@ int sdgp_cmd_bench_prune(int argc, char **argv) {
         return 2;
     }
 
-    const int64_t B = 64, P = 16 * 16, C = 256;
+    const int64_t B = shape[0], P = shape[1], C = shape[2];
     const size_t count = (size_t)(B * P * C), bytes = count * sizeof(float);
     float *x = cli_alloc_floats(count), *copy = cli_alloc_floats(count), *out = dense ? cli_alloc_floats(count) : NULL;
     double *t_prune = malloc((size_t)repeat * sizeof(double)), *t_copy = malloc((size_t)repeat * sizeof(double));
@@ -141,17 +150,17 @@ int sdgp_cmd_bench_prune(int argc, char **argv) {
         return 1;
     }
     fill_normal(x, count);
-    const int nms[][2] = {{2, 4}, {1, 4}, {4, 32}};
+    const int nms[][2] = {{2, 4}, {1, 4}, {2, 8}, {4, 32}};
     const sdgp_prune_fn fns[] = {SDGP_PRUNE_RANDOM, SDGP_PRUNE_MAGNITUDE, SDGP_PRUNE_RESCALED, SDGP_PRUNE_MVUE, SDGP_PRUNE_MVUE_APPROX};
     int rc = 0;
     if (!json)
         printf("# %lld x %lld x %lld floats (%.1f MB), axis %s, %s output, isa %s, median of %ld\n"
                "# GB/s = dense input bytes / median time; best = the same with the fastest repeat\n"
-               "%-12s %-5s %7s %9s %9s %7s %10s %9s %7s\n",
+               "%-12s %-5s %7s %9s %9s %7s %10s %9s %7s %8s\n",
                (long long)B, (long long)P, (long long)C, bytes / 1e6, axis == SDGP_AXIS_ROW ? "row" : "channel",
                dense ? "compressed + dense" : "compressed", sdgp_isa_name(resolved), repeat, "fn", "nm", "threads", "GB/s", "copy GB/s",
-               "ratio", "best GB/s", "best copy", "ratio");
-    for (int ni = 0; ni < (only_n ? 1 : 3); ni++) {
+               "ratio", "best GB/s", "best copy", "ratio", "ns/float");
+    for (int ni = 0; ni < (only_n ? 1 : 4); ni++) {
         int n = only_n ? only_n : nms[ni][0], m = only_n ? only_m : nms[ni][1];
         sdgp_nm_tensor nm;
         if (sdgp_nm_alloc(&nm, axis, n, m, B * P, C, &err)) {
@@ -194,15 +203,15 @@ int sdgp_cmd_bench_prune(int argc, char **argv) {
                 }
                 /* cli_median sorts, so the minimum is then element 0 */
                 double gbps = bytes / cli_median(t_prune, (int)repeat) / 1e9, copy_gbps = bytes / cli_median(t_copy, (int)repeat) / 1e9;
-                double best = bytes / t_prune[0] / 1e9, best_copy = bytes / t_copy[0] / 1e9;
+                double best = bytes / t_prune[0] / 1e9, best_copy = bytes / t_copy[0] / 1e9, ns = t_prune[0] * 1e9 / (double)count;
                 if (json)
                     printf("{\"fn\":\"%s\",\"nm\":\"%d:%d\",\"axis\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"dense\":%s,\"gbps\":%.3f,"
-                           "\"copy_gbps\":%.3f,\"ratio\":%.3f,\"best_gbps\":%.3f,\"best_copy_gbps\":%.3f,\"best_ratio\":%.3f}\n",
+                           "\"copy_gbps\":%.3f,\"ratio\":%.3f,\"best_gbps\":%.3f,\"best_copy_gbps\":%.3f,\"best_ratio\":%.3f,\"ns_per_float\":%.4f}\n",
                            sdgp_prune_fn_name(cfg.fn), n, m, axis == SDGP_AXIS_ROW ? "row" : "channel", cfg.threads, sdgp_isa_name(resolved),
-                           dense ? "true" : "false", gbps, copy_gbps, gbps / copy_gbps, best, best_copy, best / best_copy);
+                           dense ? "true" : "false", gbps, copy_gbps, gbps / copy_gbps, best, best_copy, best / best_copy, ns);
                 else
-                    printf("%-12s %2d:%-2d %7d %9.2f %9.2f %7.2f %10.2f %9.2f %7.2f\n", sdgp_prune_fn_name(cfg.fn), n, m, cfg.threads, gbps, copy_gbps,
-                           gbps / copy_gbps, best, best_copy, best / best_copy);
+                    printf("%-12s %2d:%-2d %7d %9.2f %9.2f %7.2f %10.2f %9.2f %7.2f %8.3f\n", sdgp_prune_fn_name(cfg.fn), n, m, cfg.threads, gbps,
+                           copy_gbps, gbps / copy_gbps, best, best_copy, best / best_copy, ns);
                 fflush(stdout);
             }
         }

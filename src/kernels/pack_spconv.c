@@ -7,8 +7,8 @@
  *
  * dO: the compressed form stores, per slot, the value and the offset of the kept channel within
  * its group of m. The micro-kernel wants one 64-bit entry per slot: the value's bits and the byte
- * offset of the panel row, (g*m + index) * ldp * 4 (spconv_internal.h). Packed once per call,
- * reused by every tap and column block. */
+ * offset of the panel row, (g*m + index) * ldp * 4 (spconv_internal.h). Each work unit packs the
+ * dO rows it reads into its thread's buffer, reused by every tap and column block. */
 #include <omp.h>
 #include <string.h>
 
@@ -21,7 +21,7 @@ void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w) {
     float *wp = p->wp;
     /* Each k reads its own contiguous Cin*T source floats and writes its own panel rows (whole
      * 64-byte lines): threads never share a cache line. */
-#pragma omp parallel for schedule(static) num_threads(p->threads)
+#pragma omp parallel for schedule(dynamic, 16) num_threads(p->threads)
     for (int64_t k = 0; k < Cout; k++) {
         const float *src = w + k * Cin * T;
         for (int nb = 0; nb < nblocks; nb++) {
@@ -40,21 +40,18 @@ void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w) {
     }
 }
 
-void spconv_pack_entries(struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO) {
-    const int64_t rows = (int64_t)p->g.B * p->g.Ho * p->g.Wo, slots = p->slots;
+void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO, int64_t row0,
+                         int64_t nrows) {
+    const int64_t slots = p->slots;
     const uint32_t row_bytes = (uint32_t)(p->ldp * sizeof(float));
     const int32_t *base = p->slot_base; /* (slot / n) * m: the group's first channel */
-    spconv_entry *ent = p->ent;
-    /* One flat loop per row (vectorizes even for SSE2). */
-#pragma omp parallel for schedule(static) num_threads(p->threads)
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *restrict idx = dO->index + r * slots;
-        const float *restrict val = dO->values + r * slots;
-        spconv_entry *restrict out = ent + r * slots;
-        for (int64_t s = 0; s < slots; s++) {
+    const uint8_t *restrict idx = dO->index + row0 * slots;
+    const float *restrict val = dO->values + row0 * slots;
+    /* One flat loop (vectorizes even for SSE2); the slot within its row is i % slots. */
+    for (int64_t r = 0, i = 0; r < nrows; r++)
+        for (int64_t s = 0; s < slots; s++, i++) {
             uint32_t bits;
-            memcpy(&bits, val + s, sizeof bits);
-            out[s] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[s] + idx[s]) * row_bytes) << 32);
+            memcpy(&bits, val + i, sizeof bits);
+            out[i] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[s] + idx[i]) * row_bytes) << 32);
         }
-    }
 }

@@ -2,18 +2,20 @@
  *
  * dD[b, h, w, :] = sum over taps (i, j) and kept entries (k, v) of the dO pixel (ho, wo) with
  * h = ho*s - pad + i, w = wo*s - pad + j, of v * W_tap[k, :]   (W_tap[k][c] = w[k][c][i][j]).
- * An implicit GEMM over the taps: the compressed dO rows are packed once into entries (value +
- * panel row offset) and reused by every tap; no im2col. Output-stationary: a micro-kernel call
- * covers a block of dD pixels that see the same set of valid taps and keeps each pixel's row
- * segment in registers across those taps and all their entries. Taps whose source pixel falls
- * outside dO are never visited: dD rows (columns) are split into runs with the same valid taps
- * (image borders, stride residues), computed once per plan.
+ * An implicit GEMM over the taps: the compressed dO rows are packed into entries (value + panel
+ * row offset) and reused by every tap and column block; no im2col. Output-stationary: a
+ * micro-kernel call covers a block of dD pixels that see the same set of valid taps and keeps each
+ * pixel's row segment in registers across those taps and all their entries. Taps whose source
+ * pixel falls outside dO are never visited: dD rows (columns) are split into runs with the same
+ * valid taps (image borders, stride residues), computed once per plan.
  *
  * Loops (outside in), see README.md for why:
- *   work unit  = (images b0..b1, dD rows h0..h1, column block nb): owns dD[b, h0:h1, :, nb cols]
- *                and accumulates into it while it stays in L2 (~tile_px pixels): the first call
- *                that reaches a block of pixels stores, later ones add (no zeroing pass). Units
- *                are the OpenMP work items: threads never write the same memory.
+ *   work unit  = (images b0..b1, dD rows h0..h1): the OpenMP work item (dynamic schedule). It
+ *                owns dD[b0:b1, h0:h1, :, :], so threads never write the same memory, and packs
+ *                the dO entries it reads into its thread's buffer (one pass, reused below).
+ *   column block nb = nr columns of Cin: the unit's dD block of these columns (~tile_px pixels)
+ *                stays in L2; the first call that reaches a block of pixels stores, later ones
+ *                add (no zeroing pass).
  *   chunk      = kc output channels (whole groups): the entries of one chunk;
  *   tap group  = tg consecutive taps: the panels of (chunk, tap group), tg*kc rows of ldp floats,
  *                are the working set reused across all pixels of the unit;
@@ -87,6 +89,31 @@ static sdgp_status plan_layout(sdgp_sparse_bwd *p, sdgp_error *err) {
     return SDGP_OK;
 }
 
+/* Work units (ib images x hr dD rows) and each thread's entry buffer. Whole images when one
+ * image's dD block of one column block fits tile_px, else row bands; then halved until the
+ * threads have at least 4 units each to balance (the result does not depend on the split). */
+static sdgp_status plan_units(sdgp_sparse_bwd *p, sdgp_error *err) {
+    const sdgp_conv_geom *g = &p->g;
+    const int64_t HW = (int64_t)g->H * g->W;
+    int64_t ib = 1, hr = g->H;
+    if (HW <= p->blk.tile_px) ib = p->blk.tile_px / HW;
+    else hr = p->blk.tile_px / g->W > 0 ? p->blk.tile_px / g->W : 1;
+    if (ib > g->B) ib = g->B;
+    while (ib > 1 && (g->B + ib - 1) / ib < 4 * p->threads) ib = (ib + 1) / 2;
+    while (hr > 1 && (g->B + ib - 1) / ib * ((g->H + hr - 1) / hr) < 4 * p->threads) hr = (hr + 1) / 2;
+    p->ib = ib;
+    p->hr = hr;
+    /* dO rows a band of hr dD rows reads: ho with h = ho*s - pad + i, i < kh */
+    int64_t nho = (hr + g->kh - 2) / g->stride + 2;
+    if (nho > g->Ho) nho = g->Ho;
+    p->tbuf_entries = (size_t)(ib * nho * g->Wo * p->slots);
+    p->tbuf_entries = (p->tbuf_entries + 7) / 8 * 8; /* whole cache lines per thread */
+    free(p->tbuf);
+    p->tbuf = alloc64((size_t)p->threads * p->tbuf_entries * sizeof(spconv_entry));
+    if (!p->tbuf) return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd: out of memory for %d x %zu entries", p->threads, p->tbuf_entries);
+    return SDGP_OK;
+}
+
 static sdgp_status check_blocking(const sdgp_sparse_bwd *p, const spconv_blocking *b, sdgp_error *err) {
     if (b->nr < 1 || b->nr > p->k.nr)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd blocking: nr=%d outside [1, %d] for the %s kernel", b->nr, p->k.nr,
@@ -105,7 +132,8 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
     const int relayout = b->nr != p->blk.nr;
     p->blk = *b;
     if (p->blk.kc > p->g.Cout) p->blk.kc = p->g.Cout;
-    return relayout ? plan_layout(p, err) : SDGP_OK;
+    if (relayout && (st = plan_layout(p, err)) != SDGP_OK) return st;
+    return plan_units(p, err);
 }
 
 /* Default blocking (measurements in README.md): the widest column block up to SPCONV_NR_DEFAULT;
@@ -163,18 +191,12 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
     p->k = kernel_table[resolved];
     p->slots = (int64_t)g->Cout / m * n;
     p->blk = default_blocking(p);
-    const size_t ebytes = (size_t)g->B * g->Ho * g->Wo * (size_t)p->slots * sizeof(spconv_entry);
-    p->ent = alloc64(ebytes);
     p->slot_base = alloc64((size_t)p->slots * sizeof(int32_t));
     p->row_runs = malloc((size_t)g->H * sizeof *p->row_runs);
     p->col_runs = malloc((size_t)g->W * sizeof *p->col_runs);
-    if (!p->ent || !p->slot_base || !p->row_runs || !p->col_runs) {
+    if (!p->slot_base || !p->row_runs || !p->col_runs) {
         sdgp_sparse_bwd_destroy(p);
-        return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_create: out of memory for %zu entry bytes", ebytes);
-    }
-    if ((st = plan_layout(p, err)) != SDGP_OK) {
-        sdgp_sparse_bwd_destroy(p);
-        return st;
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_create: out of memory");
     }
     for (int64_t s = 0; s < p->slots; s++) p->slot_base[s] = (int32_t)(s / n * m);
     p->nrow_runs = make_runs(p->row_runs, g->H, g->Ho, g->kh, g->stride, g->pad);
@@ -184,6 +206,10 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
         sdgp_sparse_bwd_destroy(p);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_create: out of memory for run flags");
     }
+    if ((st = plan_layout(p, err)) != SDGP_OK || (st = plan_units(p, err)) != SDGP_OK) {
+        sdgp_sparse_bwd_destroy(p);
+        return st;
+    }
     *out = p;
     return SDGP_OK;
 }
@@ -191,7 +217,7 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
 void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p) {
     if (!p) return;
     free(p->wp);
-    free(p->ent);
+    free(p->tbuf);
     free(p->slot_base);
     free(p->row_runs);
     free(p->col_runs);
@@ -216,13 +242,14 @@ static void run_block(const sdgp_sparse_bwd *p, spconv_tile *t, int nt, uint8_t 
     t->ntaps = nt;
     t->overwrite = !*written;
     t->dd = dD + ((b0 * g->H + hs) * g->W + ws) * g->Cin + c0;
-    t->ent = p->ent + b0 * g->Ho * g->Wo * p->slots;
     p->k.tile(t);
     *written = 1;
 }
 
-/* One work unit: images [b0, b1), dD rows [h0, h1), column block nb. */
-static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1, int64_t h0, int64_t h1, int nb) {
+/* One column block nb of a unit: images [b0, b1), dD rows [h0, h1); ent holds the unit's
+ * entries, dO rows ho_lo .. ho_lo+nho-1 of each image. */
+static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_entry *ent, int64_t b0, int64_t b1, int64_t h0,
+                             int64_t h1, int64_t ho_lo, int64_t nho, int nb, uint8_t *written) {
     const sdgp_conv_geom *g = &p->g;
     const int64_t Cin = g->Cin, Cout = g->Cout, H = g->H, W = g->W, Wo = g->Wo, s = g->stride, pad = g->pad;
     const int64_t c0 = (int64_t)nb * p->blk.nr, ncols = Cin - c0 < p->blk.nr ? Cin - c0 : p->blk.nr;
@@ -231,7 +258,6 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1
 
     /* The first call that reaches a block stores (overwrite); only blocks that no tap reaches
      * (possible when stride > kernel) are zeroed here. */
-    uint8_t *written = p->written + (size_t)omp_get_thread_num() * p->nrow_runs * p->ncol_runs;
     memset(written, 0, (size_t)p->nrow_runs * p->ncol_runs);
     for (int ri = 0; ri < p->nrow_runs; ri++)
         for (int ci = 0; ci < p->ncol_runs; ci++) {
@@ -247,9 +273,9 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1
         }
     int64_t tap_ent[SPCONV_MAX_TAPS];
     const float *tap_panel[SPCONV_MAX_TAPS];
-    spconv_tile t = {.dd_sx = s * Cin, .dd_sy = s * W * Cin, .dd_sz = H * W * Cin, .e_sx = slots, .e_sy = Wo * slots,
-                     .e_sz = g->Ho * Wo * slots, .tap_ent = tap_ent, .tap_panel = tap_panel, .nz = (int)(b1 - b0),
-                     .ncols = (int)ncols};
+    spconv_tile t = {.dd_sx = s * Cin, .dd_sy = s * W * Cin, .dd_sz = H * W * Cin, .ent = ent, .e_sx = slots,
+                     .e_sy = Wo * slots, .e_sz = nho * Wo * slots, .tap_ent = tap_ent, .tap_panel = tap_panel,
+                     .nz = (int)(b1 - b0), .ncols = (int)ncols};
     for (int64_t k0 = 0; k0 < Cout; k0 += p->blk.kc) {
         const int64_t kc = Cout - k0 < p->blk.kc ? Cout - k0 : p->blk.kc, e0 = k0 / p->m * p->n;
         t.ne = (int)(kc / p->m * p->n);
@@ -266,7 +292,6 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1
                 for (int ci = 0; ci < p->ncol_runs; ci++) {
                     const spconv_run *C = &p->col_runs[ci];
                     const int64_t ws = C->start;
-                    /* Source pixel of tap (i, j) for the block's first pixel: ((hs + pad - i)/s, (ws + pad - j)/s). */
                     uint8_t *wr = &written[ri * p->ncol_runs + ci];
                     t.nx = C->count;
                     t.ny = (int)(y1 - y0);
@@ -274,7 +299,8 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1
                     for (int64_t tap = tap0; tap < tap1; tap++) {
                         const int64_t i = tap / g->kw, j = tap % g->kw;
                         if (!((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
-                        tap_ent[nt] = (((hs + pad - i) / s) * Wo + (ws + pad - j) / s) * slots + e0;
+                        /* source pixel of the block's first pixel: ((hs + pad - i)/s, (ws + pad - j)/s) */
+                        tap_ent[nt] = (((hs + pad - i) / s - ho_lo) * Wo + (ws + pad - j) / s) * slots + e0;
                         tap_panel[nt] = wblock + tap * Cout * p->ldp;
                         if (++nt == SPCONV_MAX_TAPS) run_block(p, &t, nt, wr, dD, b0, hs, ws, c0), nt = 0;
                     }
@@ -283,6 +309,23 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, int64_t b0, int64_t b1
             }
         }
     }
+}
+
+/* One work unit: images [b0, b1), dD rows [h0, h1), all column blocks. */
+static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, int64_t b0, int64_t b1, int64_t h0,
+                     int64_t h1) {
+    const sdgp_conv_geom *g = &p->g;
+    const int tid = omp_get_thread_num();
+    spconv_entry *ent = p->tbuf + (size_t)tid * p->tbuf_entries;
+    uint8_t *written = p->written + (size_t)tid * p->nrow_runs * p->ncol_runs;
+    /* dO rows the band reads (clipped to the image), packed per image */
+    int64_t ho_lo = ceil_div(h0 + g->pad - (g->kh - 1), g->stride), ho_hi = floor_div(h1 - 1 + g->pad, g->stride) + 1;
+    if (ho_lo < 0) ho_lo = 0;
+    if (ho_hi > g->Ho) ho_hi = g->Ho;
+    const int64_t nho = ho_hi > ho_lo ? ho_hi - ho_lo : 0, img_entries = nho * g->Wo * p->slots;
+    for (int64_t b = b0; b < b1; b++)
+        spconv_pack_entries(ent + (b - b0) * img_entries, p, dO, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo);
+    for (int nb = 0; nb < p->nblocks; nb++) run_block_column(p, dD, ent, b0, b1, h0, h1, ho_lo, nho, nb, written);
 }
 
 sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, sdgp_error *err) {
@@ -302,24 +345,13 @@ sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_te
     if (!dO->values || !dO->index) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data: dO has NULL values or index");
     if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data: weights not packed (call sdgp_sparse_bwd_pack)");
 
-    spconv_pack_entries(p, dO);
-
-    /* Work units: whole images when one image's dD block fits the unit budget, else row bands. */
-    const int64_t HW = (int64_t)g->H * g->W;
-    int64_t ib = 1, hr = g->H;
-    if (HW <= p->blk.tile_px) ib = p->blk.tile_px / HW;
-    else hr = p->blk.tile_px / g->W > 0 ? p->blk.tile_px / g->W : 1;
-    /* Enough units for the threads to balance (the result does not depend on the split). */
-    while (ib > 1 && (g->B + ib - 1) / ib * p->nblocks < 4 * p->threads) ib = (ib + 1) / 2;
-    if (ib > g->B) ib = g->B;
-    const int64_t nbt = (g->B + ib - 1) / ib, nht = (g->H + hr - 1) / hr, nunits = nbt * nht * p->nblocks;
+    const int64_t ib = p->ib, hr = p->hr, nbt = (g->B + ib - 1) / ib, nht = (g->H + hr - 1) / hr;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(p->threads)
-    for (int64_t u = 0; u < nunits; u++) {
-        const int nb = (int)(u % p->nblocks);
-        const int64_t rest = u / p->nblocks, ht = rest % nht, bt = rest / nht;
+    for (int64_t u = 0; u < nbt * nht; u++) {
+        const int64_t ht = u % nht, bt = u / nht;
         const int64_t b0 = bt * ib, b1 = b0 + ib < g->B ? b0 + ib : g->B;
         const int64_t h0 = ht * hr, h1 = h0 + hr < g->H ? h0 + hr : g->H;
-        run_unit(p, dD, b0, b1, h0, h1, nb);
+        run_unit(p, dD, dO, b0, b1, h0, h1);
     }
     return SDGP_OK;
 }

@@ -102,7 +102,9 @@ struct sdgp_sparse_bwd {
     int64_t slots;     /* entries per dO row: Cout/m*n */
     float *wp;         /* packed weights: [block][tap][Cout][ldp] (64-byte aligned) */
     size_t wp_floats;
-    spconv_entry *ent; /* dO as entries: rows x slots */
+    int64_t ib, hr;    /* work unit: ib images x hr dD rows */
+    spconv_entry *tbuf; /* per thread: the entries of the unit in progress */
+    size_t tbuf_entries; /* per thread */
     spconv_run *row_runs, *col_runs; /* over all of H and W (kh, kw <= 64) */
     int nrow_runs, ncol_runs;
     uint8_t *written;  /* per thread: nrow_runs x ncol_runs flags of the unit in progress */
@@ -113,8 +115,9 @@ struct sdgp_sparse_bwd {
 /* Packing (pack_spconv.c). */
 /* W (OIHW) -> p->wp. threads: OpenMP team size. */
 void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w);
-/* Compressed dO (values + offsets within the group) -> p->ent. */
-void spconv_pack_entries(struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO);
+/* Compressed dO rows row0 .. row0+nrows-1 (values + offsets within the group) -> entries. */
+void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO, int64_t row0,
+                         int64_t nrows);
 
 /* Overrides the plan's blocking (tuning experiments and tests); validates it. */
 sdgp_status spconv_set_blocking(struct sdgp_sparse_bwd *p, const spconv_blocking *b, sdgp_error *err);

@@ -296,16 +296,22 @@ static sdgp_status rescaled_fused(const prune_kernels *K, const prune_job *j0, i
 static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, sdgp_rescale_scope scope, sdgp_error *err) {
     if (scope == SDGP_SCOPE_SAMPLE_CHANNEL && j->axis == SDGP_AXIS_CHANNEL) return rescaled_fused(K, j, nt, err);
     /* Two global passes: every sum before any factor (channel scope, or groups that may straddle
-     * samples on the row axis); the second pass ranks again rather than keep masks of it all. */
-    const int64_t B = j->B, C = j->C;
+     * samples on the row axis). On the channel axis the first pass leaves the keep masks of every
+     * row (C/8 bytes a row, 1/32 of x) so the second does not rank again. */
+    const int64_t B = j->B, C = j->C, W = (C + 15) / 16;
     double *dense = malloc((size_t)(B * C) * sizeof *dense), *kept = malloc((size_t)(B * C) * sizeof *kept);
     float *scale = malloc((size_t)(B * C) * sizeof *scale);
-    if (!dense || !kept || !scale) {
+    uint16_t *keep = j->axis == SDGP_AXIS_CHANNEL ? malloc((size_t)(j->rows * W) * sizeof *keep) : NULL;
+    if (!dense || !kept || !scale || (j->axis == SDGP_AXIS_CHANNEL && !keep)) {
         free(dense);
         free(kept);
         free(scale);
-        return sdgp_fail(err, SDGP_ERR_NOMEM, "prune rescaled: %lld scale sums", (long long)(B * C));
+        free(keep);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "prune rescaled: %lld scale sums and %lld x %lld keep masks", (long long)(B * C),
+                         (long long)j->rows, (long long)C);
     }
+    j->keep = keep;
+    j->keep_r0 = 0;
     int finite = 1;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t b = 0; b < B; b++) K->sums(j, b, dense + b * C, kept + b * C);
@@ -338,9 +344,11 @@ static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, 
         }
         j->scale = NULL;
     }
+    j->keep = NULL;
     free(dense);
     free(kept);
     free(scale);
+    free(keep);
     return finite ? SDGP_OK : numeric_error(j->x, j->P, C, j->rows * C, "rescaled", err);
 }
 

@@ -111,6 +111,140 @@ static uint64_t keep_group(const float *x, int n, int m) {
     return top ? taken : all & ~taken;
 }
 
+/* ---- channel axis, m = 8 or a multiple of 16, C % 16 == 0: keep masks by a threshold ----
+ * 16 groups at a time. The keys are transposed in registers so that lane g of every vector holds
+ * elements of group g; a sorted list of the n largest (or the m-n smallest) keys per lane, kept by
+ * max/min insertion over the m element vectors, gives each group its threshold T = the n-th
+ * largest key. Then kept = key > T, plus the lowest-index keys == T until n are kept (the
+ * reference's "ties to the lower index"; from the bottom: dropped = key < T, plus the
+ * highest-index keys == T). With C % 16 == 0 the groups of consecutive rows are one flat run,
+ * and so are their mask words (bit c % 16 of word c / 16). */
+
+static inline int thresh_ok(const prune_job *j) {
+    const int m = j->m, d = j->n <= m - j->n ? j->n : m - j->n;
+    return j->axis == SDGP_AXIS_CHANNEL && j->C % 16 == 0 && (m == 8 || m % 16 == 0) && d <= 8;
+}
+
+/* 16 rows of 16 keys -> e[i] lane g = r[g] lane i (in place). */
+static inline void transpose16(__m512i r[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    /* b[4i+j], 128-bit block k = element 4k+j of rows 4i..4i+3 */
+    for (int i = 0; i < 4; i++) {
+        b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    /* element 4k+j: block k of b[j], b[4+j], b[8+j], b[12+j] */
+    for (int j = 0; j < 4; j++) {
+        __m512i x0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x44), y0 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x44);
+        __m512i x1 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xee), y1 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xee);
+        r[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+        r[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
+        r[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+        r[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
+    }
+}
+
+/* 16 groups of 8 keys (vector v: groups v | v+4 for v < 4, v+4 | v+8 after) -> e[i] lane g =
+ * element i of group g (in place): the first two steps of transpose16 inside each half. */
+static inline void transpose8(__m512i r[8]) {
+    __m512i a[8], b[8];
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    /* b[4i+j] block k: element 4(k%2)+j of the low (k < 2) or high halves of vectors 4i..4i+3 */
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x88);     /* blocks 0, 2 of each: element j */
+        r[4 + j] = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xdd); /* blocks 1, 3: element 4+j */
+    }
+}
+
+/* Keep bits of one group from its "beyond" (key > T, or < T from the bottom) and tie bits. */
+static inline uint64_t thresh_fix(uint64_t beyond, uint64_t tie, int n, int m, int top) {
+    int need = (top ? n : m - n) - __builtin_popcountll(beyond), cnt = __builtin_popcountll(tie);
+    if (cnt != need) tie = top ? _pdep_u64((1ull << need) - 1, tie) : tie & ~_pdep_u64((1ull << (cnt - need)) - 1, tie);
+    uint64_t all = m == 64 ? ~0ull : (1ull << m) - 1;
+    return top ? beyond | tie : all & ~(beyond | tie);
+}
+
+/* Keep masks of the ng <= 16 groups starting at x (flat) into kw (flat words). */
+static void thresh_batch(uint16_t *kw, const float *x, int ng, int n, int m) {
+    const int top = n <= m - n, d = top ? n : m - n;
+    const __m512i init = top ? _mm512_setzero_si512() : _mm512_set1_epi32(0x7fffffff);
+    __m512i t[8], e[16];
+    for (int s = 0; s < d; s++) t[s] = init;
+    for (int q = 0; q < (m == 8 ? 1 : m / 16); q++) {
+        if (m == 8)
+            for (int v = 0; v < 8; v++) {
+                int lo = v < 4 ? v : v + 4, hi = lo + 4;
+                __m256 a = _mm256_maskz_loadu_ps(lo < ng ? 0xff : 0, x + 8 * lo), b = _mm256_maskz_loadu_ps(hi < ng ? 0xff : 0, x + 8 * hi);
+                e[v] = key16(_mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1));
+            }
+        else
+            for (int g = 0; g < 16; g++) e[g] = key16(_mm512_maskz_loadu_ps(g < ng ? 0xffff : 0, x + g * m + 16 * q));
+        if (m == 8) transpose8(e);
+        else transpose16(e);
+        for (int i = 0; i < (m == 8 ? 8 : 16); i++) {
+            __m512i k = e[i];
+            for (int s = 0; s < d; s++) {
+                __m512i a = t[s];
+                t[s] = top ? _mm512_max_epi32(a, k) : _mm512_min_epi32(a, k);
+                k = top ? _mm512_min_epi32(a, k) : _mm512_max_epi32(a, k);
+            }
+        }
+    }
+    int32_t T[16];
+    _mm512_storeu_si512(T, t[d - 1]);
+    if (m == 8) {
+        /* word v/2 ... groups 2w, 2w+1 share word w */
+        for (int w = 0; 2 * w < ng; w++) {
+            __m512 xv = _mm512_maskz_loadu_ps(2 * w + 1 < ng ? 0xffff : 0xff, x + 16 * w);
+            __m512i k = key16(xv);
+            __m512i tb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(T[2 * w])), _mm256_set1_epi32(T[2 * w + 1]), 1);
+            __mmask16 beyond = top ? _mm512_cmpgt_epi32_mask(k, tb) : _mm512_cmplt_epi32_mask(k, tb), tie = _mm512_cmpeq_epi32_mask(k, tb);
+            uint16_t word;
+            if (__builtin_popcount(top ? beyond | tie : (__mmask16)~(beyond | tie)) == 2 * n) word = top ? beyond | tie : (__mmask16)~(beyond | tie);
+            else
+                word = (uint16_t)(thresh_fix(beyond & 0xff, tie & 0xff, n, 8, top) | thresh_fix(beyond >> 8, tie >> 8, n, 8, top) << 8);
+            kw[w] = 2 * w + 1 < ng ? word : word & 0xff;
+        }
+        return;
+    }
+    for (int g = 0; g < ng; g++) {
+        const __m512i tb = _mm512_set1_epi32(T[g]);
+        uint64_t beyond = 0, tie = 0;
+        for (int q = 0; q < m / 16; q++) {
+            __m512i k = key16(_mm512_loadu_ps(x + g * m + 16 * q));
+            beyond |= (uint64_t)(top ? _mm512_cmpgt_epi32_mask(k, tb) : _mm512_cmplt_epi32_mask(k, tb)) << (16 * q);
+            tie |= (uint64_t)_mm512_cmpeq_epi32_mask(k, tb) << (16 * q);
+        }
+        uint64_t keep = thresh_fix(beyond, tie, n, m, top);
+        for (int q = 0; q < m / 16; q++) kw[g * (m / 16) + q] = (uint16_t)(keep >> (16 * q));
+    }
+}
+
+/* Keep masks of rows [r0, r1) (thresh_ok), W = C/16 words per row from kw. */
+static void thresh_rows(const prune_job *j, int64_t r0, int64_t r1, uint16_t *kw) {
+    const int m = j->m;
+    const int64_t G = j->C / m, g0 = r0 * G, g1 = r1 * G;
+    for (int64_t g = g0; g < g1; g += 16) {
+        int ng = g1 - g >= 16 ? 16 : (int)(g1 - g);
+        thresh_batch(kw + (g - g0) * m / 16, j->x + g * m, ng, j->n, m);
+    }
+}
+
 /* The kept lanes of a 16-lane mask in increasing order, one byte each (then zeros), by scalar
  * bit tricks that run beside the vector work: a permute by these moves the values (vcompressps
  * is slow on some cores), and lane & (m-1) is the stored index. */
@@ -153,24 +287,25 @@ static inline void acc16(double *dense, double *kept, __m512 x, __mmask16 kp, __
     }
 }
 
-/* Channel axis, m | 16, rows [r0, r1). Inlined once per combination of outputs, so the loop
- * carries no branches on them. The second rescale pass reuses the masks of the first. */
-static inline __attribute__((always_inline)) void vec_rows(const prune_job *j, const rank16 *rp, int64_t r0, int64_t r1, const int has_out,
-                                                           const int has_vals, const int scaled) {
+/* Channel axis, m | 16, rows [r0, r1), the keep masks from kw (W words per row from row r0) when
+ * `masks`, else ranked here. Inlined once per combination of outputs, so the loop carries no
+ * branches on them. */
+static inline __attribute__((always_inline)) void vec_rows(const prune_job *j, const rank16 *rp, int64_t r0, int64_t r1, const uint16_t *kw,
+                                                           const int has_out, const int has_vals, const int scaled, const int masks) {
     const int64_t C = j->C, slots = C / j->m * j->n, W = (C + 15) / 16;
     const int per = 16 / j->m * j->n;
     const __mmask16 first = (__mmask16)((1u << per) - 1);
     const __m128i lane_mod = _mm_set1_epi8((char)(j->m - 1));
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = j->x + r * C, *sr = scaled ? j->scale + (r / j->P) * j->scale_bstride : NULL;
-        const uint16_t *keep = scaled && j->keep ? j->keep + (r - j->keep_r0) * W : NULL;
+        const uint16_t *keep = masks ? kw + (r - r0) * W : NULL;
         float *outr = has_out ? j->out + r * C : NULL, *vals = has_vals ? j->vals + r * slots : NULL;
         uint8_t *idx = has_vals ? j->idx + r * slots : NULL;
         int64_t pos = 0, c = 0;
         /* full vectors keep exactly `per` lanes: fixed store sizes, no masks on the loads */
         for (; c + 16 <= C; c += 16, pos += per) {
             __m512 x = _mm512_loadu_ps(xr + c);
-            __mmask16 kp = keep ? (__mmask16)keep[c / 16] : keep16(rp, key16(x));
+            __mmask16 kp = masks ? (__mmask16)keep[c / 16] : keep16(rp, key16(x));
             __m512 y = scaled ? _mm512_maskz_mul_ps(kp, x, _mm512_loadu_ps(sr + c)) : x;
             if (has_out) _mm512_storeu_ps(outr + c, scaled ? y : _mm512_maskz_mov_ps(kp, x));
             if (has_vals) {
@@ -182,24 +317,66 @@ static inline __attribute__((always_inline)) void vec_rows(const prune_job *j, c
         if (c < C) {
             __mmask16 valid = tail_mask(C - c);
             __m512 x = _mm512_maskz_loadu_ps(valid, xr + c);
-            __mmask16 kp = (keep ? (__mmask16)keep[c / 16] : keep16(rp, key16(x))) & valid;
+            __mmask16 kp = (masks ? (__mmask16)keep[c / 16] : keep16(rp, key16(x))) & valid;
             emit16(has_out ? outr + c : NULL, &pos, vals, idx, x, scaled ? sr + c : NULL, kp, valid, rp->lane, rp->m - 1);
         }
     }
 }
 
-static void channel_vec(const prune_job *j, const rank16 *rp, int64_t r0, int64_t r1) {
-    const int o = j->out != NULL, v = j->vals != NULL;
-    if (j->scale) {
-        if (o && v) vec_rows(j, rp, r0, r1, 1, 1, 1);
-        else if (o) vec_rows(j, rp, r0, r1, 1, 0, 1);
-        else vec_rows(j, rp, r0, r1, 0, 1, 1);
-    } else {
-        if (o && v) vec_rows(j, rp, r0, r1, 1, 1, 0);
-        else if (o) vec_rows(j, rp, r0, r1, 1, 0, 0);
-        else vec_rows(j, rp, r0, r1, 0, 1, 0);
+/* Channel axis, m a multiple of 16 (thresh_ok), rows [r0, r1) with the masks kw: a chunk of 16
+ * channels keeps a varying count, and its indices start at c % m. */
+static void wide_rows(const prune_job *j, int64_t r0, int64_t r1, const uint16_t *kw) {
+    const int m = j->m;
+    const int64_t C = j->C, slots = C / m * j->n, W = C / 16;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = j->x + r * C, *sr = j->scale ? j->scale + (r / j->P) * j->scale_bstride : NULL;
+        const uint16_t *keep = kw + (r - r0) * W;
+        float *outr = j->out ? j->out + r * C : NULL, *vals = j->vals ? j->vals + r * slots : NULL;
+        uint8_t *idx = j->idx ? j->idx + r * slots : NULL;
+        int64_t pos = 0;
+        for (int64_t c = 0, base = 0; c < C; c += 16, base = base + 16 == m ? 0 : base + 16) {
+            const __mmask16 kp = (__mmask16)keep[c / 16];
+            __m512 x = _mm512_loadu_ps(xr + c);
+            __m512 y = sr ? _mm512_maskz_mul_ps(kp, x, _mm512_loadu_ps(sr + c)) : _mm512_maskz_mov_ps(kp, x);
+            if (outr) _mm512_storeu_ps(outr + c, y);
+            if (vals) {
+                const int cnt = __builtin_popcount(kp);
+                const __mmask16 first = (__mmask16)((1u << cnt) - 1);
+                __m128i lanes = kept_lanes(kp);
+                _mm512_mask_storeu_ps(vals + pos, first, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lanes), y));
+                _mm_mask_storeu_epi8(idx + pos, first, _mm_add_epi8(lanes, _mm_set1_epi8((char)base)));
+                pos += cnt;
+            }
+        }
     }
 }
+
+static void channel_vec(const prune_job *j, const rank16 *rp, int64_t r0, int64_t r1, const uint16_t *kw) {
+    const int o = j->out != NULL, v = j->vals != NULL, s = j->scale != NULL;
+    if (j->m > 16) {
+        wide_rows(j, r0, r1, kw);
+        return;
+    }
+    if (kw && s) { /* rescale pass 2 */
+        if (o && v) vec_rows(j, rp, r0, r1, kw, 1, 1, 1, 1);
+        else if (o) vec_rows(j, rp, r0, r1, kw, 1, 0, 1, 1);
+        else vec_rows(j, rp, r0, r1, kw, 0, 1, 1, 1);
+    } else if (kw) { /* magnitude, threshold ranking */
+        if (o && v) vec_rows(j, rp, r0, r1, kw, 1, 1, 0, 1);
+        else if (o) vec_rows(j, rp, r0, r1, kw, 1, 0, 0, 1);
+        else vec_rows(j, rp, r0, r1, kw, 0, 1, 0, 1);
+    } else { /* magnitude, m | 16: ranked in the loop */
+        if (o && v) vec_rows(j, rp, r0, r1, NULL, 1, 1, 0, 0);
+        else if (o) vec_rows(j, rp, r0, r1, NULL, 1, 0, 0, 0);
+        else vec_rows(j, rp, r0, r1, NULL, 0, 1, 0, 0);
+    }
+}
+
+/* Ranking by threshold (thresh_ok) rather than by rotations (m | 16): worth it from m = 8. */
+static inline int use_thresh(const prune_job *j) { return thresh_ok(j) && j->m >= 8; }
+
+/* Whether avx512_sums leaves the keep masks of its rows in j->keep (channel axis, vectorised). */
+static inline int masks_cached(const prune_job *j) { return j->axis == SDGP_AXIS_CHANNEL && (16 % j->m == 0 || use_thresh(j)); }
 
 /* One row of the channel axis, one group at a time (m not dividing 16): prune, or (dense != NULL)
  * accumulate the rescale sums. */
@@ -289,12 +466,25 @@ static int avx512_prune(const prune_job *j, int64_t t0, int64_t t1) {
         row_groups(j, t0, t1);
         return 0;
     }
-    if (16 % j->m == 0) {
-        rank16 rp;
-        rank16_init(&rp, j->n, j->m);
-        channel_vec(j, &rp, t0, t1);
-    } else {
+    if (!masks_cached(j) || (j->scale && !j->keep)) { /* (the driver always gives rescale its masks) */
         for (int64_t r = t0; r < t1; r++) channel_row(j, r, NULL, NULL);
+        return 0;
+    }
+    const int64_t W = (j->C + 15) / 16;
+    rank16 rp;
+    rank16_init(&rp, j->n, 16 % j->m == 0 ? j->m : 16);
+    if (j->scale && j->keep) { /* the second rescale pass: the masks of avx512_sums */
+        channel_vec(j, &rp, t0, t1, j->keep + (t0 - j->keep_r0) * W);
+    } else if (use_thresh(j)) { /* the masks of a few rows at a time, still in L1 when emitted */
+        uint16_t kw[1024];
+        const int64_t R = 1024 / W > 0 ? 1024 / W : 1;
+        for (int64_t r = t0; r < t1; r += R) {
+            const int64_t r1 = r + R < t1 ? r + R : t1;
+            thresh_rows(j, r, r1, kw);
+            channel_vec(j, &rp, r, r1, kw);
+        }
+    } else {
+        channel_vec(j, &rp, t0, t1, NULL);
     }
     return 0;
 }
@@ -303,10 +493,15 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
     const int m = j->m;
     const int64_t C = j->C, rb = b * j->P, re = rb + j->P;
     for (int64_t c = 0; c < C; c++) dense[c] = kept[c] = 0.0;
-    if (j->axis == SDGP_AXIS_CHANNEL && 16 % m == 0) {
-        /* 64 channels at a time down the sample's rows, the 16 double sums in registers */
+    if (masks_cached(j) && (j->keep || !use_thresh(j))) {
+        /* 64 channels at a time down the sample's rows, the 16 double sums in registers; the masks
+         * ranked here (m | 16) or first for the whole sample (threshold), left in j->keep */
+        const int64_t W = (C + 15) / 16;
+        uint16_t *kw = j->keep ? j->keep + (rb - j->keep_r0) * W : NULL;
+        const int ranked = use_thresh(j);
+        if (ranked) thresh_rows(j, rb, re, kw);
         rank16 rp;
-        rank16_init(&rp, j->n, m);
+        rank16_init(&rp, j->n, 16 % m == 0 ? m : 16);
         for (int64_t c0 = 0; c0 < C; c0 += 64) {
             __m512d d[8], k[8];
             __mmask16 valid[4];
@@ -314,13 +509,18 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
             for (int h = 0; h < 8; h++) d[h] = k[h] = _mm512_setzero_pd();
             for (int64_t r = rb; r < re; r++) {
                 const float *xr = j->x + r * C + c0;
-                uint16_t *keep = j->keep ? j->keep + (r - j->keep_r0) * ((C + 15) / 16) + c0 / 16 : NULL;
+                uint16_t *keep = kw ? kw + (r - rb) * W + c0 / 16 : NULL;
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) {
                     if (!valid[q]) break;
                     __m512 x = _mm512_maskz_loadu_ps(valid[q], xr + 16 * q);
-                    __mmask16 kp = keep16(&rp, key16(x));
-                    if (keep) keep[q] = kp;
+                    __mmask16 kp;
+                    if (ranked) {
+                        kp = keep[q];
+                    } else {
+                        kp = keep16(&rp, key16(x)) & valid[q];
+                        if (keep) keep[q] = kp;
+                    }
                     __m512 a = _mm512_abs_ps(x);
                     __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
                     __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
