@@ -17,4 +17,22 @@ io=("$root"/src/io/safetensors_read.c "$root"/src/io/safetensors_write.c "$root"
 "$cc" "${flags[@]}" -fopenmp "$here/fuzz_idx.c" "${data[@]}" -lz -o "$out/fuzz_idx"
 "$cc" "${flags[@]}" -fopenmp "$here/fuzz_cifar.c" "${data[@]}" -lz -o "$out/fuzz_cifar"
 "$cc" "${flags[@]}" "$here/fuzz_safetensors.c" "${io[@]}" -lz -o "$out/fuzz_safetensors"
-echo "built fuzz_idx fuzz_cifar fuzz_safetensors in $out"
+# fuzz_config needs the whole library (the config table names pruning functions, ISAs, models):
+# every library source compiled with clang and the sanitizers, ISA files with their flags.
+mkdir -p "$out/lib"
+objs=()
+for src in $(find "$root/src" -name '*.c' -not -path '*/cli/*' | sort); do
+    isa=()
+    case "$src" in
+        *_avx512.c) isa=(-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mbmi2) ;;
+        *_avx2.c) isa=(-mavx2 -mfma -mbmi2) ;;
+    esac
+    obj="$out/lib/$(echo "${src#$root/src/}" | tr '/' '_').o"
+    if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then
+        "$cc" -g -O1 -fsanitize=fuzzer-no-link,address,undefined -std=gnu11 -fopenmp "${isa[@]}" \
+            -I"$root/include" -I"$root/src" -DSDGP_VERSION_STRING='"fuzz"' -c "$src" -o "$obj"
+    fi
+    objs+=("$obj")
+done
+"$cc" "${flags[@]}" -fopenmp "$here/fuzz_config.c" "${objs[@]}" -ldnnl -lz -lm -o "$out/fuzz_config"
+echo "built fuzz_idx fuzz_cifar fuzz_safetensors fuzz_config in $out"

@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=$here/build
 "$here/build.sh" "$build" || exit 1
 status=0
-for t in fuzz_idx fuzz_cifar fuzz_safetensors; do
+for t in fuzz_idx fuzz_cifar fuzz_safetensors fuzz_config; do
     work=$build/work/$t
     art=$build/artifacts/$t/
     mkdir -p "$work" "$art"

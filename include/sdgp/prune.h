@@ -135,7 +135,8 @@ sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, in
  *                     axis, n, m, rows = B*P, C.
  * At least one of out, nm is non-NULL. Writes nothing else; allocates only for rescaled: the
  * scope sums and factors (20 B x C bytes; sample-channel scope on the channel axis: 20 C bytes
- * plus P x C / 8 bytes of keep masks per thread).
+ * plus P x C / 8 bytes of keep masks per thread; channel scope on the channel axis: also one keep
+ * mask per row, rows x C / 8 bytes, about 1/32 of x).
  * fn NONE (and any fn with n == m) is a bitwise copy; NONE with nm requires n == m.
  * Errors: SDGP_ERR_INVALID (shape, n:m, NULL, overlap, nm of another shape), SDGP_ERR_UNSUPPORTED
  * (mvue-approx other than 2:4 / n == m, an ISA this CPU lacks), SDGP_ERR_NUMERIC (above),

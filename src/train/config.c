@@ -137,7 +137,8 @@ static sdgp_status set_field(const field *f, sdgp_train_config *cfg, const char 
     case F_STRING:
         if (strlen(value) >= f->size)
             return sdgp_fail(err, SDGP_ERR_INVALID, "%s: value longer than %zu characters", f->name, f->size - 1);
-        memcpy(base, value, strlen(value) + 1);
+        memset(base, 0, f->size); /* canonical bytes: equal configs compare equal with memcmp */
+        memcpy(base, value, strlen(value));
         return SDGP_OK;
     case F_ENUM:
         for (int i = 0; f->names[i]; i++)
