@@ -10,6 +10,7 @@
 #define SDGP_TEST_HARNESS_H
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,26 +34,22 @@ static test_state T_;
 
 #define TEST_CASE(name) static void name(void)
 
+/* Records a failed check of the running case: where, what, and the caller's message. */
+static void test_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), unused));
+
 /* cond is evaluated exactly once (it may be a call with effects). */
-#define CHECK(cond, ...)                                                                        \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            T_.case_failed = 1;                                                                 \
-            fprintf(stderr, "FAIL %s (%s:%d): %s: ", T_.case_name, __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                                       \
-            fputc('\n', stderr);                                                                \
-        }                                                                                       \
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) test_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);    \
     } while (0)
 
-#define REQUIRE(cond, ...)                                                                      \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            T_.case_failed = 1;                                                                 \
-            fprintf(stderr, "FAIL %s (%s:%d): %s: ", T_.case_name, __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                                       \
-            fputc('\n', stderr);                                                                \
-            return;                                                                             \
-        }                                                                                       \
+#define REQUIRE(cond, ...)                                                 \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            test_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);             \
+            return;                                                        \
+        }                                                                  \
     } while (0)
 
 #define RUN(name)                                                         \
@@ -63,6 +60,16 @@ static test_state T_;
         if (T_.case_failed) T_.failed++; else T_.passed++;                \
         fprintf(stderr, "%s %s\n", T_.case_failed ? "FAILED" : "ok", #name); \
     } while (0)
+
+static void test_fail(const char *file, int line, const char *cond, const char *fmt, ...) {
+    T_.case_failed = 1;
+    fprintf(stderr, "FAIL %s (%s:%d): %s: ", T_.case_name, file, line, cond);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
 
 static inline int test_finish(void) {
     printf("%d passed, %d failed\n", T_.passed, T_.failed);
