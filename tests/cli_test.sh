@@ -35,6 +35,7 @@ expect 2 "needs a value" -- "$SDGP" train --lr
 expect 2 "prune: unknown" -- "$SDGP" train --prune sideways
 expect 2 "$T/nowhere" -- "$SDGP" train --data-dir "$T/nowhere" --quiet
 expect 2 "not a multiple of m=64" -- "$SDGP" train --model smallcnn --prune magnitude --nm 2:64 --prune-first-layer --max-steps 1
+expect 1 "only [0-9.]+ GB of memory is available" -- "$SDGP" train --batch-size 65536 --width 4 --quiet
 expect 2 "needs --checkpoint" -- "$SDGP" eval
 printf 'not a checkpoint at all' > "$T/bad.safetensors"
 expect 2 "bad.safetensors" -- "$SDGP" eval --checkpoint "$T/bad.safetensors"

@@ -283,6 +283,29 @@ static void init_params(sdgp_model *m) {
     }
 }
 
+/* Memory the kernel says can be had without swapping (bytes), or 0 when unknown. Linux overcommits:
+ * a too-large malloc succeeds and the process is killed later, so sizes are checked up front. */
+static uint64_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+static sdgp_status check_fits(const sdgp_model *m, double bytes, sdgp_error *err) {
+    uint64_t avail = available_memory();
+    if (avail && bytes > 0.9 * (double)avail)
+        return sdgp_fail(err, SDGP_ERR_NOMEM,
+                         "model: batch %d needs %.2f GB for parameters and activations, but only %.2f GB of memory "
+                         "is available (lower --batch-size or --width)",
+                         m->B, bytes / 1e9, (double)avail / 1e9);
+    return SDGP_OK;
+}
+
 static sdgp_status alloc_arenas(sdgp_model *m, sdgp_error *err) {
     /* parameters: data for all, grad + momentum for the trainable ones */
     size_t data = 0, train = 0;
@@ -291,6 +314,11 @@ static sdgp_status alloc_arenas(sdgp_model *m, sdgp_error *err) {
         if (m->params[i].trainable) train += model_align_up(m->params[i].count);
     }
     m->param_floats = data;
+    /* everything below, in double so that absurd sizes cannot overflow before the check */
+    double need = (double)(data + 2 * train) * sizeof(float);
+    for (int s = 0; s < m->n_slots; s++) need += 6.0 * (double)m->slots[s].count * sizeof(float);
+    sdgp_status fit = check_fits(m, need, err);
+    if (fit != SDGP_OK) return fit;
     float *pa = NULL;
     if (posix_memalign((void **)&pa, 64, (data + 2 * train) * sizeof(float)))
         return sdgp_fail(err, SDGP_ERR_NOMEM, "model: cannot allocate %zu parameter floats", data + 2 * train);
