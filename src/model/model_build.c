@@ -296,7 +296,13 @@ static uint64_t available_memory(void) {
     return (uint64_t)kb * 1024;
 }
 
-static sdgp_status check_fits(const sdgp_model *m, double bytes, sdgp_error *err) {
+/* Before anything is created: parameters (3 copies) and, per activation slot, an upper bound of
+ * 6 buffers (the slot, the conv output, gradient buffers, scratch), in double so that absurd
+ * sizes cannot overflow. */
+static sdgp_status check_fits(const sdgp_model *m, sdgp_error *err) {
+    double bytes = 0;
+    for (int i = 0; i < m->n_params; i++) bytes += 3.0 * (double)m->params[i].count * sizeof(float);
+    for (int s = 0; s < m->n_slots; s++) bytes += 6.0 * (double)m->slots[s].count * sizeof(float);
     uint64_t avail = available_memory();
     if (avail && bytes > 0.9 * (double)avail)
         return sdgp_fail(err, SDGP_ERR_NOMEM,
@@ -314,11 +320,6 @@ static sdgp_status alloc_arenas(sdgp_model *m, sdgp_error *err) {
         if (m->params[i].trainable) train += model_align_up(m->params[i].count);
     }
     m->param_floats = data;
-    /* everything below, in double so that absurd sizes cannot overflow before the check */
-    double need = (double)(data + 2 * train) * sizeof(float);
-    for (int s = 0; s < m->n_slots; s++) need += 6.0 * (double)m->slots[s].count * sizeof(float);
-    sdgp_status fit = check_fits(m, need, err);
-    if (fit != SDGP_OK) return fit;
     float *pa = NULL;
     if (posix_memalign((void **)&pa, 64, (data + 2 * train) * sizeof(float)))
         return sdgp_fail(err, SDGP_ERR_NOMEM, "model: cannot allocate %zu parameter floats", data + 2 * train);
@@ -446,6 +447,7 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     else if (cfg->kind == SDGP_MODEL_SMALLCNN) build_smallcnn(&b);
     else b.st = sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown kind %d", (int)cfg->kind);
     sdgp_status st = b.st;
+    if (st == SDGP_OK) st = check_fits(m, err);
     if (st == SDGP_OK) st = setup_convs(m, err);
     if (st == SDGP_OK) {
         plan_gradients(m);
