@@ -307,8 +307,8 @@ static int run_layer(const options *o, const layer *l, int threads, double ceili
         const char *isa = sdgp_isa_name(sdgp_sparse_bwd_isa(c.plan[i]));
         if (o->json)
             printf("{\"layer\":\"%s\",\"shape\":\"%d,%d,%d,%d,%d,%d,%d,%d\",\"nm\":\"%d:%d\",\"threads\":%d,\"isa\":\"%s\","
-                   "\"dense_ms\":%.3f,\"sparse_ms\":%.3f,\"prune_ms\":%.3f,\"speedup\":%.3f,\"gflops_useful\":%.1f,"
-                   "\"dense_gflops\":%.1f,\"fma_ceiling_gflops\":%.1f,\"rel_err\":%.3g}\n",
+                   "\"dense_ms\":%.3f,\"sparse_ms\":%.3f,\"prune_ms\":%.3f,\"speedup\":%.3f,\"gflops_useful\":%.2f,"
+                   "\"dense_gflops\":%.2f,\"fma_ceiling_gflops\":%.1f,\"rel_err\":%.3g}\n",
                    l->name, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->stride, l->pad, o->n[i], o->m[i], threads, isa,
                    dense_ms, sparse_ms, prune_ms, dense_ms / sparse_ms, gf, dense_flops / dense_ms * 1e-6, ceiling, err);
         else

@@ -33,7 +33,7 @@ static void gp_begin(FILE *g, const char *stem, int w, int h, const char *what) 
     fprintf(g, "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {\n"
                "    set terminal pngcairo size %d,%d noenhanced font \"DejaVu Sans,11\"\n"
                "} else {\n    set terminal png size %d,%d noenhanced\n}\n", w, h, w, h);
-    fprintf(g, "set output \"%s.png\"\nset grid lc rgb \"#dddddd\"\nset border lw 1.2\n", stem);
+    fprintf(g, "set output \"%s.png\"\nset grid lt 1 lw 1 lc rgb \"#c8c8c8\"\nset border lw 1.2\n", stem);
 }
 
 static int close_all(FILE *a, FILE *b) {
@@ -109,7 +109,7 @@ static int plot_curves(const rp_data *d, const char *out, const char *stem, y_ki
                 gi ? ", \\\n     " : "", stem, gi, dense ? "3" : "2", pt, dt, col, d->groups[gi].name);
     }
     if (time_axis && !isnan(target))
-        fprintf(g, ", \\\n     %.4f with lines dt 2 lw 1.5 lc rgb \"#555555\" title \"target %.2f%%\"", 100 * target,
+        fprintf(g, ", \\\n     %.4f with lines lw 2 lc rgb \"#999999\" title \"target %.2f%%\"", 100 * target,
                 100 * target);
     fprintf(g, "\n");
     return close_all(dat, g);

@@ -1,20 +1,22 @@
 /* The measured FMA ceiling (GFLOP/s) of the ISA path on a team of threads: each thread runs a
  * pure register FMA loop (peak_<isa>.c) for about `seconds`; the best of three rounds counts.
- * The portable path measures scalar multiply-adds as the compiler emits them. */
+ * The portable path measures scalar multiply-adds (SSE mul + add: no FMA in the baseline ISA). */
 #include <omp.h>
 
 #include "kernels/spconv_internal.h"
 
 static int64_t peak_loop_ref(int64_t iters, float *sink) {
-    float a[12];
-    for (int q = 0; q < 12; q++) a[q] = (float)q;
+    float a0 = 0, a1 = 1, a2 = 2, a3 = 3, a4 = 4, a5 = 5, a6 = 6, a7 = 7, a8 = 8, a9 = 9, a10 = 10, a11 = 11;
     for (int64_t it = 0; it < iters; it++) {
-        for (int q = 0; q < 12; q++) a[q] = a[q] * 0.999999f + 1e-7f;
-        __asm__ volatile("" : "+m"(a));
+        a0 = a0 * 0.999999f + 1e-7f, a1 = a1 * 0.999999f + 1e-7f, a2 = a2 * 0.999999f + 1e-7f;
+        a3 = a3 * 0.999999f + 1e-7f, a4 = a4 * 0.999999f + 1e-7f, a5 = a5 * 0.999999f + 1e-7f;
+        a6 = a6 * 0.999999f + 1e-7f, a7 = a7 * 0.999999f + 1e-7f, a8 = a8 * 0.999999f + 1e-7f;
+        a9 = a9 * 0.999999f + 1e-7f, a10 = a10 * 0.999999f + 1e-7f, a11 = a11 * 0.999999f + 1e-7f;
+        /* keeps the 12 chains in (SSE) registers and un-vectorized */
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8),
+                         "+x"(a9), "+x"(a10), "+x"(a11));
     }
-    float s = 0;
-    for (int q = 0; q < 12; q++) s += a[q];
-    *sink = s;
+    *sink = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
     return iters * 12;
 }
 
