@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every benchmark of sdgp and records its output under docs/bench/ (human-readable .txt and
+# --json .jsonl), together with the machine it ran on. Each benchmark measures its own baseline
+# in the same run (plain copy, oneDNN dense, PyTorch) and prints ratios.
+# Usage: bench/run_all.sh [BUILD_DIR]    (run it on a quiet machine: the figures are wall-clock)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build}
+OUT=docs/bench
+mkdir -p "$OUT"
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  lscpu | grep -E "^(Model name|Vendor ID|CPU\(s\)|L1d|L2|L3)"
+  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$OUT/machine.txt"
+run() { # name, then the command
+  local name=$1; shift
+  echo "== $name: $*"
+  "$@" --json > "$OUT/$name.jsonl"
+}
+run prune  "$B/sdgp" bench prune
+run conv   "$B/sdgp" bench conv --threads 2,1
+run step   "$B/sdgp" bench step --prune magnitude,rescaled
+run layers "$B/sdgp" bench layers --nm 2:4,4:32
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"

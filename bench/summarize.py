@@ -1,0 +1,57 @@
+"""Markdown tables from the JSON lines that bench/run_all.sh records under docs/bench/.
+Usage: python3 bench/summarize.py [docs/bench] > docs/bench/summary.md"""
+import json
+import os
+import sys
+
+d = sys.argv[1] if len(sys.argv) > 1 else "docs/bench"
+
+
+def rows(name):
+    path = os.path.join(d, name + ".jsonl")
+    if not os.path.exists(path):
+        return []
+    return [json.loads(line) for line in open(path) if line.strip().startswith("{")]
+
+
+print(open(os.path.join(d, "machine.txt")).read().strip().replace("\n", "  \n"), "\n")
+
+p = rows("prune")
+if p:
+    print("## `sdgp bench prune`: prune + compress, GB/s and ratio to a plain copy in the same run\n")
+    print("| fn | n:m | threads | GB/s | copy GB/s | ratio |\n|---|---|---|---|---|---|")
+    for r in p:
+        print(f"| {r['fn']} | {r['nm']} | {r['threads']} | {r['gbps']:.1f} | {r['copy_gbps']:.1f} | {r['ratio']:.2f} |")
+    print()
+
+c = [r for r in rows("conv") if r.get("layer", "").endswith("/total")]
+if c:
+    print("## `sdgp bench conv`: sparse backward-data against oneDNN dense, totals over the pruned layers\n")
+    print("| model | n:m | threads | dense ms | sparse ms | speedup | prune ms |\n|---|---|---|---|---|---|---|")
+    for r in c:
+        print(f"| {r['layer'][:-6]} | {r['nm']} | {r['threads']} | {r['dense_ms']:.1f} | {r['sparse_ms']:.1f} | "
+              f"{r['speedup']:.2f}x | {r.get('prune_ms', 0):.1f} |")
+    print()
+
+s = rows("step")
+if s:
+    print("## `sdgp bench step`: one training step, ours against PyTorch 1.13 (2 threads)\n")
+    print("| model | batch | prune | n:m | ours ms | PyTorch ms | speedup vs our dense | vs PyTorch | peak RSS ours / torch MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in s:
+        if r["prune"] == "none":
+            print(f"| {r['model']} | {r['batch']} | dense | | {r['ours_ms']:.1f} | {r['torch_ms']:.1f} | 1.00 | "
+                  f"{r['speedup']:.2f}x | {r['ours_rss_mb']:.0f} / {r['torch_rss_mb']:.0f} |")
+        else:
+            print(f"| {r['model']} | {r['batch']} | {r['prune']} | {r['nm']} | {r['sdgp_ms']:.1f} | {r['torch_ms']:.1f} | "
+                  f"{r['speedup']:.3f}x | {r['vs_torch']:.2f}x | {r['ours_rss_mb']:.0f} / |")
+    print()
+
+lay = rows("layers")
+if lay:
+    print("## `sdgp bench layers`: per conv layer, ms (the paper's Figure 9)\n")
+    print("| model | layer | n:m | forward | bwd-data dense | bwd-data sparse | prune | bwd-weights |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in lay:
+        print(f"| {r['model']} | {r['layer']} | {r['nm']} | {r['fwd_ms']:.2f} | {r['bwd_data_dense_ms']:.2f} | "
+              f"{r['bwd_data_sparse_ms']:.2f} | {r['prune_ms']:.2f} | {r['bwd_weights_ms']:.2f} |")
