@@ -107,25 +107,20 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
     int64_t P = (int64_t)o->geom.Ho * o->geom.Wo;
     m->nm.rows = (int64_t)m->B * P;
     m->nm.C = o->geom.Cout;
+    /* the sparse kernel takes the compressed form; the dense path the pruned tensor in scratch2 */
     double t0 = m->timing ? now_ms() : 0;
-    sdgp_status st;
-    if (o->sparse) {
-        st = sdgp_prune(&pc, dz, m->B, P, o->geom.Cout, NULL, &m->nm, err);
-        double t1 = m->timing ? now_ms() : 0;
-        if (st == SDGP_OK) st = sdgp_sparse_bwd_pack(o->sparse, w, err);
+    sdgp_status st = sdgp_prune(&pc, dz, m->B, P, o->geom.Cout, o->sparse ? NULL : m->scratch2,
+                                o->sparse ? &m->nm : NULL, err);
+    double t1 = m->timing ? now_ms() : 0;
+    if (st == SDGP_OK && o->sparse) {
+        st = sdgp_sparse_bwd_pack(o->sparse, w, err);
         if (st == SDGP_OK) st = sdgp_sparse_bwd_data(o->sparse, dx, &m->nm, err);
-        if (m->timing) {
-            o->times.prune_ms = t1 - t0;
-            o->times.bwd_data_ms = now_ms() - t1;
-        }
-    } else {
-        st = sdgp_prune(&pc, dz, m->B, P, o->geom.Cout, m->scratch2, NULL, err);
-        double t1 = m->timing ? now_ms() : 0;
-        if (st == SDGP_OK) st = sdgp_conv_backward_data(o->dnnl, dx, m->scratch2, w, err);
-        if (m->timing) {
-            o->times.prune_ms = t1 - t0;
-            o->times.bwd_data_ms = now_ms() - t1;
-        }
+    } else if (st == SDGP_OK) {
+        st = sdgp_conv_backward_data(o->dnnl, dx, m->scratch2, w, err);
+    }
+    if (m->timing) {
+        o->times.prune_ms = t1 - t0;
+        o->times.bwd_data_ms = now_ms() - t1;
     }
     if (st == SDGP_OK && m->dz_hook) {
         if (o->sparse) st = sdgp_nm_decompress(&m->nm, m->scratch2, err);
