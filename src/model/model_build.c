@@ -7,7 +7,7 @@
 #include "core/philox.h"
 #include "model/model_internal.h"
 
-size_t model_align_up(size_t x) { return (x + 63) & ~(size_t)63; }
+static size_t model_align_up(size_t x) { return (x + 63) & ~(size_t)63; }
 
 sdgp_model_config sdgp_model_config_default(void) {
     sdgp_model_config c;

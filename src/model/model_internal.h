@@ -89,9 +89,6 @@ struct sdgp_model {
     int n_convs;
 };
 
-/* model_build.c */
-size_t model_align_up(size_t x);
-
 /* model_run.c */
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
                                      sdgp_error *err);

@@ -105,7 +105,7 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
     pc.layer = (uint32_t)o->conv_index;
     pc.threads = m->cfg.threads;
     int64_t P = (int64_t)o->geom.Ho * o->geom.Wo;
-    m->nm.rows = (int64_t)m->B * P;
+    m->nm.rows = rows;
     m->nm.C = o->geom.Cout;
     /* the sparse kernel takes the compressed form; the dense path the pruned tensor in scratch2 */
     double t0 = m->timing ? now_ms() : 0;
