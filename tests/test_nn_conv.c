@@ -220,10 +220,64 @@ TEST_CASE(conv_repeats_bitwise) {
     free(x), free(dy), free(w);
 }
 
+/* Two convs share one workspace, poisoned between calls (sharing is only safe if no call leaves
+ * state in it for the next): every result equals, bitwise, the same call on a conv with its own
+ * workspace. Then NULL gives a conv its own again. */
+TEST_CASE(conv_shared_workspace) {
+    sdgp_conv_geom g[2] = {make_geom(4, 12, 12, 64, 64, 3, 1, 1), make_geom(2, 9, 9, 32, 128, 3, 2, 1)};
+    sdgp_conv *own[2] = {NULL, NULL}, *shared[2] = {NULL, NULL};
+    size_t ws_bytes = 0;
+    for (int i = 0; i < 2; i++) {
+        sdgp_status st = sdgp_conv_create(&own[i], &g[i], 0, 2, NULL);
+        REQUIRE(st == SDGP_OK, "create own %d", i);
+        st = sdgp_conv_create(&shared[i], &g[i], 0, 2, NULL);
+        REQUIRE(st == SDGP_OK, "create shared %d", i);
+        size_t b = sdgp_conv_workspace_bytes(shared[i]);
+        CHECK(b >= 64 && b % 64 == 0, "workspace bytes %zu", b);
+        if (b > ws_bytes) ws_bytes = b;
+    }
+    unsigned char *ws = aligned_alloc(64, ws_bytes);
+    REQUIRE(ws != NULL, "workspace");
+    sdgp_error err;
+    CHECK(sdgp_conv_set_workspace(shared[0], ws + 4, &err) == SDGP_ERR_INVALID && strstr(err.msg, "aligned"),
+          "a misaligned workspace must be refused: %s", err.msg);
+    for (int i = 0; i < 2; i++) CHECK(sdgp_conv_set_workspace(shared[i], ws, &err) == SDGP_OK, "%s", err.msg);
+    for (int phase = 0; phase < 2; phase++) { /* phase 1: shared[0] back on its own workspace */
+        if (phase) CHECK(sdgp_conv_set_workspace(shared[0], NULL, &err) == SDGP_OK, "%s", err.msg);
+        for (int i = 0; i < 2; i++) {
+            const sdgp_conv_geom *q = &g[i];
+            size_t nx = (size_t)q->B * q->H * q->W * q->Cin, ny = (size_t)q->B * q->Ho * q->Wo * q->Cout;
+            size_t nw = (size_t)q->Cout * q->Cin * q->kh * q->kw;
+            float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *dy = test_xmalloc(ny * 4);
+            float *a[3] = {test_xmalloc(ny * 4), test_xmalloc(nx * 4), test_xmalloc(nw * 4)};
+            float *b[3] = {test_xmalloc(ny * 4), test_xmalloc(nx * 4), test_xmalloc(nw * 4)};
+            test_fill_normal(x, nx, 41 + (uint64_t)i), test_fill_normal(w, nw, 43), test_fill_normal(dy, ny, 44);
+            CHECK(sdgp_conv_forward(own[i], a[0], x, w, NULL, NULL) == SDGP_OK, "own forward");
+            CHECK(sdgp_conv_backward_data(own[i], a[1], dy, w, NULL) == SDGP_OK, "own bwd data");
+            CHECK(sdgp_conv_backward_weights(own[i], a[2], NULL, x, dy, NULL) == SDGP_OK, "own bwd weights");
+            memset(ws, 0xff, ws_bytes); /* NaNs everywhere */
+            CHECK(sdgp_conv_forward(shared[i], b[0], x, w, NULL, NULL) == SDGP_OK, "shared forward");
+            memset(ws, 0xff, ws_bytes);
+            CHECK(sdgp_conv_backward_data(shared[i], b[1], dy, w, NULL) == SDGP_OK, "shared bwd data");
+            memset(ws, 0xff, ws_bytes);
+            CHECK(sdgp_conv_backward_weights(shared[i], b[2], NULL, x, dy, NULL) == SDGP_OK, "shared bwd weights");
+            CHECK(test_bitwise_equal(a[0], b[0], ny * 4), "phase %d conv %d: forward differs", phase, i);
+            CHECK(test_bitwise_equal(a[1], b[1], nx * 4), "phase %d conv %d: backward-data differs", phase, i);
+            CHECK(test_bitwise_equal(a[2], b[2], nw * 4), "phase %d conv %d: backward-weights differs", phase, i);
+            for (int k = 0; k < 3; k++) free(a[k]), free(b[k]);
+            free(x), free(w), free(dy);
+        }
+    }
+    for (int i = 0; i < 2; i++) sdgp_conv_destroy(own[i]), sdgp_conv_destroy(shared[i]);
+    free(ws);
+    CHECK(sdgp_conv_set_workspace(NULL, NULL, &err) == SDGP_ERR_INVALID, "NULL conv");
+}
+
 int main(void) {
     RUN(conv_matches_naive);
     RUN(conv_backward_matches_finite_differences);
     RUN(conv_rejects_bad_arguments);
     RUN(conv_repeats_bitwise);
+    RUN(conv_shared_workspace);
     return test_finish();
 }

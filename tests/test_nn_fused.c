@@ -25,12 +25,14 @@ TEST_CASE(fused_bn_relu_is_bitwise_the_composition) {
         sdgp_batchnorm_relu_forward_train(y2, m2, r2, rm2, rv2, x, g, b, rows, C, 0.1f, 1e-5f);
         CHECK(test_bitwise_equal(y1, y2, n * 4), "forward %lldx%d", (long long)rows, C);
         CHECK(test_bitwise_equal(rm1, rm2, C * 4) && test_bitwise_equal(rv1, rv2, C * 4), "running stats");
+        sdgp_batchnorm_relu_recompute(dx1, x, m2, r2, g, b, rows, C);
+        CHECK(test_bitwise_equal(dx1, y2, n * 4), "recompute %lldx%d", (long long)rows, C);
 
         memcpy(dx1, dy, n * 4);
         sdgp_relu_backward(dx1, dx1, y1, n);
         sdgp_batchnorm_backward(dx1, dg1, db1, dx1, x, m1, r1, g, rows, C);
         memcpy(dx2, dy, n * 4);
-        sdgp_batchnorm_relu_backward(dx2, dg2, db2, dx2, y2, x, m2, r2, g, rows, C); /* in place */
+        sdgp_batchnorm_relu_backward(dx2, dg2, db2, dx2, x, m2, r2, g, b, rows, C); /* in place; mask from x */
         CHECK(test_bitwise_equal(dx1, dx2, n * 4), "backward dx %lldx%d", (long long)rows, C);
         CHECK(test_bitwise_equal(dg1, dg2, C * 4) && test_bitwise_equal(db1, db2, C * 4), "dgamma, dbeta");
         size_t zeros = 0;

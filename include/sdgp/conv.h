@@ -39,6 +39,13 @@ typedef struct sdgp_conv sdgp_conv;
  * threads. */
 sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads, sdgp_error *err);
 void sdgp_conv_destroy(sdgp_conv *c);
+/* Workspace: what a call needs only while it runs (oneDNN's scratchpads and the weights in
+ * oneDNN's layouts). Each conv starts with its own. Convs that never run at the same time (the
+ * layers of one model, called one after another) can share one buffer of the largest
+ * sdgp_conv_workspace_bytes among them: set_workspace(c, buf) makes c use buf (64-byte aligned,
+ * owned by the caller, alive while c uses it) and frees c's own; buf = NULL gives c its own again. */
+size_t sdgp_conv_workspace_bytes(const sdgp_conv *c);
+sdgp_status sdgp_conv_set_workspace(sdgp_conv *c, void *buf, sdgp_error *err);
 /* y = conv(x, w) (+ bias when created with_bias; bias ignored otherwise). */
 sdgp_status sdgp_conv_forward(sdgp_conv *c, float *y, const float *x, const float *w, const float *bias, sdgp_error *err);
 /* dx = dL/dx from dy and w (dx overwritten). */

@@ -105,7 +105,9 @@ int sdgp_model_conv_count(const sdgp_model *m);
 const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i);
 
 /* SPARSE_AUTO: measures dense vs sparse backward-data per pruned layer (a few repetitions on
- * random data) and picks the faster. Called by create when cfg->sparse == AUTO and pruning is on. */
+ * random data) and picks the faster. Called by create when cfg->sparse == AUTO and pruning is on.
+ * It uses the activation buffers as its test data: do not call it between a forward and its
+ * backward. */
 sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 
 /* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'd' dense

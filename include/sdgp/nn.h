@@ -31,14 +31,20 @@ void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float
                              const float *mean, const float *rstd, const float *gamma, int64_t rows, int C);
 
 /* BatchNorm followed by ReLU, fused (one pass fewer each way); bitwise equal to the two layers.
- * Forward: y = relu(bn(x)). Backward: dy is dL/d(relu output), y the forward output (its sign is
- * the ReLU mask), x the BatchNorm input; dx (in place ok: dx == dy), dgamma, dbeta as above. */
+ * Forward: y = relu(bn(x)). Backward: dy is dL/d(relu output), x the BatchNorm input; the ReLU
+ * mask is recomputed from x, mean, rstd, gamma and beta exactly as the forward computed y, so y
+ * need not be kept for backward; dx (in place ok: dx == dy), dgamma, dbeta as above. */
 void sdgp_batchnorm_relu_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
                                        const float *x, const float *gamma, const float *beta, int64_t rows, int C,
                                        float momentum, float eps);
-void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
-                                  const float *x, const float *mean, const float *rstd, const float *gamma, int64_t rows,
-                                  int C);
+/* y = relu(bn(x)) again from the statistics the training forward saved (mean, rstd) and the same
+ * gamma, beta: bitwise the forward's y, so a model can drop y after forward and recompute it for
+ * a weight gradient. */
+void sdgp_batchnorm_relu_recompute(float *y, const float *x, const float *mean, const float *rstd, const float *gamma,
+                                   const float *beta, int64_t rows, int C);
+void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                  const float *mean, const float *rstd, const float *gamma, const float *beta,
+                                  int64_t rows, int C);
 
 /* ---- ReLU (in place ok) ---- NaN propagates; backward masks by the forward OUTPUT y (y > 0). */
 void sdgp_relu_forward(float *y, const float *x, size_t n);

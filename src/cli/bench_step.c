@@ -301,11 +301,14 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                    "\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
                    bm->name, bm->batch, o.threads, ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
                    torch.rss_mb);
-        else
+        else if (o.torch)
             printf("%-24s batch %3d  %d threads  dense: ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
                    "peak RSS ours %6.0f MB  torch %6.0f MB (x%.2f)\n",
-                   bm->name, bm->batch, o.threads, ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
-                   torch.rss_mb, o.torch ? ours.rss_mb / torch.rss_mb : 0);
+                   bm->name, bm->batch, o.threads, ours.ms, torch.ms, torch.ms / ours.ms, ours.rss_mb, torch.rss_mb,
+                   ours.rss_mb / torch.rss_mb);
+        else /* no peer: no ratios */
+            printf("%-24s batch %3d  %d threads  dense: ours %8.1f ms  peak RSS ours %6.0f MB\n", bm->name, bm->batch,
+                   o.threads, ours.ms, ours.rss_mb);
         fflush(stdout);
         for (int f = 0; f < o.n_fns; f++)
             for (int k = 0; k < o.n_nm; k++) {

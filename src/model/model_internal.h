@@ -15,7 +15,11 @@ typedef enum { OP_CONV_BN_RELU, OP_MAXPOOL2, OP_ADD, OP_GLOBAL_MAXPOOL, OP_LINEA
 typedef struct {
     int H, W, C;
     size_t count;      /* B*H*W*C */
-    float *act;        /* forward output (slot 0: the caller's input) */
+    float *act;        /* forward output (slot 0: the caller's input); for a transient slot, a
+                          gradient-pool buffer lent during forward */
+    int lent_buf;      /* >= 0: transient (backward never reads act as stored, see plan_transients):
+                          act is this gradient-pool buffer during forward; -1: storage of its own */
+    int live_from, live_to; /* transient: the ops that write and last read act */
     float *grad;       /* backward: the gradient buffer assigned for the current op (pool) */
 } slot;
 
@@ -31,6 +35,11 @@ typedef struct {
     int in, in2, out;               /* slot ids (in2: OP_ADD only) */
     grad_mode in_mode, in2_mode;
     int in_buf, in2_buf;            /* grad-pool buffer for the inputs' gradients (-1: none) */
+    int acc_tmp;                    /* in_mode == GRAD_ACCUMULATE (not OP_ADD): the free grad-pool
+                                       buffer the op writes into before it is added to in_buf */
+    int recompute_from;             /* OP_CONV_BN_RELU whose input is a transient conv output: that
+                                       conv's op index (its input is recomputed for the weight
+                                       gradient); -1 otherwise */
     int out_buf;                    /* grad-pool buffer that holds this op's output gradient */
     int in_inherits;                /* OP_ADD: input `in` takes over the output gradient buffer */
 
@@ -75,11 +84,13 @@ struct sdgp_model {
 
     void *act_arena;                /* everything that depends on the batch */
     size_t act_bytes;
-    float **grad_pool;              /* liveness-shared gradient buffers, each max_count floats */
+    float **grad_pool;              /* liveness-shared gradient buffers */
+    size_t grad_pool_count[MODEL_MAX_SLOTS]; /* floats of each: the largest slot it serves */
     int n_grad_pool;
-    size_t max_count;
-    float *scratch;                 /* max_count floats: accumulation and grad-stats */
-    float *scratch2;                /* max_count floats: the pruned dense dL/dO (dense path, wgrad MVUE) */
+    size_t max_count;               /* floats of the largest slot */
+    float *scratch2;                /* max_count floats: the pruned dense dL/dO (dense path, wgrad MVUE,
+                                       grad-stats); NULL when nothing is pruned */
+    void *conv_ws;                  /* the workspace all convs share (they run one at a time) */
     sdgp_nm_tensor nm;              /* compressed pruned dL/dO, sized for the largest layer */
 
     int grad_stats, timing;

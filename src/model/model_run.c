@@ -62,14 +62,22 @@ static float *grad_buffer(sdgp_model *m, int buf, const float *dlogits) {
     return buf == -2 ? (float *)dlogits : buf >= 0 ? m->grad_pool[buf] : NULL;
 }
 
-/* Where an op writes an input's gradient: the buffer itself (first writer), or the scratch
- * buffer that is added afterwards (see finish_input_grad). */
-static float *input_target(sdgp_model *m, grad_mode mode, int buf) {
-    return mode == GRAD_ACCUMULATE ? m->scratch : mode == GRAD_WRITE ? m->grad_pool[buf] : NULL;
+/* Where an op writes its input's gradient: the buffer itself (first writer), or a free buffer
+ * that is added afterwards (see finish_input_grad). */
+static float *input_target(sdgp_model *m, const op *o) {
+    return o->in_mode == GRAD_ACCUMULATE ? m->grad_pool[o->acc_tmp]
+           : o->in_mode == GRAD_WRITE    ? m->grad_pool[o->in_buf]
+                                         : NULL;
 }
 
-static void finish_input_grad(sdgp_model *m, grad_mode mode, int buf, size_t count) {
-    if (mode == GRAD_ACCUMULATE) sdgp_accumulate(m->grad_pool[buf], m->scratch, count);
+static void finish_input_grad(sdgp_model *m, const op *o, size_t count) {
+    if (o->in_mode == GRAD_ACCUMULATE) sdgp_accumulate(m->grad_pool[o->in_buf], m->grad_pool[o->acc_tmp], count);
+}
+
+/* OP_ADD hands dy to an input: a copy for the first writer, a sum otherwise. */
+static void add_input_grad(sdgp_model *m, grad_mode mode, int buf, const float *dy, size_t count) {
+    if (mode == GRAD_WRITE) memcpy(m->grad_pool[buf], dy, count * sizeof(float));
+    if (mode == GRAD_ACCUMULATE) sdgp_accumulate(m->grad_pool[buf], dy, count);
 }
 
 static void grad_stats(sdgp_model *m, op *o, const float *dx_pruned, const float *dz) {
@@ -134,18 +142,22 @@ static sdgp_status conv_bn_relu_backward(sdgp_model *m, op *o, float *dy, uint64
     const sdgp_param *p = m->params;
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     /* ReLU and BatchNorm backward, fused and in place: dy becomes dL/dz, the conv's dense dL/dO. */
-    sdgp_batchnorm_relu_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, m->slots[o->out].act, o->z, o->mean,
-                                 o->rstd, p[o->p_gamma].data, rows, o->geom.Cout);
+    sdgp_batchnorm_relu_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, o->z, o->mean, o->rstd,
+                                 p[o->p_gamma].data, p[o->p_beta].data, rows, o->geom.Cout);
     const float *dz = dy;
+    float *dx = o->in_mode != GRAD_NONE ? input_target(m, o) : NULL; /* NULL: the input is the image */
     sdgp_status st = SDGP_OK;
-    if (o->in_mode != GRAD_NONE) { /* the first conv's input is the image: no gradient needed */
-        double t0 = m->timing ? now_ms() : 0;
-        st = model_conv_backward_data(m, o, input_target(m, o->in_mode, o->in_buf), dz, step, err);
-        if (st != SDGP_OK) return st;
-        if (m->timing && !o->prune) o->times.bwd_data_ms = now_ms() - t0;
-        finish_input_grad(m, o->in_mode, o->in_buf, m->slots[o->in].count);
+
+    /* Weight gradient first: a transient input is recomputed into dx's buffer, which the data
+     * gradient overwrites afterwards. It uses the dense dL/dO, or MVUE along positions when asked. */
+    double t0 = m->timing ? now_ms() : 0;
+    const float *x = m->slots[o->in].act;
+    if (o->recompute_from >= 0) {
+        const op *src = &m->ops[o->recompute_from];
+        sdgp_batchnorm_relu_recompute(dx, src->z, src->mean, src->rstd, p[src->p_gamma].data, p[src->p_beta].data,
+                                      (int64_t)m->B * src->geom.Ho * src->geom.Wo, src->geom.Cout);
+        x = dx;
     }
-    /* The weight gradient uses the dense dL/dO, or MVUE along positions when asked. */
     const float *dz_w = dz;
     if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
         sdgp_prune_cfg pc = m->cfg.prune_wgrad;
@@ -158,10 +170,16 @@ static sdgp_status conv_bn_relu_backward(sdgp_model *m, op *o, float *dy, uint64
         if (st != SDGP_OK) return st;
         dz_w = m->scratch2;
     }
-    double t0 = m->timing ? now_ms() : 0;
-    st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, m->slots[o->in].act, dz_w, err);
+    st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, x, dz_w, err);
     if (m->timing) o->times.bwd_weights_ms = now_ms() - t0;
-    return st;
+    if (st != SDGP_OK || !dx) return st;
+
+    t0 = m->timing ? now_ms() : 0;
+    st = model_conv_backward_data(m, o, dx, dz, step, err);
+    if (st != SDGP_OK) return st;
+    if (m->timing && !o->prune) o->times.bwd_data_ms = now_ms() - t0;
+    finish_input_grad(m, o, m->slots[o->in].count);
+    return SDGP_OK;
 }
 
 sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t step, sdgp_error *err) {
@@ -169,7 +187,7 @@ sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t st
         op *o = &m->ops[k];
         slot *in = &m->slots[o->in], *out = &m->slots[o->out];
         float *dy = grad_buffer(m, o->out_buf, dlogits);
-        float *dx = input_target(m, o->in_mode, o->in_buf);
+        float *dx = input_target(m, o);
         switch (o->kind) {
         case OP_CONV_BN_RELU: {
             sdgp_status st = conv_bn_relu_backward(m, o, dy, step, err);
@@ -177,15 +195,10 @@ sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t st
             continue; /* finished its own input gradient */
         }
         case OP_MAXPOOL2: sdgp_maxpool2_backward(dx, dy, o->pool_arg, m->B, in->H, in->W, in->C); break;
-        case OP_ADD: {
-            /* d(a + b): both inputs receive dy. Input b first: a may own dy's buffer. */
-            float *db = input_target(m, o->in2_mode, o->in2_buf);
-            memcpy(db, dy, out->count * sizeof(float));
-            finish_input_grad(m, o->in2_mode, o->in2_buf, out->count);
-            if (o->in_inherits) continue; /* a's gradient is dy itself */
-            if (dx) memcpy(dx, dy, out->count * sizeof(float));
-            break;
-        }
+        case OP_ADD: /* d(a + b): both inputs receive dy (a may own dy's buffer: it needs nothing) */
+            add_input_grad(m, o->in2_mode, o->in2_buf, dy, out->count);
+            if (!o->in_inherits) add_input_grad(m, o->in_mode, o->in_buf, dy, out->count);
+            continue;
         case OP_GLOBAL_MAXPOOL: sdgp_global_maxpool_backward(dx, dy, o->gmp_arg, m->B, in->H * in->W, in->C); break;
         case OP_LINEAR:
             sdgp_linear_backward(dx, m->params[o->p_lw].grad, o->p_lb >= 0 ? m->params[o->p_lb].grad : NULL, dy, in->act,
@@ -193,7 +206,7 @@ sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t st
             break;
         case OP_SCALE: sdgp_scale_forward(dx, dy, o->scale, out->count); break;
         }
-        finish_input_grad(m, o->in_mode, o->in_buf, in->count);
+        finish_input_grad(m, o, in->count);
     }
     return SDGP_OK;
 }

@@ -27,11 +27,13 @@ sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
     if (m->n_grad_pool < 1) return SDGP_OK;
     int stats = m->grad_stats, timing = m->timing;
     m->grad_stats = m->timing = 0;
-    float *dz = m->scratch, *dx = m->grad_pool[0];
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
         if (!o->prune || !o->sparse || o->in_mode == GRAD_NONE) continue;
+        /* before the first step the activations are free: the conv's output and input slots (the
+         * input is not the image, in_mode says so) hold dL/dO and dL/dD while timing */
+        float *dz = m->slots[o->out].act, *dx = m->slots[o->in].act;
         size_t n = m->slots[o->out].count;
         uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
         for (size_t j = 0; j < n; j++) { /* any dense gradient will do: the masks' cost is data independent */

@@ -29,15 +29,22 @@ static void thread_channels(int C, int *c0, int *c1) {
     *c1 = b1 * CBLK < C ? b1 * CBLK : C;
 }
 
+/* BatchNorm's affine map, one place for forward and backward: the fused backward recomputes the
+ * ReLU mask as bn_affine(...) > 0 instead of keeping the forward's output, and the mask must be
+ * bitwise the one the forward applied (forward: y = v < 0 ? 0 : v, so y > 0 exactly when v > 0,
+ * NaN included). */
+static inline float bn_affine(float x, float mean, float a, float b) { return (x - mean) * a + b; }
+
 /* Parallel regions only pay off for large tensors; below this many floats run on one thread. */
 static int worth_threads(int64_t rows, int C) { return rows * C >= (1 << 15); }
 
 /* s[c] = sum_r (a[r,c] - sa[c]),  q[c] = sum_r (a[r,c] - sa[c]) (b[r,c] - sb[c])  for c in
  * [c0, c0+n), n <= CWIN; sa, sb are shifts (NULL: 0), indexed from c0. Blocks of RBLK rows (fixed
  * by row index) are summed in float, which vectorises twice as wide as double, and the block
- * sums in double. */
+ * sums in double. With relu_a (and relu_b, both indexed from c0), a is dL/d relu(bn(b)) and is
+ * taken as 0 where bn_affine(b, sb, relu_a, relu_b) <= 0 (sa must be NULL). */
 static void channel_sums(double *s, double *q, const float *a, const float *sa, const float *b, const float *sb,
-                         const float *relu_y, int64_t rows, int C, int c0, int n) {
+                         const float *relu_a, const float *relu_b, int64_t rows, int C, int c0, int n) {
     float bs[CWIN], bq[CWIN], ka[CWIN], kb[CWIN];
     for (int j = 0; j < n; j++) {
         s[j] = q[j] = 0.0;
@@ -49,10 +56,9 @@ static void channel_sums(double *s, double *q, const float *a, const float *sa, 
         for (int j = 0; j < n; j++) bs[j] = bq[j] = 0.0f;
         for (int64_t r = r0; r < r1; r++) {
             const float *ar = a + r * C + c0, *br = b + r * C + c0;
-            if (relu_y) { /* a is dL/dy of relu(y): zero where the ReLU output was not positive */
-                const float *yr = relu_y + r * C + c0;
+            if (relu_a) { /* zero where the ReLU output was not positive */
                 for (int j = 0; j < n; j++) {
-                    float d = yr[j] > 0.0f ? ar[j] : 0.0f;
+                    float d = bn_affine(br[j], kb[j], relu_a[j], relu_b[j]) > 0.0f ? ar[j] : 0.0f;
                     bs[j] += d;
                     bq[j] += d * (br[j] - kb[j]);
                 }
@@ -82,11 +88,23 @@ static void affine_rows(float *y, const float *x, const float *m, const float *a
         float *yr = y + r * C + c0;
         if (relu) /* as sdgp_relu_forward: x < 0 ? 0 : x, so NaN propagates and fused == unfused bitwise */
             for (int j = 0; j < n; j++) {
-                float v = (xr[j] - m[j]) * a[j] + b[j];
+                float v = bn_affine(xr[j], m[j], a[j], b[j]);
                 yr[j] = v < 0.0f ? 0.0f : v;
             }
         else
-            for (int j = 0; j < n; j++) yr[j] = (xr[j] - m[j]) * a[j] + b[j];
+            for (int j = 0; j < n; j++) yr[j] = bn_affine(xr[j], m[j], a[j], b[j]);
+    }
+}
+
+/* y = (x - mean) (rstd gamma) + beta, then the ReLU when relu != 0. */
+static void apply_stats(float *y, const float *x, const float *mean, const float *rstd, const float *gamma,
+                        const float *beta, int64_t rows, int C, int relu) {
+#pragma omp parallel if (worth_threads(rows, C))
+    for (int w0 = 0; w0 < C; w0 += CWIN) {
+        int n = C - w0 < CWIN ? C - w0 : CWIN;
+        float a[CWIN];
+        for (int j = 0; j < n; j++) a[j] = rstd[w0 + j] * gamma[w0 + j];
+        affine_rows(y, x, mean + w0, a, beta + w0, rows, C, w0, n, relu);
     }
 }
 
@@ -103,7 +121,7 @@ static void forward_train(float *y, float *mean, float *rstd, float *running_mea
             int n = c1 - w0 < CWIN ? c1 - w0 : CWIN;
             double s[CWIN], q[CWIN];
             /* shifted by the first row: sums of (x - x0) and (x - x0)^2 */
-            channel_sums(s, q, x, x + w0, x, x + w0, NULL, rows, C, w0, n);
+            channel_sums(s, q, x, x + w0, x, x + w0, NULL, NULL, rows, C, w0, n);
             for (int j = 0; j < n; j++) {
                 int c = w0 + j;
                 double d = s[j] / (double)rows, var = q[j] / (double)rows - d * d, m = x[c] + d;
@@ -115,14 +133,7 @@ static void forward_train(float *y, float *mean, float *rstd, float *running_mea
             }
         }
     }
-    /* y = (x - mean) (rstd gamma) + beta */
-#pragma omp parallel if (worth_threads(rows, C))
-    for (int w0 = 0; w0 < C; w0 += CWIN) {
-        int n = C - w0 < CWIN ? C - w0 : CWIN;
-        float a[CWIN];
-        for (int j = 0; j < n; j++) a[j] = rstd[w0 + j] * gamma[w0 + j];
-        affine_rows(y, x, mean + w0, a, beta + w0, rows, C, w0, n, relu);
-    }
+    apply_stats(y, x, mean, rstd, gamma, beta, rows, C, relu);
 }
 
 void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
@@ -135,6 +146,11 @@ void sdgp_batchnorm_relu_forward_train(float *y, float *mean, float *rstd, float
                                        const float *x, const float *gamma, const float *beta, int64_t rows, int C,
                                        float momentum, float eps) {
     forward_train(y, mean, rstd, running_mean, running_var, x, gamma, beta, rows, C, momentum, eps, 1);
+}
+
+void sdgp_batchnorm_relu_recompute(float *y, const float *x, const float *mean, const float *rstd, const float *gamma,
+                                   const float *beta, int64_t rows, int C) {
+    apply_stats(y, x, mean, rstd, gamma, beta, rows, C, 1);
 }
 
 void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
@@ -151,8 +167,8 @@ void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, c
 /* With xhat = (x - mean) rstd:  dbeta = sum dy,  dgamma = sum dy xhat,
  * dx = gamma rstd (dy - dbeta/rows - xhat dgamma/rows) = k dy + m (x - mean) + o per channel,
  * with k = gamma rstd, m = -k rstd dgamma/rows, o = -k dbeta/rows. */
-static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *relu_y, const float *x,
-                     const float *mean, const float *rstd, const float *gamma, int64_t rows, int C) {
+static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
+                     const float *rstd, const float *gamma, const float *relu_beta, int64_t rows, int C) {
 #pragma omp parallel if (worth_threads(rows, C))
     {
         int c0, c1;
@@ -160,7 +176,10 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
         for (int w0 = c0; w0 < c1; w0 += CWIN) {
             int n = c1 - w0 < CWIN ? c1 - w0 : CWIN;
             double s[CWIN], q[CWIN];
-            channel_sums(s, q, dy, NULL, x, mean + w0, relu_y, rows, C, w0, n);
+            float a[CWIN]; /* the forward's rstd gamma, for the ReLU mask */
+            for (int j = 0; j < n; j++) a[j] = rstd[w0 + j] * gamma[w0 + j];
+            channel_sums(s, q, dy, NULL, x, mean + w0, relu_beta ? a : NULL, relu_beta ? relu_beta + w0 : NULL, rows,
+                         C, w0, n);
             for (int j = 0; j < n; j++) {
                 dbeta[w0 + j] = (float)s[j];
                 dgamma[w0 + j] = (float)(q[j] * rstd[w0 + j]);
@@ -171,10 +190,11 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
 #pragma omp parallel if (worth_threads(rows, C))
     for (int w0 = 0; w0 < C; w0 += CWIN) {
         int n = C - w0 < CWIN ? C - w0 : CWIN;
-        float k[CWIN], m[CWIN], o[CWIN];
-        const float *mu = mean + w0;
+        float k[CWIN], m[CWIN], o[CWIN], a[CWIN];
+        const float *mu = mean + w0, *rb = relu_beta ? relu_beta + w0 : NULL;
         for (int j = 0; j < n; j++) {
             int c = w0 + j;
+            a[j] = rstd[c] * gamma[c];
             double kc = (double)gamma[c] * rstd[c];
             k[j] = (float)kc;
             m[j] = (float)(-kc * rstd[c] * dgamma[c] / (double)rows);
@@ -184,9 +204,11 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * C + w0, *dyr = dy + r * C + w0;
             float *dxr = dx + r * C + w0;
-            if (relu_y) {
-                const float *yr = relu_y + r * C + w0;
-                for (int j = 0; j < n; j++) dxr[j] = k[j] * (yr[j] > 0.0f ? dyr[j] : 0.0f) + m[j] * (xr[j] - mu[j]) + o[j];
+            if (rb) {
+                for (int j = 0; j < n; j++) {
+                    float d = bn_affine(xr[j], mu[j], a[j], rb[j]) > 0.0f ? dyr[j] : 0.0f;
+                    dxr[j] = k[j] * d + m[j] * (xr[j] - mu[j]) + o[j];
+                }
             } else {
                 for (int j = 0; j < n; j++) dxr[j] = k[j] * dyr[j] + m[j] * (xr[j] - mu[j]) + o[j];
             }
@@ -196,11 +218,11 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
 
 void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                              const float *mean, const float *rstd, const float *gamma, int64_t rows, int C) {
-    backward(dx, dgamma, dbeta, dy, NULL, x, mean, rstd, gamma, rows, C);
+    backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, NULL, rows, C);
 }
 
-void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
-                                  const float *x, const float *mean, const float *rstd, const float *gamma, int64_t rows,
-                                  int C) {
-    backward(dx, dgamma, dbeta, dy, y, x, mean, rstd, gamma, rows, C);
+void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                  const float *mean, const float *rstd, const float *gamma, const float *beta,
+                                  int64_t rows, int C) {
+    backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, beta, rows, C);
 }

@@ -8,9 +8,12 @@
  * Activations are passed to oneDNN as plain NHWC (the caller's memory, no copies): oneDNN's jit
  * kernels take NHWC fp32 directly on AVX2/AVX-512, so we ask for exactly that layout.
  *
- * All primitives use a user-owned scratchpad; one buffer (the largest need) serves all of them,
- * which is safe because calls on one sdgp_conv run one after another on one stream. One sdgp_conv
- * must therefore not be used from two threads at once.
+ * Workspace: the primitives' scratchpads (user mode) and the weights in oneDNN's layouts are needed
+ * only during a call, so they live in one buffer, [weights in oneDNN layout | scratchpad]: the
+ * three directions take turns in it (calls run one after another on one stream). By default the
+ * conv owns that buffer; sdgp_conv_set_workspace lets convs that never run at the same time (the
+ * layers of one model) share one, which saves about two copies of the weights plus all but one
+ * scratchpad per model. One sdgp_conv must therefore not be used from two threads at once.
  *
  * Threads: oneDNN's OpenMP runtime sizes its parallel regions by omp_get_max_threads() of the
  * calling thread, both when a primitive is created (it fixes the work split) and when it runs.
@@ -30,7 +33,7 @@ typedef struct {
     dnnl_primitive_desc_t pd;  /* kept only while creating */
     dnnl_primitive_desc_t wpd; /* the weights reorder's pd, while creating (NULL: no reorder) */
     dnnl_primitive_t prim;
-    dnnl_memory_t scratch;     /* the primitive's scratchpad, a view of sdgp_conv.scratch_buf */
+    dnnl_memory_t scratch;     /* the primitive's scratchpad, a view into the workspace */
     dnnl_memory_t wmem;        /* (diff) weights in the primitive's layout; NULL when that is OIHW */
     dnnl_primitive_t wreorder; /* OIHW -> wmem (forward, backward-data) or wmem -> OIHW (backward-weights) */
     dnnl_memory_t wscratch;    /* the reorder's scratchpad view */
@@ -46,7 +49,9 @@ struct sdgp_conv {
      * as diff_dst (same NHWC descriptors). */
     dnnl_memory_t x, y, w, b;
     conv_dir fwd, bwd_data, bwd_weights;
-    void *scratch_buf;
+    size_t wbytes, scratch_bytes; /* the workspace's parts, each rounded up to 64 bytes */
+    void *own_ws;                 /* the conv's own workspace (NULL while a shared one is set) */
+    void *ws;                     /* the workspace in use */
     float *dbias_sink; /* receives dbias when the caller passes dbias = NULL (with_bias only) */
 };
 
@@ -92,7 +97,9 @@ static sdgp_status dir_plan(conv_dir *d, sdgp_conv *c, dnnl_query_t wq, int to_u
     size_t s = pd_scratch_bytes(d->pd);
     if (s > *scratch_max) *scratch_max = s;
     if (dnnl_memory_desc_equal(md_w, md_oihw)) return SDGP_OK;
-    sdgp_status st = dnnl_ok(dnnl_memory_create(&d->wmem, md_w, c->engine, DNNL_MEMORY_ALLOCATE), err, name);
+    size_t wb = (dnnl_memory_desc_get_size(md_w) + 63) / 64 * 64;
+    if (wb > c->wbytes) c->wbytes = wb;
+    sdgp_status st = dnnl_ok(dnnl_memory_create(&d->wmem, md_w, c->engine, DNNL_MEMORY_NONE), err, name);
     if (st != SDGP_OK) return st;
     const dnnl_memory_desc_t *from = to_user ? md_w : md_oihw, *to = to_user ? md_oihw : md_w;
     st = dnnl_ok(dnnl_reorder_primitive_desc_create(&d->wpd, from, c->engine, to, c->engine, attr), err,
@@ -103,21 +110,38 @@ static sdgp_status dir_plan(conv_dir *d, sdgp_conv *c, dnnl_query_t wq, int to_u
     return SDGP_OK;
 }
 
-/* Phase 2, once the shared scratchpad exists: the primitives and their scratchpad views. */
+/* Phase 2: the primitives and their workspace views (bound to a buffer by bind_workspace). */
 static sdgp_status dir_build(conv_dir *d, sdgp_conv *c, sdgp_error *err, const char *name) {
     sdgp_status st = dnnl_ok(dnnl_primitive_create(&d->prim, d->pd), err, name);
     if (st != SDGP_OK) return st;
     st = dnnl_ok(dnnl_memory_create(&d->scratch, dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0),
-                                    c->engine, c->scratch_buf),
+                                    c->engine, DNNL_MEMORY_NONE),
                  err, name);
     if (st != SDGP_OK) return st;
     if (d->wpd) {
         st = dnnl_ok(dnnl_primitive_create(&d->wreorder, d->wpd), err, d->wreorder_name);
         if (st != SDGP_OK) return st;
         st = dnnl_ok(dnnl_memory_create(&d->wscratch, dnnl_primitive_desc_query_md(d->wpd, dnnl_query_scratchpad_md, 0),
-                                        c->engine, c->scratch_buf),
+                                        c->engine, DNNL_MEMORY_NONE),
                      err, d->wreorder_name);
         if (st != SDGP_OK) return st;
+    }
+    return SDGP_OK;
+}
+
+/* Points every direction's weights memory at the start of ws and its scratchpads after them. */
+static sdgp_status bind_workspace(sdgp_conv *c, void *ws, sdgp_error *err) {
+    c->ws = ws;
+    char *scratch = (char *)ws + c->wbytes;
+    conv_dir *dirs[3] = {&c->fwd, &c->bwd_data, &c->bwd_weights};
+    for (int i = 0; i < 3; i++) {
+        dnnl_memory_t views[3] = {dirs[i]->wmem, dirs[i]->scratch, dirs[i]->wscratch};
+        void *at[3] = {ws, scratch, scratch};
+        for (int j = 0; j < 3; j++) {
+            if (!views[j]) continue;
+            sdgp_status st = dnnl_ok(dnnl_memory_set_data_handle(views[j], at[j]), err, "workspace binding");
+            if (st != SDGP_OK) return st;
+        }
     }
     return SDGP_OK;
 }
@@ -199,12 +223,12 @@ static sdgp_status conv_build(sdgp_conv *c, sdgp_error *err) {
                        "backward-weights")))
         goto done;
 
-    /* One shared scratchpad (64-byte aligned, at least one line so the views are never NULL). */
-    size_t bytes = (scratch_max + 63) / 64 * 64;
-    if (bytes == 0) bytes = 64;
-    c->scratch_buf = aligned_alloc(64, bytes);
-    if (!c->scratch_buf) {
-        st = sdgp_fail(err, SDGP_ERR_NOMEM, "conv_create: scratchpad of %zu bytes", bytes);
+    /* The workspace (64-byte aligned, at least one line so the views are never NULL). */
+    c->scratch_bytes = (scratch_max + 63) / 64 * 64;
+    if (c->wbytes + c->scratch_bytes == 0) c->scratch_bytes = 64;
+    c->own_ws = aligned_alloc(64, c->wbytes + c->scratch_bytes);
+    if (!c->own_ws) {
+        st = sdgp_fail(err, SDGP_ERR_NOMEM, "conv_create: workspace of %zu bytes", c->wbytes + c->scratch_bytes);
         goto done;
     }
     if (c->with_bias) {
@@ -216,7 +240,8 @@ static sdgp_status conv_build(sdgp_conv *c, sdgp_error *err) {
     }
     if ((st = dir_build(&c->fwd, c, err, "forward primitive")) ||
         (st = dir_build(&c->bwd_data, c, err, "backward-data primitive")) ||
-        (st = dir_build(&c->bwd_weights, c, err, "backward-weights primitive")))
+        (st = dir_build(&c->bwd_weights, c, err, "backward-weights primitive")) ||
+        (st = bind_workspace(c, c->own_ws, err)))
         goto done;
     if ((st = dnnl_ok(dnnl_memory_create(&c->x, &md_x, c->engine, DNNL_MEMORY_NONE), err, "src memory")) ||
         (st = dnnl_ok(dnnl_memory_create(&c->y, &md_y, c->engine, DNNL_MEMORY_NONE), err, "dst memory")) ||
@@ -270,9 +295,35 @@ void sdgp_conv_destroy(sdgp_conv *c) {
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->engine) dnnl_engine_destroy(c->engine);
-    free(c->scratch_buf);
+    free(c->own_ws);
     free(c->dbias_sink);
     free(c);
+}
+
+size_t sdgp_conv_workspace_bytes(const sdgp_conv *c) { return c ? c->wbytes + c->scratch_bytes : 0; }
+
+sdgp_status sdgp_conv_set_workspace(sdgp_conv *c, void *ws, sdgp_error *err) {
+    if (!c) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_set_workspace: NULL conv");
+    if ((uintptr_t)ws % 64 != 0)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "conv_set_workspace: buffer %p is not 64-byte aligned", ws);
+    if (ws && ws == c->own_ws) return SDGP_OK; /* already in use, and not to be freed below */
+    void *own = NULL;
+    if (!ws) { /* back to a workspace of its own */
+        if (c->own_ws) return SDGP_OK;
+        own = aligned_alloc(64, c->wbytes + c->scratch_bytes);
+        if (!own) return sdgp_fail(err, SDGP_ERR_NOMEM, "conv_set_workspace: %zu bytes", c->wbytes + c->scratch_bytes);
+        ws = own;
+    }
+    void *before = c->ws;
+    sdgp_status st = bind_workspace(c, ws, err);
+    if (st != SDGP_OK) { /* the views may be half rebound: point them all back where they were */
+        free(own);
+        (void)bind_workspace(c, before, NULL);
+        return st;
+    }
+    free(c->own_ws);
+    c->own_ws = own;
+    return SDGP_OK;
 }
 
 /* Points a memory object at caller data (oneDNN takes void *; inputs are only read). */
