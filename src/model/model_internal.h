@@ -20,7 +20,6 @@ typedef struct {
     int lent_buf;      /* >= 0: transient (backward never reads act as stored, see plan_transients):
                           act is this gradient-pool buffer during forward; -1: storage of its own */
     int live_from, live_to; /* transient: the ops that write and last read act */
-    float *grad;       /* backward: the gradient buffer assigned for the current op (pool) */
 } slot;
 
 /* How backward hands gradients to an op's inputs, decided once at build time. */

@@ -97,6 +97,18 @@ static void grad_stats(sdgp_model *m, op *o, const float *dx_pruned, const float
     o->info.cosine = dd > 0 && pp > 0 ? pd / sqrt(dd * pp) : 1.0;
 }
 
+/* The pruning of conv op o at this step: base's function and n:m along axis, its randomness keyed
+ * by (seed, step, layer). */
+static sdgp_prune_cfg layer_prune_cfg(const sdgp_model *m, const op *o, sdgp_prune_cfg base, sdgp_axis axis,
+                                      uint64_t seed, uint64_t step) {
+    base.axis = axis;
+    base.seed = seed;
+    base.step = step;
+    base.layer = (uint32_t)o->conv_index;
+    base.threads = m->cfg.threads;
+    return base;
+}
+
 /* dx = dL/dD for conv op o from its dense dL/dO dz: dense, or SDGP's pruned product. */
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
                                      sdgp_error *err) {
@@ -106,12 +118,7 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
         if (m->dz_hook) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, dz, rows, o->geom.Cout);
         return sdgp_conv_backward_data(o->dnnl, dx, dz, w, err);
     }
-    sdgp_prune_cfg pc = m->cfg.prune;
-    pc.axis = SDGP_AXIS_CHANNEL;
-    pc.seed = m->cfg.seed;
-    pc.step = step;
-    pc.layer = (uint32_t)o->conv_index;
-    pc.threads = m->cfg.threads;
+    sdgp_prune_cfg pc = layer_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, step);
     int64_t P = (int64_t)o->geom.Ho * o->geom.Wo;
     m->nm.rows = rows;
     m->nm.C = o->geom.Cout;
@@ -149,7 +156,16 @@ static sdgp_status conv_bn_relu_backward(sdgp_model *m, op *o, float *dy, uint64
     sdgp_status st = SDGP_OK;
 
     /* Weight gradient first: a transient input is recomputed into dx's buffer, which the data
-     * gradient overwrites afterwards. It uses the dense dL/dO, or MVUE along positions when asked. */
+     * gradient overwrites afterwards. It uses the dense dL/dO, or MVUE along positions when asked
+     * (that pruning is not part of bwd_weights_ms; the recompute is). */
+    const float *dz_w = dz;
+    if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
+        /* seed ^ "wgra": masks independent of the data gradient's */
+        sdgp_prune_cfg pc = layer_prune_cfg(m, o, m->cfg.prune_wgrad, SDGP_AXIS_ROW, m->cfg.seed ^ 0x77677261ull, step);
+        st = sdgp_prune(&pc, dz, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, m->scratch2, NULL, err);
+        if (st != SDGP_OK) return st;
+        dz_w = m->scratch2;
+    }
     double t0 = m->timing ? now_ms() : 0;
     const float *x = m->slots[o->in].act;
     if (o->recompute_from >= 0) {
@@ -157,18 +173,6 @@ static sdgp_status conv_bn_relu_backward(sdgp_model *m, op *o, float *dy, uint64
         sdgp_batchnorm_relu_recompute(dx, src->z, src->mean, src->rstd, p[src->p_gamma].data, p[src->p_beta].data,
                                       (int64_t)m->B * src->geom.Ho * src->geom.Wo, src->geom.Cout);
         x = dx;
-    }
-    const float *dz_w = dz;
-    if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
-        sdgp_prune_cfg pc = m->cfg.prune_wgrad;
-        pc.axis = SDGP_AXIS_ROW;
-        pc.seed = m->cfg.seed ^ 0x77677261ull; /* "wgra": independent of the data-gradient masks */
-        pc.step = step;
-        pc.layer = (uint32_t)o->conv_index;
-        pc.threads = m->cfg.threads;
-        st = sdgp_prune(&pc, dz, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, m->scratch2, NULL, err);
-        if (st != SDGP_OK) return st;
-        dz_w = m->scratch2;
     }
     st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, x, dz_w, err);
     if (m->timing) o->times.bwd_weights_ms = now_ms() - t0;

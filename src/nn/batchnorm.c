@@ -35,6 +35,12 @@ static void thread_channels(int C, int *c0, int *c1) {
  * NaN included). */
 static inline float bn_affine(float x, float mean, float a, float b) { return (x - mean) * a + b; }
 
+/* a[j] = rstd gamma for channels c0..c0+n-1: the affine map's scale, in float, the same in forward
+ * and in the backward's mask. */
+static void bn_scale(float *a, const float *rstd, const float *gamma, int c0, int n) {
+    for (int j = 0; j < n; j++) a[j] = rstd[c0 + j] * gamma[c0 + j];
+}
+
 /* Parallel regions only pay off for large tensors; below this many floats run on one thread. */
 static int worth_threads(int64_t rows, int C) { return rows * C >= (1 << 15); }
 
@@ -103,7 +109,7 @@ static void apply_stats(float *y, const float *x, const float *mean, const float
     for (int w0 = 0; w0 < C; w0 += CWIN) {
         int n = C - w0 < CWIN ? C - w0 : CWIN;
         float a[CWIN];
-        for (int j = 0; j < n; j++) a[j] = rstd[w0 + j] * gamma[w0 + j];
+        bn_scale(a, rstd, gamma, w0, n);
         affine_rows(y, x, mean + w0, a, beta + w0, rows, C, w0, n, relu);
     }
 }
@@ -176,8 +182,8 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
         for (int w0 = c0; w0 < c1; w0 += CWIN) {
             int n = c1 - w0 < CWIN ? c1 - w0 : CWIN;
             double s[CWIN], q[CWIN];
-            float a[CWIN]; /* the forward's rstd gamma, for the ReLU mask */
-            for (int j = 0; j < n; j++) a[j] = rstd[w0 + j] * gamma[w0 + j];
+            float a[CWIN]; /* the forward's scale, for the ReLU mask */
+            bn_scale(a, rstd, gamma, w0, n);
             channel_sums(s, q, dy, NULL, x, mean + w0, relu_beta ? a : NULL, relu_beta ? relu_beta + w0 : NULL, rows,
                          C, w0, n);
             for (int j = 0; j < n; j++) {
@@ -192,9 +198,9 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
         int n = C - w0 < CWIN ? C - w0 : CWIN;
         float k[CWIN], m[CWIN], o[CWIN], a[CWIN];
         const float *mu = mean + w0, *rb = relu_beta ? relu_beta + w0 : NULL;
+        bn_scale(a, rstd, gamma, w0, n);
         for (int j = 0; j < n; j++) {
             int c = w0 + j;
-            a[j] = rstd[c] * gamma[c];
             double kc = (double)gamma[c] * rstd[c];
             k[j] = (float)kc;
             m[j] = (float)(-kc * rstd[c] * dgamma[c] / (double)rows);
