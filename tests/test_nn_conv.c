@@ -64,7 +64,7 @@ static sdgp_conv_geom make_geom(int B, int H, int W, int Cin, int Cout, int k, i
 }
 
 /* Runs all three directions for one geometry and compares with the naive loops. */
-static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int threads) {
+static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int threads, sdgp_conv_algo algo, double tol) {
     size_t nx = (size_t)g->B * g->H * g->W * g->Cin, ny = (size_t)g->B * g->Ho * g->Wo * g->Cout;
     size_t nw = (size_t)g->Cout * g->Cin * g->kh * g->kw;
     float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *b = test_xmalloc((size_t)g->Cout * 4);
@@ -79,8 +79,9 @@ static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int thre
 
     sdgp_conv *c = NULL;
     sdgp_error err;
-    sdgp_status st = sdgp_conv_create(&c, g, with_bias, threads, &err);
+    sdgp_status st = sdgp_conv_create_algo(&c, g, with_bias, threads, algo, &err);
     CHECK(st == SDGP_OK, "create: %s", err.msg);
+    CHECK(st != SDGP_OK || sdgp_conv_get_algo(c) == algo, "algorithm");
     if (st == SDGP_OK) {
         /* twice each, so a stale reorder buffer or scratchpad would show */
         for (int rep = 0; rep < 2; rep++) {
@@ -94,19 +95,20 @@ static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int thre
                   err.msg);
             double ey = test_rel_err(y, y_ref, ny), ex = test_rel_err(dx, dx_ref, nx), ew = test_rel_err(dw, dw_ref, nw);
             char what[96];
-            snprintf(what, sizeof what, "B=%d %dx%d %d->%d k%d s%d p%d bias=%d threads=%d", g->B, g->H, g->W, g->Cin,
-                     g->Cout, g->kh, g->stride, g->pad, with_bias, threads);
-            CHECK(ey < 1e-5, "%s: forward rel err %.2e", what, ey);
-            CHECK(ex < 1e-5, "%s: bwd data rel err %.2e", what, ex);
-            CHECK(ew < 1e-5, "%s: bwd weights rel err %.2e", what, ew);
+            snprintf(what, sizeof what, "B=%d %dx%d %d->%d k%d s%d p%d bias=%d threads=%d algo=%d", g->B, g->H, g->W,
+                     g->Cin, g->Cout, g->kh, g->stride, g->pad, with_bias, threads, (int)algo);
+            CHECK(ey < tol, "%s: forward rel err %.2e", what, ey);
+            CHECK(ex < tol, "%s: bwd data rel err %.2e", what, ex);
+            CHECK(ew < tol, "%s: bwd weights rel err %.2e", what, ew);
             if (with_bias) {
                 double eb = test_rel_err(db, db_ref, (size_t)g->Cout);
-                CHECK(eb < 1e-5, "%s: dbias rel err %.2e", what, eb);
+                CHECK(eb < tol, "%s: dbias rel err %.2e", what, eb);
             }
+            if (getenv("SDGP_TEST_VERBOSE")) printf("  %s: rel err %.1e %.1e %.1e\n", what, ey, ex, ew);
         }
         /* dbias may be NULL even with bias */
         CHECK(sdgp_conv_backward_weights(c, dw, NULL, x, dy, &err) == SDGP_OK, "dbias NULL: %s", err.msg);
-        CHECK(test_rel_err(dw, dw_ref, nw) < 1e-5, "dw with dbias NULL");
+        CHECK(test_rel_err(dw, dw_ref, nw) < tol, "dw with dbias NULL");
     }
     sdgp_conv_destroy(c);
     free(x), free(w), free(b), free(y), free(y_ref), free(dy), free(dx), free(dx_ref), free(dw), free(dw_ref);
@@ -124,8 +126,42 @@ TEST_CASE(conv_matches_naive) {
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *s = shapes[t];
         sdgp_conv_geom g = make_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
-        for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0);
+        for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0, SDGP_CONV_DIRECT, 1e-5);
     }
+}
+
+/* Winograd: 3x3 stride 1 (pad 1 and 0, odd sizes, tiles cut by the border, one image, 16..64
+ * channels) against the naive loops with its looser rounding. On a CPU with AVX-512 oneDNN must
+ * have the kernel; elsewhere the request must fail as UNSUPPORTED, never crash. Other geometries
+ * are UNSUPPORTED with a message naming the kernel. */
+TEST_CASE(conv_winograd_matches_naive) {
+    const int shapes[][8] = {
+        /* B  H  W Cin Cout k s p */
+        {2, 9, 7, 16, 16, 3, 1, 1}, {3, 6, 5, 32, 16, 3, 1, 0}, {1, 14, 14, 64, 32, 3, 1, 1}, {4, 4, 4, 32, 64, 3, 1, 1},
+    };
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int *s = shapes[t];
+        sdgp_conv_geom g = make_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+        sdgp_conv *c = NULL;
+        sdgp_error err;
+        sdgp_status st = sdgp_conv_create_algo(&c, &g, 0, 0, SDGP_CONV_WINOGRAD, &err);
+        sdgp_conv_destroy(c);
+        if (!sdgp_isa_supported(SDGP_ISA_AVX512)) {
+            CHECK(st == SDGP_OK || st == SDGP_ERR_UNSUPPORTED, "without AVX-512: %s", err.msg);
+            if (st != SDGP_OK) continue;
+        }
+        CHECK(st == SDGP_OK, "Winograd on an AVX-512 CPU: %s", err.msg);
+        for (int bias = 0; bias < 2; bias++)
+            check_geom_vs_naive(&g, bias, t % 2 ? 1 : 2, SDGP_CONV_WINOGRAD, 2e-5);
+    }
+    sdgp_conv_geom g = make_geom(2, 11, 10, 16, 32, 5, 2, 2);
+    sdgp_conv *c = NULL;
+    sdgp_error err;
+    CHECK(sdgp_conv_create_algo(&c, &g, 0, 0, SDGP_CONV_WINOGRAD, &err) == SDGP_ERR_UNSUPPORTED && c == NULL &&
+              strstr(err.msg, "Winograd"),
+          "5x5 stride 2 must be unsupported: %s", err.msg);
+    CHECK(sdgp_conv_create_algo(&c, &g, 0, 0, (sdgp_conv_algo)7, &err) == SDGP_ERR_INVALID && c == NULL,
+          "unknown algorithm");
 }
 
 /* Backward passes against finite differences of the forward: L = sum dyr * conv(x, w). */
@@ -223,14 +259,15 @@ TEST_CASE(conv_repeats_bitwise) {
 /* Two convs share one workspace, poisoned between calls (sharing is only safe if no call leaves
  * state in it for the next): every result equals, bitwise, the same call on a conv with its own
  * workspace. Then NULL gives a conv its own again. */
-TEST_CASE(conv_shared_workspace) {
+static void check_shared_workspace(sdgp_conv_algo algo0) {
     sdgp_conv_geom g[2] = {make_geom(4, 12, 12, 64, 64, 3, 1, 1), make_geom(2, 9, 9, 32, 128, 3, 2, 1)};
+    sdgp_conv_algo algo[2] = {algo0, SDGP_CONV_DIRECT};
     sdgp_conv *own[2] = {NULL, NULL}, *shared[2] = {NULL, NULL};
     size_t ws_bytes = 0;
     for (int i = 0; i < 2; i++) {
-        sdgp_status st = sdgp_conv_create(&own[i], &g[i], 0, 2, NULL);
+        sdgp_status st = sdgp_conv_create_algo(&own[i], &g[i], 0, 2, algo[i], NULL);
         REQUIRE(st == SDGP_OK, "create own %d", i);
-        st = sdgp_conv_create(&shared[i], &g[i], 0, 2, NULL);
+        st = sdgp_conv_create_algo(&shared[i], &g[i], 0, 2, algo[i], NULL);
         REQUIRE(st == SDGP_OK, "create shared %d", i);
         size_t b = sdgp_conv_workspace_bytes(shared[i]);
         CHECK(b >= 64 && b % 64 == 0, "workspace bytes %zu", b);
@@ -273,8 +310,15 @@ TEST_CASE(conv_shared_workspace) {
     CHECK(sdgp_conv_set_workspace(NULL, NULL, &err) == SDGP_ERR_INVALID, "NULL conv");
 }
 
+/* A Winograd conv (blocked copies of the activations in the workspace) shares with a direct one. */
+TEST_CASE(conv_shared_workspace) {
+    check_shared_workspace(SDGP_CONV_DIRECT);
+    if (sdgp_isa_supported(SDGP_ISA_AVX512)) check_shared_workspace(SDGP_CONV_WINOGRAD);
+}
+
 int main(void) {
     RUN(conv_matches_naive);
+    RUN(conv_winograd_matches_naive);
     RUN(conv_backward_matches_finite_differences);
     RUN(conv_rejects_bad_arguments);
     RUN(conv_repeats_bitwise);

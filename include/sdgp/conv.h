@@ -29,6 +29,15 @@ sdgp_status sdgp_conv_geom_init(sdgp_conv_geom *g, int B, int H, int W, int Cin,
 /* ---- Dense convolution through oneDNN (primitives created once per geometry) ---- */
 typedef struct sdgp_conv sdgp_conv;
 
+/* The algorithm of oneDNN's convolution. DIRECT reads and writes the caller's NHWC tensors in
+ * place. WINOGRAD (F(4x4, 3x3), oneDNN's jit_wino_4x3: 3x3 kernels, stride 1, AVX-512) does 4x
+ * fewer multiplications in its products; it needs oneDNN's blocked activation layout, so each
+ * call reorders between NHWC and that layout in the workspace, which grows by one input and one
+ * output tensor plus the transformed tiles and weights oneDNN keeps in its scratchpad (tens of
+ * MB for ResNet-9's layers). Its rounding differs from DIRECT's: relative error against an exact
+ * product ~1e-6 instead of ~1e-7. AUTO: WINOGRAD where oneDNN has that kernel, DIRECT elsewhere. */
+typedef enum { SDGP_CONV_DIRECT = 0, SDGP_CONV_WINOGRAD = 1, SDGP_CONV_AUTO = 2 } sdgp_conv_algo;
+
 /* threads: the OpenMP team size oneDNN uses (0 = the caller's omp_get_max_threads()). With
  * threads > 0, create and each call below set omp_set_num_threads(threads) for their duration
  * and restore the caller's value before returning.
@@ -38,6 +47,12 @@ typedef struct sdgp_conv sdgp_conv;
  * here, backward-weights (and for some shapes forward) differ in the last bits between 1, 2 and 3
  * threads. */
 sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads, sdgp_error *err);
+/* The same with a chosen algorithm. SDGP_ERR_UNSUPPORTED (nothing created) when oneDNN has no
+ * kernel of that algorithm for this geometry on this CPU (WINOGRAD: not 3x3 stride 1, no AVX-512,
+ * channel counts it cannot block). sdgp_conv_get_algo: the one that runs (never AUTO). */
+sdgp_status sdgp_conv_create_algo(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
+                                  sdgp_conv_algo algo, sdgp_error *err);
+sdgp_conv_algo sdgp_conv_get_algo(const sdgp_conv *c);
 void sdgp_conv_destroy(sdgp_conv *c);
 /* Workspace: what a call needs only while it runs (oneDNN's scratchpads and the weights in
  * oneDNN's layouts). Each conv starts with its own. Convs that never run at the same time (the

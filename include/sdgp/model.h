@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sdgp/conv.h"
 #include "sdgp/prune.h"
 #include "sdgp/status.h"
 
@@ -38,6 +39,7 @@ typedef struct {
     float bn_momentum, bn_eps;
     float out_scale;      /* ResNet-9: logits multiplied by this (0.2) */
     int threads;          /* OpenMP team size (0 = default) */
+    sdgp_conv_algo conv_algo; /* dense convolutions: DIRECT, WINOGRAD (error where oneDNN has none), AUTO */
     uint64_t seed;        /* initialisation and pruning randomness */
 
     /* SDGP (data-gradient pruning); fn = SDGP_PRUNE_NONE turns it off */
@@ -49,7 +51,7 @@ typedef struct {
 } sdgp_model_config;
 
 /* Defaults: ResNet-9, width 1, batch 64, 32x32x3, 10 classes, BN momentum 0.1 eps 1e-5, scale 0.2,
- * no pruning, sparse AUTO, prune isa AUTO. */
+ * no pruning, sparse AUTO, prune isa AUTO, conv algorithm AUTO. */
 sdgp_model_config sdgp_model_config_default(void);
 
 typedef struct sdgp_model sdgp_model;
@@ -98,6 +100,7 @@ typedef struct {
     const char *layer;
     int pruned;            /* this layer prunes its dL/dO */
     int sparse_kernel;     /* uses the sparse kernel */
+    int winograd;          /* its dense convolutions run oneDNN's Winograd kernel (else direct) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
 } sdgp_layer_info;
 void sdgp_model_enable_grad_stats(sdgp_model *m, int on);

@@ -36,6 +36,7 @@ typedef struct {
     int nm[8][2];
     int n_nm;
     int model_mask; /* bit i: models[i] */
+    sdgp_conv_algo conv_algo;
 } options;
 
 typedef struct {
@@ -45,7 +46,9 @@ typedef struct {
     char err[SDGP_ERROR_MSG_LEN + 64];
 } result;
 
-static sdgp_model_config model_config(const bench_model *bm, int threads) {
+static const char *const conv_algo_names[] = {"direct", "winograd", "auto"};
+
+static sdgp_model_config model_config(const bench_model *bm, int threads, sdgp_conv_algo algo) {
     sdgp_model_config c = sdgp_model_config_default();
     c.width = bm->width;
     c.height = bm->h;
@@ -53,6 +56,7 @@ static sdgp_model_config model_config(const bench_model *bm, int threads) {
     c.channels = bm->c;
     c.batch = bm->batch;
     c.threads = threads;
+    c.conv_algo = algo;
     return c;
 }
 
@@ -191,6 +195,7 @@ static void usage(FILE *f, const char *cmd) {
             "  --steps N              timed steps (median; after 2 warm-up steps) [10]\n"
             "  --prune LIST           SDGP functions to compare with dense, e.g. magnitude,rescaled [%s]\n"
             "  --nm LIST              N:M list [2:4,1:4,2:8,4:32]\n"
+            "  --conv-algo A          our dense convolutions: direct | winograd | auto [%s]\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
@@ -201,7 +206,8 @@ static void usage(FILE *f, const char *cmd) {
                   "dense step: times, the ratio of throughputs and peak RSS, all measured in this run."
                 : "Per conv layer (the paper's Figure 9): forward, dense backward-data, sparse backward-data,\n"
                   "pruning and backward-weights times, from timed training steps.",
-            strcmp(cmd, "step") == 0 ? "none" : "magnitude", default_torch_script());
+            strcmp(cmd, "step") == 0 ? "none" : "magnitude", conv_algo_names[sdgp_model_config_default().conv_algo],
+            default_torch_script());
 }
 
 static int parse_options(options *o, int argc, char **argv, int layers) {
@@ -212,6 +218,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->python = "/usr/bin/python3";
     o->torch_script = default_torch_script();
     o->model_mask = 3;
+    o->conv_algo = sdgp_model_config_default().conv_algo;
     if (layers) o->fns[o->n_fns++] = SDGP_PRUNE_MAGNITUDE;
     const char *nm_list = "2:4,1:4,2:8,4:32";
     for (int i = 1; i < argc; i++) {
@@ -232,7 +239,15 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         } else if (!strcmp(a, "--python")) o->python = v, i++;
         else if (!strcmp(a, "--torch-script")) o->torch_script = v, i++;
         else if (!strcmp(a, "--nm")) nm_list = v, i++;
-        else if (!strcmp(a, "--model")) {
+        else if (!strcmp(a, "--conv-algo")) {
+            int k = 0;
+            while (k < 3 && strcmp(v, conv_algo_names[k])) k++;
+            if (k == 3) {
+                fprintf(stderr, "sdgp: --conv-algo: '%s' is not direct, winograd or auto\n", v);
+                return 0;
+            }
+            o->conv_algo = (sdgp_conv_algo)k, i++;
+        } else if (!strcmp(a, "--model")) {
             o->model_mask = !strcmp(v, "all") ? 3 : !strcmp(v, "w1") ? 1 : !strcmp(v, "w0.25") ? 2 : 0;
             if (!o->model_mask) {
                 fprintf(stderr, "sdgp: --model: '%s' is not all, w1 or w0.25\n", v);
@@ -285,7 +300,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
     for (int mi = 0; mi < 2; mi++) {
         if (!(o.model_mask & (1 << mi))) continue;
         const bench_model *bm = &models[mi];
-        sdgp_model_config mc = model_config(bm, o.threads);
+        sdgp_model_config mc = model_config(bm, o.threads, o.conv_algo);
         result ours, torch;
         if (!run_child_ours(&mc, o.steps, 0, &ours)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, ours.err);
@@ -297,18 +312,18 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
             return 1;
         }
         if (o.json)
-            printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"prune\":\"none\",\"ours_ms\":%.2f,\"torch_ms\":%.2f,"
-                   "\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
-                   bm->name, bm->batch, o.threads, ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
+            printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"none\",\"ours_ms\":%.2f,"
+                   "\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
+                   bm->name, bm->batch, o.threads, conv_algo_names[o.conv_algo], ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
                    torch.rss_mb);
         else if (o.torch)
-            printf("%-24s batch %3d  %d threads  dense: ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
+            printf("%-24s batch %3d  %d threads  dense (%s): ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
                    "peak RSS ours %6.0f MB  torch %6.0f MB (x%.2f)\n",
-                   bm->name, bm->batch, o.threads, ours.ms, torch.ms, torch.ms / ours.ms, ours.rss_mb, torch.rss_mb,
+                   bm->name, bm->batch, o.threads, conv_algo_names[o.conv_algo], ours.ms, torch.ms, torch.ms / ours.ms, ours.rss_mb, torch.rss_mb,
                    ours.rss_mb / torch.rss_mb);
         else /* no peer: no ratios */
-            printf("%-24s batch %3d  %d threads  dense: ours %8.1f ms  peak RSS ours %6.0f MB\n", bm->name, bm->batch,
-                   o.threads, ours.ms, ours.rss_mb);
+            printf("%-24s batch %3d  %d threads  dense (%s): ours %8.1f ms  peak RSS ours %6.0f MB\n", bm->name,
+                   bm->batch, o.threads, conv_algo_names[o.conv_algo], ours.ms, ours.rss_mb);
         fflush(stdout);
         for (int f = 0; f < o.n_fns; f++)
             for (int k = 0; k < o.n_nm; k++) {
@@ -346,7 +361,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
     for (int mi = 0; mi < 2; mi++) {
         if (!(o.model_mask & (1 << mi))) continue;
         const bench_model *bm = &models[mi];
-        sdgp_model_config mc = model_config(bm, o.threads);
+        sdgp_model_config mc = model_config(bm, o.threads, o.conv_algo);
         result dense;
         if (!run_child_ours(&mc, o.steps, 1, &dense)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, dense.err);

@@ -27,6 +27,7 @@ sdgp_model_config sdgp_model_config_default(void) {
     c.prune_wgrad = sdgp_prune_cfg_make(SDGP_PRUNE_NONE, 2, 4);
     c.prune_wgrad.axis = SDGP_AXIS_ROW;
     c.sparse = SDGP_SPARSE_AUTO;
+    c.conv_algo = SDGP_CONV_AUTO;
     return c;
 }
 
@@ -467,9 +468,10 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
                 return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %zu positions, not a multiple of m=%d (--nm-wgrad)",
                                  o->name, rows, m->cfg.prune_wgrad.m);
         }
-        sdgp_status st = sdgp_conv_create(&o->dnnl, &o->geom, 0, m->cfg.threads, err);
+        sdgp_status st = sdgp_conv_create_algo(&o->dnnl, &o->geom, 0, m->cfg.threads, m->cfg.conv_algo, err);
         if (st != SDGP_OK) return st;
         o->info.layer = o->name;
+        o->info.winograd = sdgp_conv_get_algo(o->dnnl) == SDGP_CONV_WINOGRAD;
         o->info.pruned = o->prune;
         if (o->prune && m->cfg.sparse != SDGP_SPARSE_OFF) {
             st = sdgp_sparse_bwd_create(&o->sparse, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);

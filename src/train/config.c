@@ -50,6 +50,7 @@ static const char *const sched_names[] = {"reference", "step", "cosine", "consta
 static const char *const scope_names[] = {"sample-channel", "channel", NULL};
 static const char *const sparse_names[] = {"auto", "on", "off", NULL};
 static const char *const nan_names[] = {"stop", "skip", NULL};
+static const char *const conv_algo_names[] = {"direct", "winograd", "auto", NULL};
 
 #define OFF(member) offsetof(sdgp_train_config, member)
 #define SZ(member) sizeof(((sdgp_train_config *)0)->member)
@@ -59,6 +60,8 @@ static const field fields[] = {
     {"batch-size", F_INT, OFF(model.batch), 0, 1, 65536, NULL, "images per step"},
     {"seed", F_U64, OFF(model.seed), 0, 0, 0, NULL, "seed of initialisation, data order, augmentation, masks"},
     {"threads", F_INT, OFF(model.threads), 0, 0, 1024, NULL, "OpenMP threads (0: all cores)"},
+    {"conv-algo", F_ENUM, OFF(model.conv_algo), 0, 0, 0, conv_algo_names,
+     "direct | winograd | auto: dense convolutions (auto: Winograd where oneDNN has it)"},
     {"data", F_STRING, OFF(data), SZ(data), 0, 0, NULL, "fashion-mnist | mnist | cifar10"},
     {"data-dir", F_STRING, OFF(data_dir), SZ(data_dir), 0, 0, NULL, "directory of the data files"},
     {"epochs", F_INT, OFF(epochs), 0, 1, 100000, NULL, "epochs"},

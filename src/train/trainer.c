@@ -190,7 +190,16 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
 }
 
 static void report_layers(run *r) {
-    if (r->cfg->quiet || r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
+    if (r->cfg->quiet) return;
+    fprintf(r->out, "dense convolutions (--conv-algo %s):", r->cfg->model.conv_algo == SDGP_CONV_AUTO ? "auto"
+                                                            : r->cfg->model.conv_algo == SDGP_CONV_WINOGRAD ? "winograd"
+                                                                                                            : "direct");
+    for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
+        const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
+        fprintf(r->out, " %s=%s", li->layer, li->winograd ? "winograd" : "direct");
+    }
+    fprintf(r->out, "\n");
+    if (r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
     fprintf(r->out, "pruning dL/dO: %s %d:%d; data gradient per layer:", sdgp_prune_fn_name(r->cfg->model.prune.fn),
             r->cfg->model.prune.n, r->cfg->model.prune.m);
     for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
