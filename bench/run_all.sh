@@ -21,6 +21,7 @@ run() { # name, then the command
 }
 run prune  "$B/sdgp" bench prune
 run conv   "$B/sdgp" bench conv --threads 2,1
-run step   "$B/sdgp" bench step --prune magnitude,rescaled
+run step   "$B/sdgp" bench step --prune magnitude,rescaled   # default --conv-algo auto
+run step-direct "$B/sdgp" bench step --conv-algo direct --prune rescaled --nm 2:4,4:32
 run layers "$B/sdgp" bench layers --nm 2:4,4:32
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"

@@ -33,18 +33,20 @@ if c:
               f"{r['speedup']:.2f}x | {r.get('prune_ms', 0):.1f} |")
     print()
 
-s = rows("step")
+s = rows("step") + rows("step-direct")
 if s:
     print("## `sdgp bench step`: one training step, ours against PyTorch 1.13 (2 threads)\n")
-    print("| model | batch | prune | n:m | ours ms | PyTorch ms | speedup vs our dense | vs PyTorch | peak RSS ours / torch MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| model | batch | our convs | prune | n:m | ours ms | PyTorch ms | speedup vs our dense | vs PyTorch | "
+          "peak RSS ours / torch MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in s:
+        algo = r.get("conv_algo", "direct")  # rows recorded before --conv-algo existed ran direct
         if r["prune"] == "none":
-            print(f"| {r['model']} | {r['batch']} | dense | | {r['ours_ms']:.1f} | {r['torch_ms']:.1f} | 1.00 | "
+            print(f"| {r['model']} | {r['batch']} | {algo} | dense | | {r['ours_ms']:.1f} | {r['torch_ms']:.1f} | 1.00 | "
                   f"{r['speedup']:.2f}x | {r['ours_rss_mb']:.0f} / {r['torch_rss_mb']:.0f} |")
         else:
-            print(f"| {r['model']} | {r['batch']} | {r['prune']} | {r['nm']} | {r['sdgp_ms']:.1f} | {r['torch_ms']:.1f} | "
-                  f"{r['speedup']:.3f}x | {r['vs_torch']:.2f}x | {r['ours_rss_mb']:.0f} / |")
+            print(f"| {r['model']} | {r['batch']} | {algo} | {r['prune']} | {r['nm']} | {r['sdgp_ms']:.1f} | "
+                  f"{r['torch_ms']:.1f} | {r['speedup']:.3f}x | {r['vs_torch']:.2f}x | {r['ours_rss_mb']:.0f} / |")
     print()
 
 lay = rows("layers")

@@ -336,9 +336,10 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                     return 1;
                 }
                 if (o.json)
-                    printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\",\"dense_ms\":%.2f,"
-                           "\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f}\n",
-                           bm->name, bm->batch, o.threads, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], ours.ms,
+                    printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"%s\",\"nm\":\"%d:%d\","
+                           "\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,"
+                           "\"ours_rss_mb\":%.1f}\n",
+                           bm->name, bm->batch, o.threads, conv_algo_names[o.conv_algo], sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], ours.ms,
                            sd.ms, ours.ms / sd.ms, torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb);
                 else
                     printf("%-24s   SDGP %-9s %2d:%-2d  %8.1f ms  vs our dense x%.3f%s", bm->name,

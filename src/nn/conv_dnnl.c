@@ -11,11 +11,13 @@
  * are asked for as format_tag any and each call reorders the caller's NHWC tensors into blocked
  * copies in the workspace (and the result back). Measured on this 2-core AVX-512 CPU for the
  * ResNet-9 layers (3x3, 64-512 channels, 4x4 to 32x32 pixels): each direction 1.5-2.5x faster than
- * DIRECT, and a reorder costs 1-10 % of the convolution.
+ * DIRECT; one reorder costs 1-25 % of a direction's time (the most for 32x32 images, whose tensors
+ * do not fit in the caches).
  *
- * Workspace: the primitives' scratchpads (user mode) and the weights in oneDNN's layouts are needed
- * only during a call, so they live in one buffer, [weights in oneDNN layout | scratchpad]: the
- * three directions take turns in it (calls run one after another on one stream). By default the
+ * Workspace: the primitives' scratchpads (user mode), the weights in oneDNN's layouts and (WINOGRAD)
+ * the blocked activation copies are needed only during a call, so they live in one buffer,
+ * [weights | blocked x | blocked y | scratchpads]: the three directions and the reorders take
+ * turns in it (calls run one after another on one stream). By default the
  * conv owns that buffer; sdgp_conv_set_workspace lets convs that never run at the same time (the
  * layers of one model) share one, which saves about two copies of the weights plus all but one
  * scratchpad per model. One sdgp_conv must therefore not be used from two threads at once.
@@ -148,7 +150,6 @@ static sdgp_status dir_build(conv_dir *d, sdgp_conv *c, sdgp_error *err, const c
     return SDGP_OK;
 }
 
-/* Points every direction's weights memory at the start of ws and its scratchpads after them. */
 static sdgp_status bind_view(dnnl_memory_t view, void *at, sdgp_error *err) {
     return view ? dnnl_ok(dnnl_memory_set_data_handle(view, at), err, "workspace binding") : SDGP_OK;
 }
@@ -223,7 +224,8 @@ static sdgp_status create_pd(dnnl_primitive_desc_t *pd, const void *desc, const_
                              sdgp_conv *c, const_dnnl_primitive_desc_t hint, sdgp_error *err, const char *name) {
     dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, c->engine, hint);
     if (s == dnnl_unimplemented)
-        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "conv: oneDNN has no %s %s kernel for %dx%d kernels, stride %d, %d -> %d channels on this CPU",
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
+                         "conv: oneDNN has no %s %s kernel for %dx%d kernels, stride %d, %d -> %d channels on this CPU",
                          c->algo == SDGP_CONV_WINOGRAD ? "Winograd" : "direct", name, c->g.kh, c->g.kw, c->g.stride,
                          c->g.Cin, c->g.Cout);
     return dnnl_ok(s, err, name);
