@@ -162,6 +162,11 @@ TEST_CASE(conv_winograd_matches_naive) {
           "5x5 stride 2 must be unsupported: %s", err.msg);
     CHECK(sdgp_conv_create_algo(&c, &g, 0, 0, (sdgp_conv_algo)7, &err) == SDGP_ERR_INVALID && c == NULL,
           "unknown algorithm");
+    sdgp_conv_algo algo;
+    for (int i = SDGP_CONV_DIRECT; i <= SDGP_CONV_AUTO; i++)
+        CHECK(sdgp_conv_algo_parse(sdgp_conv_algo_name((sdgp_conv_algo)i), &algo, &err) == SDGP_OK && (int)algo == i,
+              "name round trip %d", i);
+    CHECK(sdgp_conv_algo_parse("wino", &algo, &err) == SDGP_ERR_INVALID && strstr(err.msg, "wino"), "bad name");
 }
 
 /* Backward passes against finite differences of the forward: L = sum dyr * conv(x, w). */

@@ -53,6 +53,9 @@ sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_
 sdgp_status sdgp_conv_create_algo(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                   sdgp_conv_algo algo, sdgp_error *err);
 sdgp_conv_algo sdgp_conv_get_algo(const sdgp_conv *c);
+/* "direct", "winograd", "auto" ("?" for other values), and the parse of those names. */
+const char *sdgp_conv_algo_name(sdgp_conv_algo algo);
+sdgp_status sdgp_conv_algo_parse(const char *name, sdgp_conv_algo *out, sdgp_error *err);
 void sdgp_conv_destroy(sdgp_conv *c);
 /* Workspace: what a call needs only while it runs (oneDNN's scratchpads and the weights in
  * oneDNN's layouts). Each conv starts with its own. Convs that never run at the same time (the

@@ -46,8 +46,6 @@ typedef struct {
     char err[SDGP_ERROR_MSG_LEN + 64];
 } result;
 
-static const char *const conv_algo_names[] = {"direct", "winograd", "auto"};
-
 static sdgp_model_config model_config(const bench_model *bm, int threads, sdgp_conv_algo algo) {
     sdgp_model_config c = sdgp_model_config_default();
     c.width = bm->width;
@@ -206,7 +204,7 @@ static void usage(FILE *f, const char *cmd) {
                   "dense step: times, the ratio of throughputs and peak RSS, all measured in this run."
                 : "Per conv layer (the paper's Figure 9): forward, dense backward-data, sparse backward-data,\n"
                   "pruning and backward-weights times, from timed training steps.",
-            strcmp(cmd, "step") == 0 ? "none" : "magnitude", conv_algo_names[sdgp_model_config_default().conv_algo],
+            strcmp(cmd, "step") == 0 ? "none" : "magnitude", sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
             default_torch_script());
 }
 
@@ -240,13 +238,11 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         else if (!strcmp(a, "--torch-script")) o->torch_script = v, i++;
         else if (!strcmp(a, "--nm")) nm_list = v, i++;
         else if (!strcmp(a, "--conv-algo")) {
-            int k = 0;
-            while (k < 3 && strcmp(v, conv_algo_names[k])) k++;
-            if (k == 3) {
-                fprintf(stderr, "sdgp: --conv-algo: '%s' is not direct, winograd or auto\n", v);
+            if (sdgp_conv_algo_parse(v, &o->conv_algo, &err) != SDGP_OK) {
+                fprintf(stderr, "sdgp: --conv-algo: %s\n", err.msg);
                 return 0;
             }
-            o->conv_algo = (sdgp_conv_algo)k, i++;
+            i++;
         } else if (!strcmp(a, "--model")) {
             o->model_mask = !strcmp(v, "all") ? 3 : !strcmp(v, "w1") ? 1 : !strcmp(v, "w0.25") ? 2 : 0;
             if (!o->model_mask) {
@@ -314,16 +310,16 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         if (o.json)
             printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"none\",\"ours_ms\":%.2f,"
                    "\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
-                   bm->name, bm->batch, o.threads, conv_algo_names[o.conv_algo], ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
                    torch.rss_mb);
         else if (o.torch)
             printf("%-24s batch %3d  %d threads  dense (%s): ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
                    "peak RSS ours %6.0f MB  torch %6.0f MB (x%.2f)\n",
-                   bm->name, bm->batch, o.threads, conv_algo_names[o.conv_algo], ours.ms, torch.ms, torch.ms / ours.ms, ours.rss_mb, torch.rss_mb,
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), ours.ms, torch.ms, torch.ms / ours.ms, ours.rss_mb, torch.rss_mb,
                    ours.rss_mb / torch.rss_mb);
         else /* no peer: no ratios */
             printf("%-24s batch %3d  %d threads  dense (%s): ours %8.1f ms  peak RSS ours %6.0f MB\n", bm->name,
-                   bm->batch, o.threads, conv_algo_names[o.conv_algo], ours.ms, ours.rss_mb);
+                   bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), ours.ms, ours.rss_mb);
         fflush(stdout);
         for (int f = 0; f < o.n_fns; f++)
             for (int k = 0; k < o.n_nm; k++) {
@@ -339,7 +335,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"%s\",\"nm\":\"%d:%d\","
                            "\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,"
                            "\"ours_rss_mb\":%.1f}\n",
-                           bm->name, bm->batch, o.threads, conv_algo_names[o.conv_algo], sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], ours.ms,
+                           bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], ours.ms,
                            sd.ms, ours.ms / sd.ms, torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb);
                 else
                     printf("%-24s   SDGP %-9s %2d:%-2d  %8.1f ms  vs our dense x%.3f%s", bm->name,

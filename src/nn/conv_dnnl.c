@@ -31,6 +31,7 @@
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <dnnl.h>
 #include <dnnl_debug.h>
@@ -430,6 +431,22 @@ size_t sdgp_conv_workspace_bytes(const sdgp_conv *c) {
 }
 
 sdgp_conv_algo sdgp_conv_get_algo(const sdgp_conv *c) { return c ? c->algo : SDGP_CONV_DIRECT; }
+
+static const char *const algo_names[] = {"direct", "winograd", "auto"}; /* indexed by sdgp_conv_algo */
+
+const char *sdgp_conv_algo_name(sdgp_conv_algo algo) {
+    return algo >= SDGP_CONV_DIRECT && algo <= SDGP_CONV_AUTO ? algo_names[algo] : "?";
+}
+
+sdgp_status sdgp_conv_algo_parse(const char *name, sdgp_conv_algo *out, sdgp_error *err) {
+    if (!name || !out) return sdgp_fail(err, SDGP_ERR_INVALID, "conv algorithm name or output is NULL");
+    for (int i = SDGP_CONV_DIRECT; i <= SDGP_CONV_AUTO; i++)
+        if (strcmp(name, algo_names[i]) == 0) {
+            *out = (sdgp_conv_algo)i;
+            return SDGP_OK;
+        }
+    return sdgp_fail(err, SDGP_ERR_INVALID, "unknown conv algorithm '%s' (expected direct, winograd or auto)", name);
+}
 
 sdgp_status sdgp_conv_set_workspace(sdgp_conv *c, void *ws, sdgp_error *err) {
     if (!c) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_set_workspace: NULL conv");

@@ -191,9 +191,7 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
 
 static void report_layers(run *r) {
     if (r->cfg->quiet) return;
-    fprintf(r->out, "dense convolutions (--conv-algo %s):", r->cfg->model.conv_algo == SDGP_CONV_AUTO ? "auto"
-                                                            : r->cfg->model.conv_algo == SDGP_CONV_WINOGRAD ? "winograd"
-                                                                                                            : "direct");
+    fprintf(r->out, "dense convolutions (--conv-algo %s):", sdgp_conv_algo_name(r->cfg->model.conv_algo));
     for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
         const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
         fprintf(r->out, " %s=%s", li->layer, li->winograd ? "winograd" : "direct");
