@@ -133,6 +133,10 @@ torch.set_num_threads(2)
 run_case("smallcnn dense", "smallcnn", 1.0, (12, 12, 1), 8)
 run_case("resnet9 w0.25 dense", "resnet9", 0.25, (16, 16, 3), 8)  # --conv-algo auto: Winograd at 16x16, 8x8
 run_case("resnet9 w0.25 dense, direct convs", "resnet9", 0.25, (16, 16, 3), 8, extra={"conv-algo": "direct"})
+# small workspace limits split the Winograd passes: 12 MB chunks backward-weights (adding the
+# chunks' gradients) at conv4-6; 7 MB slices forward/backward-data and runs backward-weights direct
+run_case("resnet9 w0.25 dense, Winograd in 12 MB", "resnet9", 0.25, (16, 16, 3), 8, extra={"conv-workspace": "12"})
+run_case("resnet9 w0.25 dense, Winograd in 7 MB", "resnet9", 0.25, (16, 16, 3), 8, extra={"conv-workspace": "7"})
 run_case("resnet9 w0.25 1 channel odd size", "resnet9", 0.25, (19, 17, 1), 4)
 run_case("resnet9 magnitude 2:4 sparse", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4", {"sparse-kernel": "on"})
 run_case("resnet9 magnitude 2:4 dense kernel", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4", {"sparse-kernel": "off"})

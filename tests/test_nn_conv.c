@@ -64,7 +64,8 @@ static sdgp_conv_geom make_geom(int B, int H, int W, int Cin, int Cout, int k, i
 }
 
 /* Runs all three directions for one geometry and compares with the naive loops. */
-static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int threads, sdgp_conv_algo algo, double tol) {
+static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int threads, sdgp_conv_options opt,
+                                double tol) {
     size_t nx = (size_t)g->B * g->H * g->W * g->Cin, ny = (size_t)g->B * g->Ho * g->Wo * g->Cout;
     size_t nw = (size_t)g->Cout * g->Cin * g->kh * g->kw;
     float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *b = test_xmalloc((size_t)g->Cout * 4);
@@ -79,9 +80,9 @@ static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int thre
 
     sdgp_conv *c = NULL;
     sdgp_error err;
-    sdgp_status st = sdgp_conv_create_algo(&c, g, with_bias, threads, algo, &err);
+    sdgp_status st = sdgp_conv_create_opts(&c, g, with_bias, threads, &opt, &err);
     CHECK(st == SDGP_OK, "create: %s", err.msg);
-    CHECK(st != SDGP_OK || sdgp_conv_get_algo(c) == algo, "algorithm");
+    CHECK(st != SDGP_OK || sdgp_conv_get_algo(c) == opt.algo, "algorithm");
     if (st == SDGP_OK) {
         /* twice each, so a stale reorder buffer or scratchpad would show */
         for (int rep = 0; rep < 2; rep++) {
@@ -94,9 +95,10 @@ static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int thre
             CHECK(sdgp_conv_backward_weights(c, dw, with_bias ? db : NULL, x, dy, &err) == SDGP_OK, "bwd w: %s",
                   err.msg);
             double ey = test_rel_err(y, y_ref, ny), ex = test_rel_err(dx, dx_ref, nx), ew = test_rel_err(dw, dw_ref, nw);
-            char what[96];
-            snprintf(what, sizeof what, "B=%d %dx%d %d->%d k%d s%d p%d bias=%d threads=%d algo=%d", g->B, g->H, g->W,
-                     g->Cin, g->Cout, g->kh, g->stride, g->pad, with_bias, threads, (int)algo);
+            char what[160];
+            snprintf(what, sizeof what, "B=%d %dx%d %d->%d k%d s%d p%d bias=%d threads=%d algo=%d limit=%zu", g->B, g->H,
+                     g->W, g->Cin, g->Cout, g->kh, g->stride, g->pad, with_bias, threads, (int)opt.algo,
+                     opt.workspace_limit);
             CHECK(ey < tol, "%s: forward rel err %.2e", what, ey);
             CHECK(ex < tol, "%s: bwd data rel err %.2e", what, ex);
             CHECK(ew < tol, "%s: bwd weights rel err %.2e", what, ew);
@@ -126,7 +128,8 @@ TEST_CASE(conv_matches_naive) {
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *s = shapes[t];
         sdgp_conv_geom g = make_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
-        for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0, SDGP_CONV_DIRECT, 1e-5);
+        const sdgp_conv_options direct = {SDGP_CONV_DIRECT, 0};
+        for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0, direct, 1e-5);
     }
 }
 
@@ -151,8 +154,8 @@ TEST_CASE(conv_winograd_matches_naive) {
             if (st != SDGP_OK) continue;
         }
         CHECK(st == SDGP_OK, "Winograd on an AVX-512 CPU: %s", err.msg);
-        for (int bias = 0; bias < 2; bias++)
-            check_geom_vs_naive(&g, bias, t % 2 ? 1 : 2, SDGP_CONV_WINOGRAD, 2e-5);
+        const sdgp_conv_options wino = {SDGP_CONV_WINOGRAD, 0};
+        for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 2, wino, 2e-5);
     }
     sdgp_conv_geom g = make_geom(2, 11, 10, 16, 32, 5, 2, 2);
     sdgp_conv *c = NULL;
@@ -167,6 +170,50 @@ TEST_CASE(conv_winograd_matches_naive) {
         CHECK(sdgp_conv_algo_parse(sdgp_conv_algo_name((sdgp_conv_algo)i), &algo, &err) == SDGP_OK && (int)algo == i,
               "name round trip %d", i);
     CHECK(sdgp_conv_algo_parse("wino", &algo, &err) == SDGP_ERR_INVALID && strstr(err.msg, "wino"), "bad name");
+}
+
+/* Winograd under shrinking workspace limits: the passes split into batch chunks and channel
+ * slices (backward-weights adding the chunks' dw and dbias), every plan still matches the naive
+ * loops, and each pass went through both kinds of split. A limit nothing fits: AUTO runs every
+ * pass DIRECT. */
+TEST_CASE(conv_winograd_splits) {
+    if (!sdgp_isa_supported(SDGP_ISA_AVX512)) return;
+    sdgp_conv_geom g = make_geom(4, 8, 7, 32, 64, 3, 1, 1);
+    sdgp_conv *c = NULL;
+    sdgp_error err;
+    int chunked[3] = {0}, sliced[3] = {0};
+    /* for each pass, each round's limit is one byte below its workspace of the round before,
+     * until it shrinks no more (then it takes its smallest split, over the limit) */
+    for (int q = 0; q < 3; q++) {
+        size_t limit = 0, before = SIZE_MAX;
+        for (int round = 0; round < 16; round++) {
+            const sdgp_conv_options opt = {SDGP_CONV_WINOGRAD, limit};
+            REQUIRE(sdgp_conv_create_opts(&c, &g, 1, 2, &opt, &err) == SDGP_OK, "limit %zu: %s", limit, err.msg);
+            for (int p = 0; p < 3; p++) {
+                sdgp_conv_pass_plan pl = sdgp_conv_get_plan(c, (sdgp_conv_pass)p);
+                CHECK(pl.algo == SDGP_CONV_WINOGRAD && g.B % pl.chunk == 0 && pl.parts >= 1, "pass %d plan", p);
+                chunked[p] |= pl.chunk < g.B;
+                sliced[p] |= pl.parts > 1;
+            }
+            sdgp_conv_pass_plan pl = sdgp_conv_get_plan(c, (sdgp_conv_pass)q);
+            if (getenv("SDGP_TEST_VERBOSE"))
+                printf("  limit %zu pass %d: %d x %d, %zu bytes\n", limit, q, pl.chunk, pl.parts, pl.workspace_bytes);
+            sdgp_conv_destroy(c);
+            for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, 2, opt, 2e-5);
+            if (pl.workspace_bytes >= before) break;
+            before = pl.workspace_bytes;
+            limit = pl.workspace_bytes - 1;
+        }
+    }
+    for (int p = 0; p < 3; p++) CHECK(chunked[p] && sliced[p], "pass %d: chunked %d sliced %d", p, chunked[p], sliced[p]);
+    const sdgp_conv_options tiny = {SDGP_CONV_AUTO, 1};
+    REQUIRE(sdgp_conv_create_opts(&c, &g, 0, 2, &tiny, &err) == SDGP_OK, "%s", err.msg);
+    for (int p = 0; p < 3; p++) {
+        sdgp_conv_pass_plan pl = sdgp_conv_get_plan(c, (sdgp_conv_pass)p);
+        CHECK(pl.algo == SDGP_CONV_DIRECT && pl.chunk == g.B && pl.parts == 1, "auto, nothing fits: pass %d direct", p);
+    }
+    CHECK(sdgp_conv_get_algo(c) == SDGP_CONV_DIRECT, "auto, nothing fits: direct");
+    sdgp_conv_destroy(c);
 }
 
 /* Backward passes against finite differences of the forward: L = sum dyr * conv(x, w). */
@@ -324,6 +371,7 @@ TEST_CASE(conv_shared_workspace) {
 int main(void) {
     RUN(conv_matches_naive);
     RUN(conv_winograd_matches_naive);
+    RUN(conv_winograd_splits);
     RUN(conv_backward_matches_finite_differences);
     RUN(conv_rejects_bad_arguments);
     RUN(conv_repeats_bitwise);

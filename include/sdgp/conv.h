@@ -32,34 +32,62 @@ typedef struct sdgp_conv sdgp_conv;
 /* The algorithm of oneDNN's convolution. DIRECT reads and writes the caller's NHWC tensors in
  * place. WINOGRAD (F(4x4, 3x3), oneDNN's jit_wino_4x3: 3x3 kernels, stride 1, AVX-512) does 4x
  * fewer multiplications in its products; it needs oneDNN's blocked activation layout, so each
- * call reorders between NHWC and that layout in the workspace, which grows by one input and one
- * output tensor plus the transformed tiles and weights oneDNN keeps in its scratchpad (tens of
- * MB for ResNet-9's layers). Its rounding differs from DIRECT's: relative error against an exact
- * product ~1e-6 instead of ~1e-7. AUTO: WINOGRAD where oneDNN has that kernel, DIRECT elsewhere. */
+ * call reorders between NHWC and that layout in the workspace, and oneDNN's scratchpad holds the
+ * transformed tiles and weights (for ResNet-9 w=1 at batch 64, up to 230 MB for one layer). Its
+ * rounding differs from DIRECT's: relative error against an exact product ~1e-6 instead of ~1e-7.
+ * AUTO: WINOGRAD where oneDNN has that kernel and it pays (see winograd_pays), DIRECT elsewhere. */
 typedef enum { SDGP_CONV_DIRECT = 0, SDGP_CONV_WINOGRAD = 1, SDGP_CONV_AUTO = 2 } sdgp_conv_algo;
+
+/* The three passes of a convolution; each is planned on its own. */
+typedef enum { SDGP_CONV_FORWARD = 0, SDGP_CONV_BACKWARD_DATA = 1, SDGP_CONV_BACKWARD_WEIGHTS = 2 } sdgp_conv_pass;
+
+/* workspace_limit (bytes, 0 = none) bounds each pass's workspace. A WINOGRAD pass over the
+ * limit runs as several oneDNN calls: the batch in chunks of `chunk` images (a divisor of B; the
+ * weight gradient sums the chunks) times `parts` slices of the channels the pass writes (forward
+ * and backward-weights: Cout, backward-data: Cin; multiples of 16). Among the splits that fit it
+ * takes the one with the fewest calls. If none fits, AUTO runs that pass DIRECT, WINOGRAD takes
+ * the split with the smallest workspace (the limit is then exceeded). DIRECT ignores the limit
+ * (its workspace is a few MB). */
+typedef struct {
+    sdgp_conv_algo algo;
+    size_t workspace_limit;
+} sdgp_conv_options;
+
+/* How one pass runs: algo DIRECT or WINOGRAD; chunk x parts calls (DIRECT: B x 1). */
+typedef struct {
+    sdgp_conv_algo algo;
+    int chunk, parts;
+    size_t workspace_bytes;
+} sdgp_conv_pass_plan;
 
 /* threads: the OpenMP team size oneDNN uses (0 = the caller's omp_get_max_threads()). With
  * threads > 0, create and each call below set omp_set_num_threads(threads) for their duration
  * and restore the caller's value before returning.
  * One sdgp_conv must not be used by two threads at once (its buffers are shared by the calls);
  * inputs are only read. Errors inside oneDNN return SDGP_ERR_INTERNAL naming the primitive.
- * Results repeat bitwise for a fixed thread count, but oneDNN's work split depends on it: measured
- * here, backward-weights (and for some shapes forward) differ in the last bits between 1, 2 and 3
- * threads. */
+ * Results repeat bitwise for a fixed thread count and plan, but oneDNN's work split depends on
+ * both: measured here, backward-weights (and for some shapes forward) differ in the last bits
+ * between 1, 2 and 3 threads. */
 sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads, sdgp_error *err);
-/* The same with a chosen algorithm. SDGP_ERR_UNSUPPORTED (nothing created) when oneDNN has no
- * kernel of that algorithm for this geometry on this CPU (WINOGRAD: not 3x3 stride 1, no AVX-512,
- * channel counts it cannot block). sdgp_conv_get_algo: the one that runs (never AUTO). */
+/* The same with a chosen algorithm and workspace limit (opt NULL: DIRECT). SDGP_ERR_UNSUPPORTED
+ * (nothing created) when oneDNN has no kernel of that algorithm for this geometry on this CPU
+ * (WINOGRAD: not 3x3 stride 1, no AVX-512, channel counts it cannot block). */
+sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
+                                  const sdgp_conv_options *opt, sdgp_error *err);
+/* = create_opts with {algo, no limit}. */
 sdgp_status sdgp_conv_create_algo(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                   sdgp_conv_algo algo, sdgp_error *err);
+/* WINOGRAD when any pass runs Winograd, else DIRECT (never AUTO). */
 sdgp_conv_algo sdgp_conv_get_algo(const sdgp_conv *c);
+sdgp_conv_pass_plan sdgp_conv_get_plan(const sdgp_conv *c, sdgp_conv_pass pass);
 /* "direct", "winograd", "auto" ("?" for other values), and the parse of those names. */
 const char *sdgp_conv_algo_name(sdgp_conv_algo algo);
 sdgp_status sdgp_conv_algo_parse(const char *name, sdgp_conv_algo *out, sdgp_error *err);
 void sdgp_conv_destroy(sdgp_conv *c);
-/* Workspace: what a call needs only while it runs (oneDNN's scratchpads and the weights in
- * oneDNN's layouts). Each conv starts with its own. Convs that never run at the same time (the
- * layers of one model, called one after another) can share one buffer of the largest
+/* Workspace: what a call needs only while it runs (oneDNN's scratchpads, the weights in
+ * oneDNN's layouts, WINOGRAD's blocked activations): the largest of the three passes'. Each conv
+ * starts with its own. Convs that never run at the same time (the layers of one model, called
+ * one after another) can share one buffer of the largest
  * sdgp_conv_workspace_bytes among them: set_workspace(c, buf) makes c use buf (64-byte aligned,
  * owned by the caller, alive while c uses it) and frees c's own; buf = NULL gives c its own again. */
 size_t sdgp_conv_workspace_bytes(const sdgp_conv *c);

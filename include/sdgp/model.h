@@ -40,6 +40,7 @@ typedef struct {
     float out_scale;      /* ResNet-9: logits multiplied by this (0.2) */
     int threads;          /* OpenMP team size (0 = default) */
     sdgp_conv_algo conv_algo; /* dense convolutions: DIRECT, WINOGRAD (error where oneDNN has none), AUTO */
+    int conv_workspace_mb;    /* workspace limit of each conv pass, MB (sdgp_conv_options; 0 = none) */
     uint64_t seed;        /* initialisation and pruning randomness */
 
     /* SDGP (data-gradient pruning); fn = SDGP_PRUNE_NONE turns it off */
@@ -51,7 +52,9 @@ typedef struct {
 } sdgp_model_config;
 
 /* Defaults: ResNet-9, width 1, batch 64, 32x32x3, 10 classes, BN momentum 0.1 eps 1e-5, scale 0.2,
- * no pruning, sparse AUTO, prune isa AUTO, conv algorithm AUTO. */
+ * no pruning, sparse AUTO, prune isa AUTO, conv algorithm AUTO with a workspace limit of
+ * SDGP_CONV_WORKSPACE_MB_DEFAULT. */
+#define SDGP_CONV_WORKSPACE_MB_DEFAULT 48
 sdgp_model_config sdgp_model_config_default(void);
 
 typedef struct sdgp_model sdgp_model;
@@ -100,7 +103,8 @@ typedef struct {
     const char *layer;
     int pruned;            /* this layer prunes its dL/dO */
     int sparse_kernel;     /* uses the sparse kernel */
-    int winograd;          /* its dense convolutions run oneDNN's Winograd kernel (else direct) */
+    int winograd;          /* some pass of its dense convolution runs oneDNN's Winograd kernel */
+    sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
 } sdgp_layer_info;
 void sdgp_model_enable_grad_stats(sdgp_model *m, int on);

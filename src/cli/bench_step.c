@@ -37,6 +37,7 @@ typedef struct {
     int n_nm;
     int model_mask; /* bit i: models[i] */
     sdgp_conv_algo conv_algo;
+    int conv_ws_mb;
 } options;
 
 typedef struct {
@@ -46,15 +47,16 @@ typedef struct {
     char err[SDGP_ERROR_MSG_LEN + 64];
 } result;
 
-static sdgp_model_config model_config(const bench_model *bm, int threads, sdgp_conv_algo algo) {
+static sdgp_model_config model_config(const bench_model *bm, const options *o) {
     sdgp_model_config c = sdgp_model_config_default();
     c.width = bm->width;
     c.height = bm->h;
     c.width_px = bm->w;
     c.channels = bm->c;
     c.batch = bm->batch;
-    c.threads = threads;
-    c.conv_algo = algo;
+    c.threads = o->threads;
+    c.conv_algo = o->conv_algo;
+    c.conv_workspace_mb = o->conv_ws_mb;
     return c;
 }
 
@@ -194,6 +196,7 @@ static void usage(FILE *f, const char *cmd) {
             "  --prune LIST           SDGP functions to compare with dense, e.g. magnitude,rescaled [%s]\n"
             "  --nm LIST              N:M list [2:4,1:4,2:8,4:32]\n"
             "  --conv-algo A          our dense convolutions: direct | winograd | auto [%s]\n"
+            "  --conv-workspace MB    workspace limit per conv pass (0: none) [%d]\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
@@ -205,7 +208,7 @@ static void usage(FILE *f, const char *cmd) {
                 : "Per conv layer (the paper's Figure 9): forward, dense backward-data, sparse backward-data,\n"
                   "pruning and backward-weights times, from timed training steps.",
             strcmp(cmd, "step") == 0 ? "none" : "magnitude", sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
-            default_torch_script());
+            sdgp_model_config_default().conv_workspace_mb, default_torch_script());
 }
 
 static int parse_options(options *o, int argc, char **argv, int layers) {
@@ -217,6 +220,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->torch_script = default_torch_script();
     o->model_mask = 3;
     o->conv_algo = sdgp_model_config_default().conv_algo;
+    o->conv_ws_mb = sdgp_model_config_default().conv_workspace_mb;
     if (layers) o->fns[o->n_fns++] = SDGP_PRUNE_MAGNITUDE;
     const char *nm_list = "2:4,1:4,2:8,4:32";
     for (int i = 1; i < argc; i++) {
@@ -231,6 +235,9 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         } else if (!strcmp(a, "--threads")) {
             if (!cli_parse_int(a, v, 1, 256, &x)) return 0;
             o->threads = (int)x, i++;
+        } else if (!strcmp(a, "--conv-workspace")) {
+            if (!cli_parse_int(a, v, 0, 1 << 20, &x)) return 0;
+            o->conv_ws_mb = (int)x, i++;
         } else if (!strcmp(a, "--steps")) {
             if (!cli_parse_int(a, v, 1, 10000, &x)) return 0;
             o->steps = (int)x, i++;
@@ -296,7 +303,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
     for (int mi = 0; mi < 2; mi++) {
         if (!(o.model_mask & (1 << mi))) continue;
         const bench_model *bm = &models[mi];
-        sdgp_model_config mc = model_config(bm, o.threads, o.conv_algo);
+        sdgp_model_config mc = model_config(bm, &o);
         result ours, torch;
         if (!run_child_ours(&mc, o.steps, 0, &ours)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, ours.err);
@@ -308,18 +315,18 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
             return 1;
         }
         if (o.json)
-            printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"none\",\"ours_ms\":%.2f,"
+            printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"none\",\"ours_ms\":%.2f,"
                    "\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
-                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
                    torch.rss_mb);
         else if (o.torch)
-            printf("%-24s batch %3d  %d threads  dense (%s): ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
+            printf("%-24s batch %3d  %d threads  dense (%s, %d MB): ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
                    "peak RSS ours %6.0f MB  torch %6.0f MB (x%.2f)\n",
-                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), ours.ms, torch.ms, torch.ms / ours.ms, ours.rss_mb, torch.rss_mb,
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, torch.ms, torch.ms / ours.ms, ours.rss_mb, torch.rss_mb,
                    ours.rss_mb / torch.rss_mb);
         else /* no peer: no ratios */
-            printf("%-24s batch %3d  %d threads  dense (%s): ours %8.1f ms  peak RSS ours %6.0f MB\n", bm->name,
-                   bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), ours.ms, ours.rss_mb);
+            printf("%-24s batch %3d  %d threads  dense (%s, %d MB): ours %8.1f ms  peak RSS ours %6.0f MB\n",
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, ours.rss_mb);
         fflush(stdout);
         for (int f = 0; f < o.n_fns; f++)
             for (int k = 0; k < o.n_nm; k++) {
@@ -332,10 +339,10 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                     return 1;
                 }
                 if (o.json)
-                    printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"%s\",\"nm\":\"%d:%d\","
+                    printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
                            "\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,"
                            "\"ours_rss_mb\":%.1f}\n",
-                           bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], ours.ms,
+                           bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], ours.ms,
                            sd.ms, ours.ms / sd.ms, torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb);
                 else
                     printf("%-24s   SDGP %-9s %2d:%-2d  %8.1f ms  vs our dense x%.3f%s", bm->name,
@@ -358,7 +365,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
     for (int mi = 0; mi < 2; mi++) {
         if (!(o.model_mask & (1 << mi))) continue;
         const bench_model *bm = &models[mi];
-        sdgp_model_config mc = model_config(bm, o.threads, o.conv_algo);
+        sdgp_model_config mc = model_config(bm, &o);
         result dense;
         if (!run_child_ours(&mc, o.steps, 1, &dense)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, dense.err);

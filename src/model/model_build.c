@@ -28,6 +28,7 @@ sdgp_model_config sdgp_model_config_default(void) {
     c.prune_wgrad.axis = SDGP_AXIS_ROW;
     c.sparse = SDGP_SPARSE_AUTO;
     c.conv_algo = SDGP_CONV_AUTO;
+    c.conv_workspace_mb = SDGP_CONV_WORKSPACE_MB_DEFAULT;
     return c;
 }
 
@@ -468,10 +469,12 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
                 return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %zu positions, not a multiple of m=%d (--nm-wgrad)",
                                  o->name, rows, m->cfg.prune_wgrad.m);
         }
-        sdgp_status st = sdgp_conv_create_algo(&o->dnnl, &o->geom, 0, m->cfg.threads, m->cfg.conv_algo, err);
+        const sdgp_conv_options opt = {m->cfg.conv_algo, (size_t)m->cfg.conv_workspace_mb << 20};
+        sdgp_status st = sdgp_conv_create_opts(&o->dnnl, &o->geom, 0, m->cfg.threads, &opt, err);
         if (st != SDGP_OK) return st;
         o->info.layer = o->name;
         o->info.winograd = sdgp_conv_get_algo(o->dnnl) == SDGP_CONV_WINOGRAD;
+        for (int p = 0; p < 3; p++) o->info.plan[p] = sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)p);
         o->info.pruned = o->prune;
         if (o->prune && m->cfg.sparse != SDGP_SPARSE_OFF) {
             st = sdgp_sparse_bwd_create(&o->sparse, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
@@ -498,6 +501,9 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     if (!out || !cfg) return sdgp_fail(err, SDGP_ERR_INVALID, "model: NULL argument");
     *out = NULL;
     if (cfg->batch < 1 || cfg->batch > 65536) return sdgp_fail(err, SDGP_ERR_INVALID, "model: batch %d out of range [1, 65536]", cfg->batch);
+    if (cfg->conv_workspace_mb < 0 || cfg->conv_workspace_mb > (1 << 20))
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: conv workspace %d MB out of range [0, %d]", cfg->conv_workspace_mb,
+                         1 << 20);
     if (cfg->height < 1 || cfg->width_px < 1 || cfg->channels < 1 || cfg->height > 4096 || cfg->width_px > 4096 || cfg->channels > 64)
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: input %dx%dx%d out of range", cfg->height, cfg->width_px, cfg->channels);
     if (cfg->num_classes < 2 || cfg->num_classes > 100000)

@@ -1,26 +1,23 @@
 /* The dense convolution of include/sdgp/conv.h through oneDNN's C API (2.x).
  *
- * One sdgp_conv holds, for one geometry: a CPU engine and stream, the three convolution
- * primitives (forward, backward-data, backward-weights), and for each the weights in the layout
- * oneDNN chose (format_tag any) plus the reorder between that layout and the caller's OIHW.
- * Weights change every step, so the forward and backward-data calls reorder OIHW -> chosen layout
- * on every call, and backward-weights computes into its chosen layout and reorders back to OIHW.
- * DIRECT: activations are passed to oneDNN as plain NHWC (the caller's memory, no copies): its jit
- * kernels take NHWC fp32 directly on AVX2/AVX-512, so we ask for exactly that layout.
- * WINOGRAD: oneDNN's Winograd kernel only takes its blocked layout (nChw16c), so the activations
- * are asked for as format_tag any and each call reorders the caller's NHWC tensors into blocked
- * copies in the workspace (and the result back). Measured on this 2-core AVX-512 CPU for the
- * ResNet-9 layers (3x3, 64-512 channels, 4x4 to 32x32 pixels): each direction 1.5-2.5x faster than
- * DIRECT; one reorder costs 1-25 % of a direction's time (the most for 32x32 images, whose tensors
- * do not fit in the caches).
+ * One sdgp_conv holds, for one geometry, a CPU engine and stream and three passes (forward,
+ * backward-data, backward-weights; conv_dnnl_pass.c builds them), each planned on its own:
+ * - DIRECT: one oneDNN call on the caller's NHWC tensors in place (its jit kernels take NHWC fp32
+ *   directly on AVX2/AVX-512, so we ask for exactly that layout).
+ * - WINOGRAD: oneDNN's Winograd kernel only takes its blocked layout (nChw16c), so each call
+ *   reorders the caller's NHWC into blocked copies in the workspace (and the result back).
+ *   Measured on this 2-core AVX-512 CPU for the ResNet-9 layers (3x3, 64-512 channels, 4x4 to 32x32
+ *   pixels): each pass 1.5-2.5x faster than DIRECT; one reorder costs 1-25 % of a pass's time.
+ *   Under a workspace limit a pass runs as several calls: chunks of the batch x slices of the
+ *   channels it writes (conv_pass_plan).
+ * Weights change every step, so every call reorders the caller's OIHW into the layout oneDNN chose
+ * (format_tag any), and backward-weights computes into its layout and reorders back.
  *
- * Workspace: the primitives' scratchpads (user mode), the weights in oneDNN's layouts and (WINOGRAD)
- * the blocked activation copies are needed only during a call, so they live in one buffer,
- * [weights | blocked x | blocked y | scratchpads]: the three directions and the reorders take
- * turns in it (calls run one after another on one stream). By default the
- * conv owns that buffer; sdgp_conv_set_workspace lets convs that never run at the same time (the
- * layers of one model) share one, which saves about two copies of the weights plus all but one
- * scratchpad per model. One sdgp_conv must therefore not be used from two threads at once.
+ * Workspace: the scratchpads (user mode), the weights in oneDNN's layouts and the blocked copies
+ * are needed only during a call, so they live in one buffer that the passes take turns in (calls
+ * run one after another on one stream). By default the conv owns that buffer;
+ * sdgp_conv_set_workspace lets convs that never run at the same time (the layers of one model)
+ * share one. One sdgp_conv must therefore not be used from two threads at once.
  *
  * Threads: oneDNN's OpenMP runtime sizes its parallel regions by omp_get_max_threads() of the
  * calling thread, both when a primitive is created (it fixes the work split) and when it runs.
@@ -33,55 +30,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <dnnl.h>
-#include <dnnl_debug.h>
-
-/* One convolution direction: the primitive and its weights-layout handling. */
-typedef struct {
-    dnnl_primitive_desc_t pd;  /* kept only while creating */
-    dnnl_primitive_desc_t wpd; /* the weights reorder's pd, while creating (NULL: no reorder) */
-    dnnl_primitive_t prim;
-    dnnl_memory_t scratch;     /* the primitive's scratchpad, a view into the workspace */
-    dnnl_memory_t wmem;        /* (diff) weights in the primitive's layout; NULL when that is OIHW */
-    dnnl_primitive_t wreorder; /* OIHW -> wmem (forward, backward-data) or wmem -> OIHW (backward-weights) */
-    dnnl_memory_t wscratch;    /* the reorder's scratchpad view */
-    const char *wreorder_name; /* for error messages */
-} conv_dir;
-
-/* WINOGRAD: one activation reorder between the caller's NHWC and the blocked copy. */
-typedef struct {
-    dnnl_primitive_desc_t pd; /* kept only while creating */
-    dnnl_primitive_t prim;
-    dnnl_memory_t scratch; /* its scratchpad, a view into the workspace */
-    const char *name;
-} act_reorder;
+#include "conv_dnnl_internal.h"
 
 struct sdgp_conv {
-    sdgp_conv_geom g;
-    int with_bias, threads;
-    dnnl_engine_t engine;
+    conv_ctx ctx; /* geometry, bias, engine */
+    int threads;
     dnnl_stream_t stream;
-    /* The caller's tensors; data handles are set on every call. x also serves as diff_src and y
-     * as diff_dst (same NHWC descriptors). */
-    dnnl_memory_t x, y, w, b;
-    conv_dir fwd, bwd_data, bwd_weights;
-    sdgp_conv_algo algo;
-    /* WINOGRAD only (NULL / 0 for DIRECT): x and y (also diff_src, diff_dst) in the blocked
-     * layout, views into the workspace, and the reorders x -> xb, xb -> x, y -> yb, yb -> y. */
-    dnnl_memory_t xb, yb;
-    act_reorder x_in, x_out, y_in, y_out;
-    /* the workspace, [weights | xb | yb | scratchpads], each part rounded up to 64 bytes */
-    size_t wbytes, xb_bytes, yb_bytes, scratch_bytes;
-    void *own_ws;                 /* the conv's own workspace (NULL while a shared one is set) */
-    void *ws;                     /* the workspace in use */
-    float *dbias_sink; /* receives dbias when the caller passes dbias = NULL (with_bias only) */
+    conv_pass pass[3]; /* indexed by sdgp_conv_pass */
+    void *own_ws;      /* the conv's own workspace (NULL while a shared one is set) */
+    void *ws;          /* the workspace in use */
+    float *dbias_sink; /* 2 Cout: dbias when the caller passes NULL; a later chunk's dbias (with_bias) */
 };
-
-static sdgp_status dnnl_ok(dnnl_status_t s, sdgp_error *err, const char *what) {
-    if (s == dnnl_success) return SDGP_OK;
-    return sdgp_fail(err, SDGP_ERR_INTERNAL, "conv: oneDNN %s failed: %s (dnnl status %d)", what, dnnl_status2str(s),
-                     (int)s);
-}
 
 /* Sets the OpenMP team size for oneDNN (threads > 0) and returns the value to restore. */
 static int threads_enter(int threads) {
@@ -89,6 +48,7 @@ static int threads_enter(int threads) {
     if (threads > 0) omp_set_num_threads(threads);
     return saved;
 }
+
 static void threads_leave(int threads, int saved) {
     if (threads > 0) omp_set_num_threads(saved);
 }
@@ -105,256 +65,6 @@ static sdgp_status check_geom(const sdgp_conv_geom *g, sdgp_error *err) {
     return SDGP_OK;
 }
 
-static size_t pd_scratch_bytes(const_dnnl_primitive_desc_t pd) {
-    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    return md ? dnnl_memory_desc_get_size(md) : 0;
-}
-
-/* Phase 1 for one direction: given its pd, plans the reorder between the chosen weights layout
- * (query wq) and OIHW. to_user: the reorder goes chosen -> OIHW (diff weights). */
-static sdgp_status dir_plan(conv_dir *d, sdgp_conv *c, dnnl_query_t wq, int to_user, const dnnl_memory_desc_t *md_oihw,
-                            const_dnnl_primitive_attr_t attr, size_t *scratch_max, sdgp_error *err, const char *name) {
-    const dnnl_memory_desc_t *md_w = dnnl_primitive_desc_query_md(d->pd, wq, 0);
-    if (!md_w) return sdgp_fail(err, SDGP_ERR_INTERNAL, "conv: oneDNN %s: no weights descriptor", name);
-    size_t s = pd_scratch_bytes(d->pd);
-    if (s > *scratch_max) *scratch_max = s;
-    if (dnnl_memory_desc_equal(md_w, md_oihw)) return SDGP_OK;
-    size_t wb = (dnnl_memory_desc_get_size(md_w) + 63) / 64 * 64;
-    if (wb > c->wbytes) c->wbytes = wb;
-    sdgp_status st = dnnl_ok(dnnl_memory_create(&d->wmem, md_w, c->engine, DNNL_MEMORY_NONE), err, name);
-    if (st != SDGP_OK) return st;
-    const dnnl_memory_desc_t *from = to_user ? md_w : md_oihw, *to = to_user ? md_oihw : md_w;
-    st = dnnl_ok(dnnl_reorder_primitive_desc_create(&d->wpd, from, c->engine, to, c->engine, attr), err,
-                 d->wreorder_name);
-    if (st != SDGP_OK) return st;
-    s = pd_scratch_bytes(d->wpd);
-    if (s > *scratch_max) *scratch_max = s;
-    return SDGP_OK;
-}
-
-/* Phase 2: the primitives and their workspace views (bound to a buffer by bind_workspace). */
-static sdgp_status dir_build(conv_dir *d, sdgp_conv *c, sdgp_error *err, const char *name) {
-    sdgp_status st = dnnl_ok(dnnl_primitive_create(&d->prim, d->pd), err, name);
-    if (st != SDGP_OK) return st;
-    st = dnnl_ok(dnnl_memory_create(&d->scratch, dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0),
-                                    c->engine, DNNL_MEMORY_NONE),
-                 err, name);
-    if (st != SDGP_OK) return st;
-    if (d->wpd) {
-        st = dnnl_ok(dnnl_primitive_create(&d->wreorder, d->wpd), err, d->wreorder_name);
-        if (st != SDGP_OK) return st;
-        st = dnnl_ok(dnnl_memory_create(&d->wscratch, dnnl_primitive_desc_query_md(d->wpd, dnnl_query_scratchpad_md, 0),
-                                        c->engine, DNNL_MEMORY_NONE),
-                     err, d->wreorder_name);
-        if (st != SDGP_OK) return st;
-    }
-    return SDGP_OK;
-}
-
-static sdgp_status bind_view(dnnl_memory_t view, void *at, sdgp_error *err) {
-    return view ? dnnl_ok(dnnl_memory_set_data_handle(view, at), err, "workspace binding") : SDGP_OK;
-}
-
-/* Points every direction's weights memory at the start of ws, the blocked activations after them,
- * and all scratchpads after those. */
-static sdgp_status bind_workspace(sdgp_conv *c, void *ws, sdgp_error *err) {
-    c->ws = ws;
-    char *xb = (char *)ws + c->wbytes, *yb = xb + c->xb_bytes, *scratch = yb + c->yb_bytes;
-    sdgp_status st;
-    conv_dir *dirs[3] = {&c->fwd, &c->bwd_data, &c->bwd_weights};
-    for (int i = 0; i < 3; i++)
-        if ((st = bind_view(dirs[i]->wmem, ws, err)) || (st = bind_view(dirs[i]->scratch, scratch, err)) ||
-            (st = bind_view(dirs[i]->wscratch, scratch, err)))
-            return st;
-    act_reorder *ar[4] = {&c->x_in, &c->x_out, &c->y_in, &c->y_out};
-    for (int i = 0; i < 4; i++)
-        if ((st = bind_view(ar[i]->scratch, scratch, err))) return st;
-    if ((st = bind_view(c->xb, xb, err))) return st;
-    return bind_view(c->yb, yb, err);
-}
-
-static void dir_free(conv_dir *d) {
-    if (d->pd) dnnl_primitive_desc_destroy(d->pd);
-    if (d->wpd) dnnl_primitive_desc_destroy(d->wpd);
-    if (d->prim) dnnl_primitive_destroy(d->prim);
-    if (d->wreorder) dnnl_primitive_destroy(d->wreorder);
-    if (d->scratch) dnnl_memory_destroy(d->scratch);
-    if (d->wmem) dnnl_memory_destroy(d->wmem);
-    if (d->wscratch) dnnl_memory_destroy(d->wscratch);
-}
-
-static void act_reorder_free(act_reorder *r) {
-    if (r->pd) dnnl_primitive_desc_destroy(r->pd);
-    if (r->prim) dnnl_primitive_destroy(r->prim);
-    if (r->scratch) dnnl_memory_destroy(r->scratch);
-    r->pd = NULL;
-}
-
-/* WINOGRAD: plans the reorder from -> to (one of them the caller's NHWC) and counts its scratchpad. */
-static sdgp_status act_reorder_plan(act_reorder *r, sdgp_conv *c, const dnnl_memory_desc_t *from,
-                                    const dnnl_memory_desc_t *to, const_dnnl_primitive_attr_t attr, size_t *scratch_max,
-                                    sdgp_error *err) {
-    sdgp_status st = dnnl_ok(dnnl_reorder_primitive_desc_create(&r->pd, from, c->engine, to, c->engine, attr), err,
-                             r->name);
-    if (st != SDGP_OK) return st;
-    size_t s = pd_scratch_bytes(r->pd);
-    if (s > *scratch_max) *scratch_max = s;
-    return SDGP_OK;
-}
-
-static sdgp_status act_reorder_build(act_reorder *r, sdgp_conv *c, sdgp_error *err) {
-    sdgp_status st = dnnl_ok(dnnl_primitive_create(&r->prim, r->pd), err, r->name);
-    if (st != SDGP_OK) return st;
-    return dnnl_ok(dnnl_memory_create(&r->scratch, dnnl_primitive_desc_query_md(r->pd, dnnl_query_scratchpad_md, 0),
-                                      c->engine, DNNL_MEMORY_NONE),
-                   err, r->name);
-}
-
-/* DIRECT: the activations oneDNN will read/write must be the plain NHWC of the caller. WINOGRAD:
- * every direction must use the forward's blocked layouts (the copies are shared). */
-static sdgp_status check_act(const_dnnl_primitive_desc_t pd, dnnl_query_t q, const dnnl_memory_desc_t *want,
-                             sdgp_error *err, const char *name) {
-    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, q, 0);
-    if (md && want && dnnl_memory_desc_equal(md, want)) return SDGP_OK;
-    return sdgp_fail(err, SDGP_ERR_INTERNAL, "conv: oneDNN %s chose an activation layout other than the expected one",
-                     name);
-}
-
-/* A primitive desc of the requested algorithm; "no such kernel" is UNSUPPORTED, not a bug. */
-static sdgp_status create_pd(dnnl_primitive_desc_t *pd, const void *desc, const_dnnl_primitive_attr_t attr,
-                             sdgp_conv *c, const_dnnl_primitive_desc_t hint, sdgp_error *err, const char *name) {
-    dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, c->engine, hint);
-    if (s == dnnl_unimplemented)
-        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
-                         "conv: oneDNN has no %s %s kernel for %dx%d kernels, stride %d, %d -> %d channels on this CPU",
-                         c->algo == SDGP_CONV_WINOGRAD ? "Winograd" : "direct", name, c->g.kh, c->g.kw, c->g.stride,
-                         c->g.Cin, c->g.Cout);
-    return dnnl_ok(s, err, name);
-}
-
-static sdgp_status conv_build(sdgp_conv *c, sdgp_error *err) {
-    const sdgp_conv_geom *g = &c->g;
-    dnnl_memory_desc_t md_x, md_y, md_x_act, md_y_act, md_w_any, md_w_oihw, md_b;
-    const dnnl_format_tag_t act_tag = c->algo == SDGP_CONV_WINOGRAD ? dnnl_format_tag_any : dnnl_nhwc;
-    const dnnl_alg_kind_t alg = c->algo == SDGP_CONV_WINOGRAD ? dnnl_convolution_winograd : dnnl_convolution_direct;
-    const dnnl_dims_t dx = {g->B, g->Cin, g->H, g->W}, dy = {g->B, g->Cout, g->Ho, g->Wo};
-    const dnnl_dims_t dw = {g->Cout, g->Cin, g->kh, g->kw}, db = {g->Cout};
-    /* Symmetric padding as PyTorch passes it; oneDNN accepts a right pad the floor division
-     * leaves partly unused. */
-    const dnnl_dims_t strides = {g->stride, g->stride}, pad = {g->pad, g->pad};
-    sdgp_status st;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_convolution_desc_t cd;
-    size_t scratch_max = 0;
-
-    if ((st = dnnl_ok(dnnl_engine_create(&c->engine, dnnl_cpu, 0), err, "engine create")) ||
-        (st = dnnl_ok(dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags), err, "stream create")) ||
-        (st = dnnl_ok(dnnl_memory_desc_init_by_tag(&md_x, 4, dx, dnnl_f32, dnnl_nhwc), err, "src memory desc")) ||
-        (st = dnnl_ok(dnnl_memory_desc_init_by_tag(&md_y, 4, dy, dnnl_f32, dnnl_nhwc), err, "dst memory desc")) ||
-        (st = dnnl_ok(dnnl_memory_desc_init_by_tag(&md_x_act, 4, dx, dnnl_f32, act_tag), err, "src memory desc")) ||
-        (st = dnnl_ok(dnnl_memory_desc_init_by_tag(&md_y_act, 4, dy, dnnl_f32, act_tag), err, "dst memory desc")) ||
-        (st = dnnl_ok(dnnl_memory_desc_init_by_tag(&md_w_any, 4, dw, dnnl_f32, dnnl_format_tag_any), err,
-                      "weights memory desc")) ||
-        (st = dnnl_ok(dnnl_memory_desc_init_by_tag(&md_w_oihw, 4, dw, dnnl_f32, dnnl_oihw), err, "OIHW memory desc")) ||
-        (st = dnnl_ok(dnnl_memory_desc_init_by_tag(&md_b, 1, db, dnnl_f32, dnnl_x), err, "bias memory desc")) ||
-        (st = dnnl_ok(dnnl_primitive_attr_create(&attr), err, "attr create")) ||
-        (st = dnnl_ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), err, "attr scratchpad")))
-        goto done;
-    const dnnl_memory_desc_t *bias = c->with_bias ? &md_b : NULL;
-
-    /* Backward pds take the forward pd as hint, so all three agree on the weights layout when
-     * oneDNN can. */
-    if ((st = dnnl_ok(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, &md_x_act, &md_w_any, bias,
-                                                         &md_y_act, strides, pad, pad),
-                      err, "forward desc")) ||
-        (st = create_pd(&c->fwd.pd, &cd, attr, c, NULL, err, "forward")) ||
-        (st = dnnl_ok(dnnl_convolution_backward_data_desc_init(&cd, alg, &md_x_act, &md_w_any, &md_y_act, strides, pad,
-                                                               pad),
-                      err, "backward-data desc")) ||
-        (st = create_pd(&c->bwd_data.pd, &cd, attr, c, c->fwd.pd, err, "backward-data")) ||
-        (st = dnnl_ok(dnnl_convolution_backward_weights_desc_init(&cd, alg, &md_x_act, &md_w_any, bias, &md_y_act,
-                                                                  strides, pad, pad),
-                      err, "backward-weights desc")) ||
-        (st = create_pd(&c->bwd_weights.pd, &cd, attr, c, c->fwd.pd, err, "backward-weights")))
-        goto done;
-
-    /* the layouts every direction must use: the caller's NHWC (DIRECT), the forward's (WINOGRAD) */
-    const dnnl_memory_desc_t *want_x = &md_x, *want_y = &md_y;
-    if (c->algo == SDGP_CONV_WINOGRAD) {
-        want_x = dnnl_primitive_desc_query_md(c->fwd.pd, dnnl_query_src_md, 0);
-        want_y = dnnl_primitive_desc_query_md(c->fwd.pd, dnnl_query_dst_md, 0);
-    }
-    if ((st = check_act(c->fwd.pd, dnnl_query_src_md, want_x, err, "forward src")) != SDGP_OK ||
-        (st = check_act(c->fwd.pd, dnnl_query_dst_md, want_y, err, "forward dst")) != SDGP_OK ||
-        (st = check_act(c->bwd_data.pd, dnnl_query_diff_src_md, want_x, err, "backward-data diff_src")) != SDGP_OK ||
-        (st = check_act(c->bwd_data.pd, dnnl_query_diff_dst_md, want_y, err, "backward-data diff_dst")) != SDGP_OK ||
-        (st = check_act(c->bwd_weights.pd, dnnl_query_src_md, want_x, err, "backward-weights src")) != SDGP_OK ||
-        (st = check_act(c->bwd_weights.pd, dnnl_query_diff_dst_md, want_y, err, "backward-weights diff_dst")) != SDGP_OK)
-        goto done;
-    if (c->algo == SDGP_CONV_WINOGRAD) {
-        c->xb_bytes = (dnnl_memory_desc_get_size(want_x) + 63) / 64 * 64;
-        c->yb_bytes = (dnnl_memory_desc_get_size(want_y) + 63) / 64 * 64;
-        if ((st = act_reorder_plan(&c->x_in, c, &md_x, want_x, attr, &scratch_max, err)) ||
-            (st = act_reorder_plan(&c->x_out, c, want_x, &md_x, attr, &scratch_max, err)) ||
-            (st = act_reorder_plan(&c->y_in, c, &md_y, want_y, attr, &scratch_max, err)) ||
-            (st = act_reorder_plan(&c->y_out, c, want_y, &md_y, attr, &scratch_max, err)) ||
-            (st = dnnl_ok(dnnl_memory_create(&c->xb, want_x, c->engine, DNNL_MEMORY_NONE), err, "blocked src memory")) ||
-            (st = dnnl_ok(dnnl_memory_create(&c->yb, want_y, c->engine, DNNL_MEMORY_NONE), err, "blocked dst memory")) ||
-            (st = act_reorder_build(&c->x_in, c, err)) || (st = act_reorder_build(&c->x_out, c, err)) ||
-            (st = act_reorder_build(&c->y_in, c, err)) || (st = act_reorder_build(&c->y_out, c, err)))
-            goto done;
-    }
-
-    if ((st = dir_plan(&c->fwd, c, dnnl_query_weights_md, 0, &md_w_oihw, attr, &scratch_max, err, "forward")) ||
-        (st = dir_plan(&c->bwd_data, c, dnnl_query_weights_md, 0, &md_w_oihw, attr, &scratch_max, err,
-                       "backward-data")) ||
-        (st = dir_plan(&c->bwd_weights, c, dnnl_query_diff_weights_md, 1, &md_w_oihw, attr, &scratch_max, err,
-                       "backward-weights")))
-        goto done;
-
-    /* The workspace (64-byte aligned, at least one line so the views are never NULL). */
-    c->scratch_bytes = (scratch_max + 63) / 64 * 64;
-    if (c->wbytes + c->scratch_bytes == 0) c->scratch_bytes = 64;
-    c->own_ws = aligned_alloc(64, sdgp_conv_workspace_bytes(c));
-    if (!c->own_ws) {
-        st = sdgp_fail(err, SDGP_ERR_NOMEM, "conv_create: workspace of %zu bytes", sdgp_conv_workspace_bytes(c));
-        goto done;
-    }
-    if (c->with_bias) {
-        c->dbias_sink = malloc(sizeof(float) * (size_t)g->Cout);
-        if (!c->dbias_sink) {
-            st = sdgp_fail(err, SDGP_ERR_NOMEM, "conv_create: %d bias floats", g->Cout);
-            goto done;
-        }
-    }
-    if ((st = dir_build(&c->fwd, c, err, "forward primitive")) ||
-        (st = dir_build(&c->bwd_data, c, err, "backward-data primitive")) ||
-        (st = dir_build(&c->bwd_weights, c, err, "backward-weights primitive")) ||
-        (st = bind_workspace(c, c->own_ws, err)))
-        goto done;
-    if ((st = dnnl_ok(dnnl_memory_create(&c->x, &md_x, c->engine, DNNL_MEMORY_NONE), err, "src memory")) ||
-        (st = dnnl_ok(dnnl_memory_create(&c->y, &md_y, c->engine, DNNL_MEMORY_NONE), err, "dst memory")) ||
-        (st = dnnl_ok(dnnl_memory_create(&c->w, &md_w_oihw, c->engine, DNNL_MEMORY_NONE), err, "weights memory")) ||
-        (st = dnnl_ok(dnnl_memory_create(&c->b, &md_b, c->engine, DNNL_MEMORY_NONE), err, "bias memory")))
-        goto done;
-
-done:
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    conv_dir *dirs[3] = {&c->fwd, &c->bwd_data, &c->bwd_weights};
-    for (int i = 0; i < 3; i++) { /* the primitives keep what they need of their pds */
-        if (dirs[i]->pd) dnnl_primitive_desc_destroy(dirs[i]->pd);
-        if (dirs[i]->wpd) dnnl_primitive_desc_destroy(dirs[i]->wpd);
-        dirs[i]->pd = dirs[i]->wpd = NULL;
-    }
-    act_reorder *ar[4] = {&c->x_in, &c->x_out, &c->y_in, &c->y_out};
-    for (int i = 0; i < 4; i++)
-        if (ar[i]->pd) {
-            dnnl_primitive_desc_destroy(ar[i]->pd);
-            ar[i]->pd = NULL;
-        }
-    return st;
-}
-
 /* AUTO's rule, from the layers of ResNet-9 timed on this CPU (`sdgp bench layers --conv-algo`):
  * Winograd's 4x4 output tiles and 16-channel blocks are padded, so it loses where few input
  * channels fill a block (1 -> 32 channels: 5x slower) or where the output wastes many tile
@@ -365,39 +75,49 @@ static int winograd_pays(const sdgp_conv_geom *g) {
     return g->Cin >= 16 && (int64_t)g->Ho * g->Wo * 4 >= tiles * 3; /* >= 75 % of tile outputs used */
 }
 
-sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads, sdgp_error *err) {
-    return sdgp_conv_create_algo(out, g, with_bias, threads, SDGP_CONV_DIRECT, err);
+static sdgp_status conv_build(sdgp_conv *c, const sdgp_conv_options *opt, sdgp_error *err) {
+    sdgp_status st;
+    if ((st = conv_dnnl_ok(dnnl_engine_create(&c->ctx.engine, dnnl_cpu, 0), err, "engine create")) ||
+        (st = conv_dnnl_ok(dnnl_stream_create(&c->stream, c->ctx.engine, dnnl_stream_default_flags), err,
+                           "stream create")))
+        return st;
+    sdgp_conv_algo algo = opt->algo;
+    if (algo == SDGP_CONV_AUTO) algo = winograd_pays(&c->ctx.g) ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
+    for (int i = 0; i < 3; i++) {
+        c->pass[i].pass = (sdgp_conv_pass)i;
+        st = conv_pass_plan(&c->pass[i], &c->ctx, algo, opt->workspace_limit, opt->algo == SDGP_CONV_AUTO, err);
+        if (st == SDGP_ERR_UNSUPPORTED && opt->algo == SDGP_CONV_AUTO) /* no Winograd kernel here */
+            st = conv_pass_plan(&c->pass[i], &c->ctx, algo = SDGP_CONV_DIRECT, 0, 1, err);
+        if (st != SDGP_OK) return st;
+    }
+    c->own_ws = aligned_alloc(64, sdgp_conv_workspace_bytes(c));
+    if (!c->own_ws) return sdgp_fail(err, SDGP_ERR_NOMEM, "conv_create: workspace of %zu bytes", sdgp_conv_workspace_bytes(c));
+    c->ws = c->own_ws;
+    for (int i = 0; i < 3; i++)
+        if ((st = conv_pass_bind(&c->pass[i], c->ws, err))) return st;
+    if (c->ctx.with_bias && !(c->dbias_sink = malloc(2 * sizeof(float) * (size_t)c->ctx.g.Cout)))
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "conv_create: %d bias floats", 2 * c->ctx.g.Cout);
+    return SDGP_OK;
 }
 
-sdgp_status sdgp_conv_create_algo(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
-                                  sdgp_conv_algo algo, sdgp_error *err) {
+sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
+                                  const sdgp_conv_options *opt, sdgp_error *err) {
     if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create: NULL %s", out ? "geometry" : "output");
     *out = NULL;
+    const sdgp_conv_options direct = {SDGP_CONV_DIRECT, 0};
+    if (!opt) opt = &direct;
     if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create: threads=%d < 0", threads);
-    if (algo != SDGP_CONV_DIRECT && algo != SDGP_CONV_WINOGRAD && algo != SDGP_CONV_AUTO)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create: unknown algorithm %d", (int)algo);
-    if (algo == SDGP_CONV_AUTO) {
-        sdgp_status st = SDGP_ERR_UNSUPPORTED;
-        if (winograd_pays(g)) st = sdgp_conv_create_algo(out, g, with_bias, threads, SDGP_CONV_WINOGRAD, err);
-        return st == SDGP_ERR_UNSUPPORTED ? sdgp_conv_create_algo(out, g, with_bias, threads, SDGP_CONV_DIRECT, err) : st;
-    }
+    if (opt->algo != SDGP_CONV_DIRECT && opt->algo != SDGP_CONV_WINOGRAD && opt->algo != SDGP_CONV_AUTO)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create: unknown algorithm %d", (int)opt->algo);
     sdgp_status st = check_geom(g, err);
     if (st != SDGP_OK) return st;
     sdgp_conv *c = calloc(1, sizeof *c);
     if (!c) return sdgp_fail(err, SDGP_ERR_NOMEM, "conv_create: out of memory");
-    c->g = *g;
-    c->with_bias = with_bias != 0;
+    c->ctx.g = *g;
+    c->ctx.with_bias = with_bias != 0;
     c->threads = threads;
-    c->algo = algo;
-    c->x_in.name = "src reorder (NHWC -> blocked)";
-    c->x_out.name = "diff_src reorder (blocked -> NHWC)";
-    c->y_in.name = "diff_dst reorder (NHWC -> blocked)";
-    c->y_out.name = "dst reorder (blocked -> NHWC)";
-    c->fwd.wreorder_name = "forward weights reorder (OIHW -> oneDNN layout)";
-    c->bwd_data.wreorder_name = "backward-data weights reorder (OIHW -> oneDNN layout)";
-    c->bwd_weights.wreorder_name = "backward-weights diff-weights reorder (oneDNN layout -> OIHW)";
     int saved = threads_enter(threads);
-    st = conv_build(c, err);
+    st = conv_build(c, opt, err);
     threads_leave(threads, saved);
     if (st != SDGP_OK) {
         sdgp_conv_destroy(c);
@@ -407,30 +127,49 @@ sdgp_status sdgp_conv_create_algo(sdgp_conv **out, const sdgp_conv_geom *g, int 
     return SDGP_OK;
 }
 
+sdgp_status sdgp_conv_create_algo(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
+                                  sdgp_conv_algo algo, sdgp_error *err) {
+    const sdgp_conv_options opt = {algo, 0};
+    return sdgp_conv_create_opts(out, g, with_bias, threads, &opt, err);
+}
+
+sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads, sdgp_error *err) {
+    return sdgp_conv_create_opts(out, g, with_bias, threads, NULL, err);
+}
+
 void sdgp_conv_destroy(sdgp_conv *c) {
     if (!c) return;
-    dir_free(&c->fwd);
-    dir_free(&c->bwd_data);
-    dir_free(&c->bwd_weights);
-    act_reorder_free(&c->x_in);
-    act_reorder_free(&c->x_out);
-    act_reorder_free(&c->y_in);
-    act_reorder_free(&c->y_out);
-    dnnl_memory_t mems[6] = {c->x, c->y, c->w, c->b, c->xb, c->yb};
-    for (int i = 0; i < 6; i++)
-        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    for (int i = 0; i < 3; i++) conv_pass_free(&c->pass[i]);
     if (c->stream) dnnl_stream_destroy(c->stream);
-    if (c->engine) dnnl_engine_destroy(c->engine);
+    if (c->ctx.engine) dnnl_engine_destroy(c->ctx.engine);
     free(c->own_ws);
     free(c->dbias_sink);
     free(c);
 }
 
 size_t sdgp_conv_workspace_bytes(const sdgp_conv *c) {
-    return c ? c->wbytes + c->xb_bytes + c->yb_bytes + c->scratch_bytes : 0;
+    size_t b = 64; /* at least one line, so that the views are never NULL */
+    for (int i = 0; c && i < 3; i++)
+        if (conv_pass_bytes(&c->pass[i]) > b) b = conv_pass_bytes(&c->pass[i]);
+    return c ? b : 0;
 }
 
-sdgp_conv_algo sdgp_conv_get_algo(const sdgp_conv *c) { return c ? c->algo : SDGP_CONV_DIRECT; }
+sdgp_conv_algo sdgp_conv_get_algo(const sdgp_conv *c) {
+    for (int i = 0; c && i < 3; i++)
+        if (c->pass[i].algo == SDGP_CONV_WINOGRAD) return SDGP_CONV_WINOGRAD;
+    return SDGP_CONV_DIRECT;
+}
+
+sdgp_conv_pass_plan sdgp_conv_get_plan(const sdgp_conv *c, sdgp_conv_pass pass) {
+    sdgp_conv_pass_plan r = {SDGP_CONV_DIRECT, 0, 0, 0};
+    if (!c || pass < SDGP_CONV_FORWARD || pass > SDGP_CONV_BACKWARD_WEIGHTS) return r;
+    const conv_pass *p = &c->pass[pass];
+    r.algo = p->algo;
+    r.chunk = p->chunk;
+    r.parts = p->parts;
+    r.workspace_bytes = conv_pass_bytes(p);
+    return r;
+}
 
 static const char *const algo_names[] = {"direct", "winograd", "auto"}; /* indexed by sdgp_conv_algo */
 
@@ -460,65 +199,101 @@ sdgp_status sdgp_conv_set_workspace(sdgp_conv *c, void *ws, sdgp_error *err) {
         if (!own) return sdgp_fail(err, SDGP_ERR_NOMEM, "conv_set_workspace: %zu bytes", sdgp_conv_workspace_bytes(c));
         ws = own;
     }
-    void *before = c->ws;
-    sdgp_status st = bind_workspace(c, ws, err);
+    sdgp_status st = SDGP_OK;
+    for (int i = 0; i < 3 && st == SDGP_OK; i++) st = conv_pass_bind(&c->pass[i], ws, err);
     if (st != SDGP_OK) { /* the views may be half rebound: point them all back where they were */
         free(own);
-        (void)bind_workspace(c, before, NULL);
+        for (int i = 0; i < 3; i++) (void)conv_pass_bind(&c->pass[i], c->ws, NULL);
         return st;
     }
     free(c->own_ws);
     c->own_ws = own;
+    c->ws = ws;
     return SDGP_OK;
 }
 
+/* ---- the calls ---- */
+
 /* Points a memory object at caller data (oneDNN takes void *; inputs are only read). */
 static sdgp_status bind(dnnl_memory_t m, const void *p, sdgp_error *err) {
-    return dnnl_ok(dnnl_memory_set_data_handle(m, (void *)(uintptr_t)p), err, "set data handle");
+    return conv_dnnl_ok(dnnl_memory_set_data_handle(m, (void *)(uintptr_t)p), err, "set data handle");
 }
 
 static sdgp_status run(sdgp_conv *c, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args, sdgp_error *err,
                        const char *name) {
-    sdgp_status st = dnnl_ok(dnnl_primitive_execute(p, c->stream, nargs, args), err, name);
-    if (st == SDGP_OK) st = dnnl_ok(dnnl_stream_wait(c->stream), err, name);
+    sdgp_status st = conv_dnnl_ok(dnnl_primitive_execute(p, c->stream, nargs, args), err, name);
+    if (st == SDGP_OK) st = conv_dnnl_ok(dnnl_stream_wait(c->stream), err, name);
     return st;
 }
 
-/* WINOGRAD: one activation reorder (NHWC <-> blocked copy in the workspace). */
-static sdgp_status reorder_act(sdgp_conv *c, act_reorder *r, dnnl_memory_t from, dnnl_memory_t to, sdgp_error *err) {
+static sdgp_status reorder(sdgp_conv *c, const conv_reorder *r, dnnl_memory_t from, dnnl_memory_t to, sdgp_error *err) {
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, r->scratch}};
     return run(c, r->prim, 3, args, err, r->name);
 }
 
-/* The user's OIHW weights into the direction's layout; returns the memory the primitive reads. */
-static sdgp_status weights_in(sdgp_conv *c, conv_dir *d, dnnl_memory_t *wmem, sdgp_error *err) {
-    *wmem = c->w;
-    if (!d->wmem) return SDGP_OK;
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, c->w}, {DNNL_ARG_TO, d->wmem}, {DNNL_ARG_SCRATCHPAD, d->wscratch}};
-    *wmem = d->wmem;
-    return run(c, d->wreorder, 3, args, err, d->wreorder_name);
+/* Forward and backward-data: the caller's weights slice (p->w, bound) into the primitive's layout. */
+static sdgp_status weights_in(sdgp_conv *c, conv_pass *p, sdgp_error *err) {
+    return p->wmem ? reorder(c, &p->w_re, p->w, p->wmem, err) : SDGP_OK;
+}
+
+/* Calls of pass p: chunk b0 (its first image) and slice s run the primitive on x/y (bound by the
+ * caller) through the blocked copies when WINOGRAD. `in` is the activation read, `out` the one
+ * written (NULL for backward-weights, whose output is the weights). */
+static sdgp_status run_prim(sdgp_conv *c, conv_pass *p, sdgp_error *err) {
+    const int wino = p->algo == SDGP_CONV_WINOGRAD;
+    dnnl_memory_t x = wino ? p->xb : p->x, y = wino ? p->yb : p->y, w = p->wmem ? p->wmem : p->w;
+    dnnl_exec_arg_t args[5];
+    int n = 0;
+    switch (p->pass) {
+    case SDGP_CONV_FORWARD:
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, x};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, w};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, y};
+        if (c->ctx.with_bias) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->b};
+        break;
+    case SDGP_CONV_BACKWARD_DATA:
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, y};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, w};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, x};
+        break;
+    case SDGP_CONV_BACKWARD_WEIGHTS:
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, x};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, y};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, w};
+        if (c->ctx.with_bias) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, p->b};
+        break;
+    }
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->scratch};
+    return run(c, p->prim, n, args, err, p->name);
 }
 
 static sdgp_status forward_impl(sdgp_conv *c, float *y, const float *x, const float *w, const float *bias,
                                 sdgp_error *err) {
-    dnnl_memory_t wm;
+    const sdgp_conv_geom *g = &c->ctx.g;
+    conv_pass *p = &c->pass[SDGP_CONV_FORWARD];
+    const int wino = p->algo == SDGP_CONV_WINOGRAD;
+    const size_t xs = (size_t)g->H * g->W * g->Cin, ys = (size_t)g->Ho * g->Wo * g->Cout;
+    const size_t ws = (size_t)p->slice * g->Cin * g->kh * g->kw; /* floats of a weights slice */
     sdgp_status st;
-    if ((st = bind(c->x, x, err)) || (st = bind(c->y, y, err)) || (st = bind(c->w, w, err))) return st;
-    if (c->with_bias && (st = bind(c->b, bias, err))) return st;
-    if ((st = weights_in(c, &c->fwd, &wm, err))) return st;
-    int wino = c->algo == SDGP_CONV_WINOGRAD;
-    if (wino && (st = reorder_act(c, &c->x_in, c->x, c->xb, err))) return st;
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, wino ? c->xb : c->x}, {DNNL_ARG_WEIGHTS, wm},
-                               {DNNL_ARG_DST, wino ? c->yb : c->y}, {DNNL_ARG_SCRATCHPAD, c->fwd.scratch},
-                               {DNNL_ARG_BIAS, c->b}};
-    if ((st = run(c, c->fwd.prim, c->with_bias ? 5 : 4, args, err, "forward convolution"))) return st;
-    return wino ? reorder_act(c, &c->y_out, c->yb, c->y, err) : SDGP_OK;
+    for (int b0 = 0; b0 < g->B; b0 += p->chunk) {
+        if ((st = bind(p->x, x + b0 * xs, err)) || (wino && (st = reorder(c, &p->x_re, p->x, p->xb, err)))) return st;
+        for (int s = 0; s < p->parts; s++) {
+            const size_t o = (size_t)s * p->slice;
+            if ((st = bind(p->w, w + s * ws, err)) || (st = bind(p->y, y + b0 * ys + o, err)) ||
+                (c->ctx.with_bias && (st = bind(p->b, bias + o, err))) ||
+                ((p->parts > 1 || b0 == 0) && (st = weights_in(c, p, err))) || (st = run_prim(c, p, err)) ||
+                (wino && (st = reorder(c, &p->y_re, p->yb, p->y, err))))
+                return st;
+        }
+    }
+    return SDGP_OK;
 }
 
 sdgp_status sdgp_conv_forward(sdgp_conv *c, float *y, const float *x, const float *w, const float *bias,
                               sdgp_error *err) {
     if (!c || !y || !x || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_forward: NULL argument");
-    if (c->with_bias && !bias) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_forward: created with bias but bias is NULL");
+    if (c->ctx.with_bias && !bias)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "conv_forward: created with bias but bias is NULL");
     int saved = threads_enter(c->threads);
     sdgp_status st = forward_impl(c, y, x, w, bias, err);
     threads_leave(c->threads, saved);
@@ -526,16 +301,23 @@ sdgp_status sdgp_conv_forward(sdgp_conv *c, float *y, const float *x, const floa
 }
 
 static sdgp_status backward_data_impl(sdgp_conv *c, float *dx, const float *dy, const float *w, sdgp_error *err) {
-    dnnl_memory_t wm;
+    const sdgp_conv_geom *g = &c->ctx.g;
+    conv_pass *p = &c->pass[SDGP_CONV_BACKWARD_DATA];
+    const int wino = p->algo == SDGP_CONV_WINOGRAD;
+    const size_t xs = (size_t)g->H * g->W * g->Cin, ys = (size_t)g->Ho * g->Wo * g->Cout;
+    const size_t kk = (size_t)g->kh * g->kw;
     sdgp_status st;
-    if ((st = bind(c->x, dx, err)) || (st = bind(c->y, dy, err)) || (st = bind(c->w, w, err))) return st;
-    if ((st = weights_in(c, &c->bwd_data, &wm, err))) return st;
-    int wino = c->algo == SDGP_CONV_WINOGRAD;
-    if (wino && (st = reorder_act(c, &c->y_in, c->y, c->yb, err))) return st;
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_DIFF_DST, wino ? c->yb : c->y}, {DNNL_ARG_WEIGHTS, wm},
-                               {DNNL_ARG_DIFF_SRC, wino ? c->xb : c->x}, {DNNL_ARG_SCRATCHPAD, c->bwd_data.scratch}};
-    if ((st = run(c, c->bwd_data.prim, 4, args, err, "backward-data convolution"))) return st;
-    return wino ? reorder_act(c, &c->x_out, c->xb, c->x, err) : SDGP_OK;
+    for (int b0 = 0; b0 < g->B; b0 += p->chunk) {
+        if ((st = bind(p->y, dy + b0 * ys, err)) || (wino && (st = reorder(c, &p->y_re, p->y, p->yb, err)))) return st;
+        for (int s = 0; s < p->parts; s++) { /* slice s: input channels [s slice, (s + 1) slice) */
+            const size_t i = (size_t)s * p->slice;
+            if ((st = bind(p->w, w + i * kk, err)) || (st = bind(p->x, dx + b0 * xs + i, err)) ||
+                ((p->parts > 1 || b0 == 0) && (st = weights_in(c, p, err))) || (st = run_prim(c, p, err)) ||
+                (wino && (st = reorder(c, &p->x_re, p->xb, p->x, err))))
+                return st;
+        }
+    }
+    return SDGP_OK;
 }
 
 sdgp_status sdgp_conv_backward_data(sdgp_conv *c, float *dx, const float *dy, const float *w, sdgp_error *err) {
@@ -546,22 +328,31 @@ sdgp_status sdgp_conv_backward_data(sdgp_conv *c, float *dx, const float *dy, co
     return st;
 }
 
+/* The first chunk writes dw and dbias; later ones add to them (dw through the adding reorder,
+ * dbias through the second half of the sink). */
 static sdgp_status backward_weights_impl(sdgp_conv *c, float *dw, float *dbias, const float *x, const float *dy,
                                          sdgp_error *err) {
-    conv_dir *d = &c->bwd_weights;
+    const sdgp_conv_geom *g = &c->ctx.g;
+    conv_pass *p = &c->pass[SDGP_CONV_BACKWARD_WEIGHTS];
+    const int wino = p->algo == SDGP_CONV_WINOGRAD;
+    const size_t xs = (size_t)g->H * g->W * g->Cin, ys = (size_t)g->Ho * g->Wo * g->Cout;
+    const size_t ws = (size_t)p->slice * g->Cin * g->kh * g->kw;
+    float *db = dbias ? dbias : c->dbias_sink, *db_chunk = c->dbias_sink ? c->dbias_sink + g->Cout : NULL;
     sdgp_status st;
-    if ((st = bind(c->x, x, err)) || (st = bind(c->y, dy, err)) || (st = bind(c->w, dw, err))) return st;
-    if (c->with_bias && (st = bind(c->b, dbias ? dbias : c->dbias_sink, err))) return st;
-    int wino = c->algo == SDGP_CONV_WINOGRAD;
-    if (wino && ((st = reorder_act(c, &c->x_in, c->x, c->xb, err)) || (st = reorder_act(c, &c->y_in, c->y, c->yb, err))))
-        return st;
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, wino ? c->xb : c->x}, {DNNL_ARG_DIFF_DST, wino ? c->yb : c->y},
-                               {DNNL_ARG_DIFF_WEIGHTS, d->wmem ? d->wmem : c->w}, {DNNL_ARG_SCRATCHPAD, d->scratch},
-                               {DNNL_ARG_DIFF_BIAS, c->b}};
-    if ((st = run(c, d->prim, c->with_bias ? 5 : 4, args, err, "backward-weights convolution"))) return st;
-    if (!d->wmem) return SDGP_OK;
-    dnnl_exec_arg_t rargs[3] = {{DNNL_ARG_FROM, d->wmem}, {DNNL_ARG_TO, c->w}, {DNNL_ARG_SCRATCHPAD, d->wscratch}};
-    return run(c, d->wreorder, 3, rargs, err, d->wreorder_name);
+    for (int b0 = 0; b0 < g->B; b0 += p->chunk) {
+        if ((st = bind(p->x, x + b0 * xs, err)) || (wino && (st = reorder(c, &p->x_re, p->x, p->xb, err)))) return st;
+        for (int s = 0; s < p->parts; s++) {
+            const size_t o = (size_t)s * p->slice;
+            if ((st = bind(p->y, dy + b0 * ys + o, err)) || (st = bind(p->w, dw + s * ws, err)) ||
+                (c->ctx.with_bias && (st = bind(p->b, (b0 == 0 ? db : db_chunk) + o, err))) ||
+                (wino && (st = reorder(c, &p->y_re, p->y, p->yb, err))) || (st = run_prim(c, p, err)) ||
+                (p->wmem && (st = reorder(c, b0 == 0 ? &p->w_re : &p->w_add, p->wmem, p->w, err))))
+                return st;
+            if (c->ctx.with_bias && b0 > 0)
+                for (int k = 0; k < p->slice; k++) db[o + k] += db_chunk[o + k];
+        }
+    }
+    return SDGP_OK;
 }
 
 sdgp_status sdgp_conv_backward_weights(sdgp_conv *c, float *dw, float *dbias, const float *x, const float *dy,

@@ -155,7 +155,9 @@ sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg
         const char *name = sdgp_train_config_field(&c, i, NULL, buf, sizeof buf);
         snprintf(key, sizeof key, "cfg.%s", name);
         const char *v = sdgp_safetensors_meta(f, key);
-        if (!v && !strcmp(name, "conv-algo")) v = "direct"; /* checkpoints before the setting existed ran direct */
+        /* checkpoints before these settings existed ran direct convolutions */
+        if (!v && !strcmp(name, "conv-algo")) v = "direct";
+        if (!v && !strcmp(name, "conv-workspace")) v = "0";
         if (!v) {
             st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: setting '%s' missing from the checkpoint", path, name);
             break;

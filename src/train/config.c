@@ -62,6 +62,8 @@ static const field fields[] = {
     {"threads", F_INT, OFF(model.threads), 0, 0, 1024, NULL, "OpenMP threads (0: all cores)"},
     {"conv-algo", F_ENUM, OFF(model.conv_algo), 0, 0, 0, conv_algo_names,
      "direct | winograd | auto: dense convolutions (auto: Winograd where oneDNN has it)"},
+    {"conv-workspace", F_INT, OFF(model.conv_workspace_mb), 0, 0, 1 << 20, NULL,
+     "MB per conv pass; Winograd splits its calls to fit, auto falls back to direct (0: no limit)"},
     {"data", F_STRING, OFF(data), SZ(data), 0, 0, NULL, "fashion-mnist | mnist | cifar10"},
     {"data-dir", F_STRING, OFF(data_dir), SZ(data_dir), 0, 0, NULL, "directory of the data files"},
     {"epochs", F_INT, OFF(epochs), 0, 1, 100000, NULL, "epochs"},

@@ -191,10 +191,19 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
 
 static void report_layers(run *r) {
     if (r->cfg->quiet) return;
-    fprintf(r->out, "dense convolutions (--conv-algo %s):", sdgp_conv_algo_name(r->cfg->model.conv_algo));
+    /* per layer: forward,backward-data,backward-weights as "direct" or "wino" with its split
+     * (images per call x channel slices) when it has one */
+    fprintf(r->out, "dense convolutions (--conv-algo %s --conv-workspace %d; fwd,bwd-data,bwd-weights):",
+            sdgp_conv_algo_name(r->cfg->model.conv_algo), r->cfg->model.conv_workspace_mb);
     for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
         const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
-        fprintf(r->out, " %s=%s", li->layer, li->winograd ? "winograd" : "direct");
+        fprintf(r->out, " %s=", li->layer);
+        for (int p = 0; p < 3; p++) {
+            const sdgp_conv_pass_plan *pl = &li->plan[p];
+            if (pl->algo != SDGP_CONV_WINOGRAD) fprintf(r->out, "%sdirect", p ? "," : "");
+            else if (pl->chunk == r->cfg->model.batch && pl->parts == 1) fprintf(r->out, "%swino", p ? "," : "");
+            else fprintf(r->out, "%swino/%dx%d", p ? "," : "", pl->chunk, pl->parts);
+        }
     }
     fprintf(r->out, "\n");
     if (r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
