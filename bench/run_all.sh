@@ -21,7 +21,10 @@ run() { # name, then the command
 }
 run prune  "$B/sdgp" bench prune
 run conv   "$B/sdgp" bench conv --threads 2,1
-run step   "$B/sdgp" bench step --prune magnitude,rescaled   # default --conv-algo auto
+run step   "$B/sdgp" bench step --prune magnitude,rescaled   # defaults: --conv-algo auto --conv-workspace 48
 run step-direct "$B/sdgp" bench step --conv-algo direct --prune rescaled --nm 2:4,4:32
+# the conv workspace limit's trade-off between time and memory at w=1 (PyTorch measured in each run)
+echo "== step-workspace: $B/sdgp bench step --model w1 --conv-workspace 0|128|64|48|32"
+for ws in 0 128 64 48 32; do "$B/sdgp" bench step --model w1 --conv-workspace "$ws" --json; done > "$OUT/step-workspace.jsonl"
 run layers "$B/sdgp" bench layers --nm 2:4,4:32
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"

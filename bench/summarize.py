@@ -33,14 +33,19 @@ if c:
               f"{r['speedup']:.2f}x | {r.get('prune_ms', 0):.1f} |")
     print()
 
-s = rows("step") + rows("step-direct")
+def conv_desc(r):
+    """Rows recorded before --conv-algo existed ran direct; before --conv-workspace, no limit."""
+    algo, ws = r.get("conv_algo", "direct"), r.get("conv_ws_mb", 0)
+    return algo if algo == "direct" else f"{algo}, {ws} MB" if ws else f"{algo}, no limit"
+
+s = rows("step") + rows("step-direct") + rows("step-workspace")
 if s:
     print("## `sdgp bench step`: one training step, ours against PyTorch 1.13 (2 threads)\n")
-    print("| model | batch | our convs | prune | n:m | ours ms | PyTorch ms | speedup vs our dense | vs PyTorch | "
-          "peak RSS ours / torch MB |")
+    print("| model | batch | our convs (workspace limit) | prune | n:m | ours ms | PyTorch ms | speedup vs our dense | "
+          "vs PyTorch | peak RSS ours / torch MB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in s:
-        algo = r.get("conv_algo", "direct")  # rows recorded before --conv-algo existed ran direct
+        algo = conv_desc(r)
         if r["prune"] == "none":
             print(f"| {r['model']} | {r['batch']} | {algo} | dense | | {r['ours_ms']:.1f} | {r['torch_ms']:.1f} | 1.00 | "
                   f"{r['speedup']:.2f}x | {r['ours_rss_mb']:.0f} / {r['torch_rss_mb']:.0f} |")

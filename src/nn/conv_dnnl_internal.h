@@ -48,12 +48,10 @@ typedef struct {
     dnnl_engine_t engine;
 } conv_ctx;
 
-/* Builds pass p (its pass member set) with the given algorithm and split. SDGP_ERR_UNSUPPORTED
+/* Builds pass p (its pass member set): DIRECT as one call, WINOGRAD with the split of least
+ * modelled extra work (split_cost) whose workspace is at most limit (0: none). No split fits:
+ * fallback_direct ? DIRECT : the WINOGRAD split with the smallest workspace. SDGP_ERR_UNSUPPORTED
  * when oneDNN has no such kernel. On failure p holds nothing (conv_pass_free not needed). */
-sdgp_status conv_pass_build(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, int chunk, int parts,
-                            sdgp_error *err);
-/* Builds the pass with the fewest calls whose workspace is at most limit (0: none). No split fits:
- * fallback_direct ? DIRECT : the WINOGRAD split with the smallest workspace. */
 sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, size_t limit,
                            int fallback_direct, sdgp_error *err);
 size_t conv_pass_bytes(const conv_pass *p);

@@ -217,8 +217,10 @@ static void set_names(conv_pass *p) {
     p->y_re.name = p->pass == SDGP_CONV_FORWARD ? "dst reorder (blocked -> NHWC)" : "diff_dst reorder (NHWC -> blocked)";
 }
 
-sdgp_status conv_pass_build(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, int chunk, int parts,
-                            sdgp_error *err) {
+/* Builds the pass with this split unless its workspace exceeds limit (0: none): then *fits = 0 and
+ * p is left empty (its size in *bytes), without the cost of creating (jit-compiling) primitives. */
+static sdgp_status pass_build(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, int chunk, int parts,
+                              size_t limit, size_t *bytes, int *fits, sdgp_error *err) {
     const sdgp_conv_geom *g = &ctx->g;
     const sdgp_conv_pass pass = p->pass;
     memset(p, 0, sizeof *p);
@@ -238,14 +240,30 @@ sdgp_status conv_pass_build(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo al
         (st = conv_dnnl_ok(nhwc_slice(&md_y, chunk, co, g->Ho, g->Wo, g->Cout), err, "dst desc")) ||
         (st = conv_dnnl_ok(oihw_slice(&md_w, co, ci, g->kh, g->kw, g->Cin), err, "weights desc")) ||
         (st = conv_dnnl_ok(dnnl_memory_desc_init_by_tag(&md_b, 1, db, dnnl_f32, dnnl_x), err, "bias desc")) ||
-        (st = plan_pds(p, &q, ctx, &md_x, &md_y, &md_w, &md_b, err)) ||
-        (st = make_prims(p, &q, ctx, &md_x, &md_y, &md_w, &md_b, err)))
-        conv_pass_free(p);
+        (st = plan_pds(p, &q, ctx, &md_x, &md_y, &md_w, &md_b, err)))
+        goto done;
+    *bytes = conv_pass_bytes(p);
+    *fits = limit == 0 || *bytes <= limit;
+    if (*fits) st = make_prims(p, &q, ctx, &md_x, &md_y, &md_w, &md_b, err);
+done:
+    if (st != SDGP_OK || !*fits) conv_pass_free(p);
     pds_free(&q);
     return st;
 }
 
+static sdgp_status pass_build_any(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, int chunk, int parts,
+                                  sdgp_error *err) {
+    size_t bytes;
+    int fits;
+    return pass_build(p, ctx, algo, chunk, parts, 0, &bytes, &fits, err);
+}
+
 size_t conv_pass_bytes(const conv_pass *p) { return p->w_bytes + p->xb_bytes + p->yb_bytes + p->scratch_bytes; }
+
+typedef struct {
+    int chunk, parts;
+    double cost;
+} split;
 
 /* The work a split adds to one call, in transformed floats (a model, not a measurement): every
  * slice transforms the whole input again (B x tiles x the channels read), every chunk transforms
@@ -266,8 +284,8 @@ sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo alg
                            sdgp_error *err) {
     const sdgp_conv_geom *g = &ctx->g;
     const int B = g->B, wide = p->pass == SDGP_CONV_BACKWARD_DATA ? g->Cin : g->Cout;
-    if (algo == SDGP_CONV_DIRECT) return conv_pass_build(p, ctx, SDGP_CONV_DIRECT, B, 1, err);
-    struct { int chunk, parts; double cost; } cand[64];
+    if (algo == SDGP_CONV_DIRECT) return pass_build_any(p, ctx, SDGP_CONV_DIRECT, B, 1, err);
+    split cand[64]; /* 50 for 16 calls */
     int n = 0;
     for (int chunks = 1; chunks <= 16; chunks++)
         for (int parts = 1; chunks * parts <= 16; parts++) {
@@ -277,23 +295,22 @@ sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo alg
         }
     for (int i = 1; i < n; i++) /* insertion sort by cost; (B, 1) costs least and comes first */
         for (int j = i; j > 0 && cand[j].cost < cand[j - 1].cost; j--) {
-            __typeof__(cand[0]) t = cand[j];
+            split t = cand[j];
             cand[j] = cand[j - 1], cand[j - 1] = t;
         }
     int best = -1;
     size_t best_bytes = SIZE_MAX;
     for (int i = 0; i < n; i++) {
-        sdgp_status st = conv_pass_build(p, ctx, algo, cand[i].chunk, cand[i].parts, err);
+        size_t bytes;
+        int fits;
+        sdgp_status st = pass_build(p, ctx, algo, cand[i].chunk, cand[i].parts, limit, &bytes, &fits, err);
         if (st == SDGP_ERR_UNSUPPORTED && i == 0) return st; /* no such kernel at all */
         if (st == SDGP_ERR_UNSUPPORTED) continue;             /* not for this split */
-        if (st != SDGP_OK) return st;
-        size_t bytes = conv_pass_bytes(p);
-        if (limit == 0 || bytes <= limit) return SDGP_OK;
-        conv_pass_free(p);
+        if (st != SDGP_OK || fits) return st;
         if (bytes < best_bytes) best_bytes = bytes, best = i;
     }
-    if (fallback_direct || best < 0) return conv_pass_build(p, ctx, SDGP_CONV_DIRECT, B, 1, err);
-    return conv_pass_build(p, ctx, algo, cand[best].chunk, cand[best].parts, err);
+    if (fallback_direct || best < 0) return pass_build_any(p, ctx, SDGP_CONV_DIRECT, B, 1, err);
+    return pass_build_any(p, ctx, algo, cand[best].chunk, cand[best].parts, err);
 }
 
 static sdgp_status bind_view(dnnl_memory_t view, void *at, sdgp_error *err) {
