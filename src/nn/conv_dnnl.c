@@ -236,35 +236,20 @@ static sdgp_status weights_in(sdgp_conv *c, conv_pass *p, sdgp_error *err) {
     return p->wmem ? reorder(c, &p->w_re, p->w, p->wmem, err) : SDGP_OK;
 }
 
-/* Calls of pass p: chunk b0 (its first image) and slice s run the primitive on x/y (bound by the
- * caller) through the blocked copies when WINOGRAD. `in` is the activation read, `out` the one
- * written (NULL for backward-weights, whose output is the weights). */
+/* One oneDNN call of pass p on x, y, w, b as bound by the caller, through the blocked copies when
+ * WINOGRAD (whose reorders the caller runs). */
 static sdgp_status run_prim(sdgp_conv *c, conv_pass *p, sdgp_error *err) {
-    const int wino = p->algo == SDGP_CONV_WINOGRAD;
-    dnnl_memory_t x = wino ? p->xb : p->x, y = wino ? p->yb : p->y, w = p->wmem ? p->wmem : p->w;
-    dnnl_exec_arg_t args[5];
-    int n = 0;
-    switch (p->pass) {
-    case SDGP_CONV_FORWARD:
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, x};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, w};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, y};
-        if (c->ctx.with_bias) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->b};
-        break;
-    case SDGP_CONV_BACKWARD_DATA:
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, y};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, w};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, x};
-        break;
-    case SDGP_CONV_BACKWARD_WEIGHTS:
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, x};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, y};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, w};
-        if (c->ctx.with_bias) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, p->b};
-        break;
-    }
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->scratch};
-    return run(c, p->prim, n, args, err, p->name);
+    /* the exec-arg ids of x, y, w and b (0: the pass has no bias argument), indexed by sdgp_conv_pass */
+    static const int ids[3][4] = {{DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
+                                  {DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, 0},
+                                  {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS}};
+    const int *id = ids[p->pass], wino = p->algo == SDGP_CONV_WINOGRAD;
+    dnnl_exec_arg_t args[5] = {{id[0], wino ? p->xb : p->x},
+                               {id[1], wino ? p->yb : p->y},
+                               {id[2], p->wmem ? p->wmem : p->w},
+                               {DNNL_ARG_SCRATCHPAD, p->scratch},
+                               {id[3], p->b}};
+    return run(c, p->prim, c->ctx.with_bias && id[3] ? 5 : 4, args, err, p->name);
 }
 
 static sdgp_status forward_impl(sdgp_conv *c, float *y, const float *x, const float *w, const float *bias,

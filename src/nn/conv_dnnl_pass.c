@@ -43,9 +43,11 @@ static dnnl_status_t oihw_slice(dnnl_memory_desc_t *md, int o, int i, int kh, in
     return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides);
 }
 
-/* The primitive descs of a pass while it is being built. */
+/* The primitive descs of a pass while it is being built, and the layouts its primitive chose for
+ * x, y and the (diff) weights (owned by pd). */
 typedef struct {
     dnnl_primitive_desc_t pd, hint, w, w_add, x, y;
+    const dnnl_memory_desc_t *xk, *yk, *wk;
 } pass_pds;
 
 static void pds_free(pass_pds *q) {
@@ -132,9 +134,9 @@ static sdgp_status plan_pds(conv_pass *p, pass_pds *q, const conv_ctx *ctx, cons
     const dnnl_query_t qx = p->pass == SDGP_CONV_BACKWARD_DATA ? dnnl_query_diff_src_md : dnnl_query_src_md;
     const dnnl_query_t qy = p->pass == SDGP_CONV_FORWARD ? dnnl_query_dst_md : dnnl_query_diff_dst_md;
     const dnnl_query_t qw = p->pass == SDGP_CONV_BACKWARD_WEIGHTS ? dnnl_query_diff_weights_md : dnnl_query_weights_md;
-    const dnnl_memory_desc_t *xk = dnnl_primitive_desc_query_md(q->pd, qx, 0);
-    const dnnl_memory_desc_t *yk = dnnl_primitive_desc_query_md(q->pd, qy, 0);
-    const dnnl_memory_desc_t *wk = dnnl_primitive_desc_query_md(q->pd, qw, 0);
+    const dnnl_memory_desc_t *xk = q->xk = dnnl_primitive_desc_query_md(q->pd, qx, 0);
+    const dnnl_memory_desc_t *yk = q->yk = dnnl_primitive_desc_query_md(q->pd, qy, 0);
+    const dnnl_memory_desc_t *wk = q->wk = dnnl_primitive_desc_query_md(q->pd, qw, 0);
     if (!xk || !yk || !wk) {
         st = sdgp_fail(err, SDGP_ERR_INTERNAL, "conv: oneDNN %s: missing descriptor", p->name);
         goto done;
@@ -191,18 +193,9 @@ static sdgp_status make_prims(conv_pass *p, const pass_pds *q, const conv_ctx *c
         (st = make_reorder(&p->w_re, q->w, e, err)) || (st = make_reorder(&p->w_add, q->w_add, e, err)) ||
         (st = make_reorder(&p->x_re, q->x, e, err)) || (st = make_reorder(&p->y_re, q->y, e, err)))
         return st;
-    if (q->w && (st = make_mem(&p->wmem, p->pass == SDGP_CONV_BACKWARD_WEIGHTS
-                                             ? dnnl_primitive_desc_query_md(q->w, dnnl_query_src_md, 0)
-                                             : dnnl_primitive_desc_query_md(q->w, dnnl_query_dst_md, 0),
-                                 e, err)))
+    if (q->w && (st = make_mem(&p->wmem, q->wk, e, err))) return st;
+    if (p->algo == SDGP_CONV_WINOGRAD && ((st = make_mem(&p->xb, q->xk, e, err)) || (st = make_mem(&p->yb, q->yk, e, err))))
         return st;
-    if (p->algo == SDGP_CONV_WINOGRAD) {
-        const dnnl_query_t qx = p->pass == SDGP_CONV_BACKWARD_DATA ? dnnl_query_diff_src_md : dnnl_query_src_md;
-        const dnnl_query_t qy = p->pass == SDGP_CONV_FORWARD ? dnnl_query_dst_md : dnnl_query_diff_dst_md;
-        if ((st = make_mem(&p->xb, dnnl_primitive_desc_query_md(q->pd, qx, 0), e, err)) ||
-            (st = make_mem(&p->yb, dnnl_primitive_desc_query_md(q->pd, qy, 0), e, err)))
-            return st;
-    }
     return SDGP_OK;
 }
 
