@@ -7,18 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
 OUT=docs/bench
-mkdir -p "$OUT"
-{
-  echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  lscpu | grep -E "^(Model name|Vendor ID|CPU\(s\)|L1d|L2|L3)"
-  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-} > "$OUT/machine.txt"
-run() { # name, then the command
-  local name=$1; shift
-  echo "== $name: $*"
-  "$@" --json > "$OUT/$name.jsonl"
-}
+. bench/record.sh
+bench_machine "$OUT"
+run() { bench_run "$OUT" "$@"; }
 run prune  "$B/sdgp" bench prune
 run conv   "$B/sdgp" bench conv --threads 2,1
 run step   "$B/sdgp" bench step --prune magnitude,rescaled   # defaults: --conv-algo auto --conv-workspace 48
@@ -27,4 +18,4 @@ run step-direct "$B/sdgp" bench step --conv-algo direct --prune rescaled --nm 2:
 echo "== step-workspace: $B/sdgp bench step --model w1 --conv-workspace 0|128|64|48|32"
 for ws in 0 128 64 48 32; do "$B/sdgp" bench step --model w1 --conv-workspace "$ws" --json; done > "$OUT/step-workspace.jsonl"
 run layers "$B/sdgp" bench layers --nm 2:4,4:32
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
+bench_done "$OUT"

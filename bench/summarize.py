@@ -26,11 +26,27 @@ if p:
 
 c = [r for r in rows("conv") if r.get("layer", "").endswith("/total")]
 if c:
-    print("## `sdgp bench conv`: sparse backward-data against oneDNN dense, totals over the pruned layers\n")
-    print("| model | n:m | threads | dense ms | sparse ms | speedup | prune ms |\n|---|---|---|---|---|---|---|")
+    # Rows recorded before the Winograd baselines and domains existed: the pixel domain against
+    # direct only (no best-dense figure: Winograd was not measured then).
+    def ms(v):
+        return "-" if v is None else f"{v:.1f}"
+
+    def ratio(v):
+        return "-" if v is None else f"{v:.2f}x"
+
+    print("## `sdgp bench conv`: sparse backward-data against oneDNN dense (direct, Winograd with 48 MB, "
+          "best of the two), totals over the pruned layers weighted by their count in the model\n")
+    print("| model | n:m | threads | domain | layers | dense direct ms | dense Winograd ms | best dense ms | sparse ms | "
+          "prune ms | speedup vs direct | speedup vs best (prune included) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in c:
-        print(f"| {r['layer'][:-6]} | {r['nm']} | {r['threads']} | {r['dense_ms']:.1f} | {r['sparse_ms']:.1f} | "
-              f"{r['speedup']:.2f}x | {r.get('prune_ms', 0):.1f} |")
+        layers = f"{r['layers']} of {r['model_layers']}" if "layers" in r else ""
+        if r.get("domain") == "auto" and "auto_winograd_layers" in r:
+            layers += f" (winograd in {r['auto_winograd_layers']})"
+        print(f"| {r['layer'][:-6]} | {r['nm']} | {r['threads']} | {r.get('domain', 'pixel')} | {layers} | "
+              f"{ms(r.get('dense_direct_ms', r['dense_ms']))} | {ms(r.get('dense_winograd_ms'))} | "
+              f"{ms(r.get('best_dense_ms'))} | {r['sparse_ms']:.1f} | {r.get('prune_ms', 0):.1f} | "
+              f"{ratio(r['speedup'])} | {ratio(r.get('speedup_vs_best'))} |")
     print()
 
 def conv_desc(r):

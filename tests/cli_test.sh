@@ -36,6 +36,9 @@ expect 2 "prune: unknown" -- "$SDGP" train --prune sideways
 expect 2 "$T/nowhere" -- "$SDGP" train --data-dir "$T/nowhere" --quiet
 expect 2 "not a multiple of m=64" -- "$SDGP" train --model smallcnn --prune magnitude --nm 2:64 --prune-first-layer --max-steps 1
 expect 1 "only [0-9.]+ GB of memory is available" -- "$SDGP" train --batch-size 65536 --width 4 --quiet
+expect 2 "sdgp-domain: unknown value 'fourier'" -- "$SDGP" train --sdgp-domain fourier
+expect 2 "sparse-kernel off" -- "$SDGP" train --model smallcnn --prune magnitude --sdgp-domain winograd --sparse-kernel off --max-steps 1 --quiet
+expect 2 "sdgp-domain: .*'fourier'" -- "$SDGP" bench step --sdgp-domain fourier
 expect 2 "needs --checkpoint" -- "$SDGP" eval
 printf 'not a checkpoint at all' > "$T/bad.safetensors"
 expect 2 "bad.safetensors" -- "$SDGP" eval --checkpoint "$T/bad.safetensors"
@@ -54,6 +57,10 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
     --no-tta --prune magnitude --nm 2:4 --prune-first-layer --grad-stats 2 --prune-wgrad mvue --nm-wgrad 2:4 \
     --log "$T/stats.jsonl" --threads 2
   expect 0 '"event":"grad_stats","step":2,"layers":\[\{"layer":"conv1","rel_l2":0\.[0-9]' -- cat "$T/stats.jsonl"
+  # the Winograd domain: the start-up line names it per layer; grad-stats measures it after the inverse transform
+  expect 0 "domain winograd; data gradient per layer: conv0=dense conv1=winograd" -- "$SDGP" train --model smallcnn \
+    --batch-size 64 --max-steps 4 --no-tta --prune mvue --nm 2:4 --sdgp-domain winograd --grad-stats 2 --log "$T/wstats.jsonl" --threads 2
+  expect 0 '"event":"grad_stats","step":2,"layers":\[\{"layer":"conv1","rel_l2":0\.[0-9]' -- cat "$T/wstats.jsonl"
   # a truncated checkpoint is never taken for good
   head -c 3000 "$T/run.safetensors" > "$T/cut.safetensors"
   expect 2 "cut.safetensors" -- "$SDGP" eval --checkpoint "$T/cut.safetensors"

@@ -55,20 +55,30 @@ static int have_fmnist;
 
 TEST_CASE(every_pruning_function_trains) {
     if (!have_fmnist) return;
-    struct { sdgp_prune_fn fn; int n, m; sdgp_sparse_mode sparse; } cases[] = {
-        {SDGP_PRUNE_NONE, 2, 4, SDGP_SPARSE_OFF},       {SDGP_PRUNE_RANDOM, 2, 4, SDGP_SPARSE_ON},
-        {SDGP_PRUNE_MAGNITUDE, 2, 4, SDGP_SPARSE_ON},   {SDGP_PRUNE_RESCALED, 1, 4, SDGP_SPARSE_ON},
-        {SDGP_PRUNE_MVUE, 2, 4, SDGP_SPARSE_ON},        {SDGP_PRUNE_MVUE_APPROX, 2, 4, SDGP_SPARSE_OFF},
-        {SDGP_PRUNE_MAGNITUDE, 4, 32, SDGP_SPARSE_AUTO},
+    struct { sdgp_prune_fn fn; int n, m; sdgp_sparse_mode sparse; sdgp_prune_domain domain; } cases[] = {
+        {SDGP_PRUNE_NONE, 2, 4, SDGP_SPARSE_OFF, 0},       {SDGP_PRUNE_RANDOM, 2, 4, SDGP_SPARSE_ON, 0},
+        {SDGP_PRUNE_MAGNITUDE, 2, 4, SDGP_SPARSE_ON, 0},   {SDGP_PRUNE_RESCALED, 1, 4, SDGP_SPARSE_ON, 0},
+        {SDGP_PRUNE_MVUE, 2, 4, SDGP_SPARSE_ON, 0},        {SDGP_PRUNE_MVUE_APPROX, 2, 4, SDGP_SPARSE_OFF, 0},
+        {SDGP_PRUNE_MAGNITUDE, 4, 32, SDGP_SPARSE_AUTO, 0},
+        /* the Winograd domain (smallcnn's convs are 3x3 stride 1) */
+        {SDGP_PRUNE_MAGNITUDE, 2, 4, SDGP_SPARSE_ON, SDGP_DOMAIN_WINOGRAD},
+        {SDGP_PRUNE_RESCALED, 2, 4, SDGP_SPARSE_AUTO, SDGP_DOMAIN_WINOGRAD},
+        {SDGP_PRUNE_MVUE, 2, 4, SDGP_SPARSE_ON, SDGP_DOMAIN_WINOGRAD},
+        {SDGP_PRUNE_MAGNITUDE, 4, 32, SDGP_SPARSE_AUTO, SDGP_DOMAIN_AUTO},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sdgp_model_config c = small_config(32);
         c.prune = sdgp_prune_cfg_make(cases[i].fn, cases[i].n, cases[i].m);
         c.prune_first_layer = 1;
         c.sparse = cases[i].sparse;
+        c.domain = cases[i].domain;
         sdgp_model *m;
         sdgp_error err;
         REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "create: %s", err.msg);
+        if (c.domain == SDGP_DOMAIN_WINOGRAD)
+            for (int l = 1; l < sdgp_model_conv_count(m); l++) /* conv 0 reads the image: no data gradient */
+                CHECK(!strcmp(sdgp_model_conv_info(m, l)->bwd_kernel, "winograd"), "layer %d runs %s", l,
+                      sdgp_model_conv_info(m, l)->bwd_kernel);
         double first, last;
         /* sanitizer builds: a few steps for the memory checks; convergence is the normal build's job */
         CHECK(train_steps(m, &fmnist, TEST_SANITIZED ? 4 : 60, TEST_SANITIZED ? 1 : 10, &first, &last), "steps");
@@ -233,6 +243,47 @@ TEST_CASE(checkpoint_keeps_kernel_choice) {
     sdgp_model_destroy(b);
 }
 
+/* --sdgp-domain: the choice text names the Winograd domain, survives a checkpoint, is refused
+ * where the geometry has no Winograd-domain kernel, and winograd + --sparse-kernel off is refused. */
+TEST_CASE(winograd_domain_choice) {
+    sdgp_model_config c = small_config(8);
+    c.prune = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4);
+    c.prune_first_layer = 1;
+    c.domain = SDGP_DOMAIN_WINOGRAD;
+    sdgp_model *a, *b;
+    sdgp_error err;
+    REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK, "%s", err.msg);
+    char choice[16];
+    sdgp_model_sparse_choice(a, choice, sizeof choice);
+    CHECK(strcmp(choice, "-w") == 0, "winograd domain: %s", choice);
+    c.domain = SDGP_DOMAIN_PIXEL;
+    c.sparse = SDGP_SPARSE_ON;
+    REQUIRE(sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    CHECK(strcmp(choice, "-s") == 0, "pixel domain: %s", choice);
+    char path[256];
+    tmp_path(path, sizeof path, "wino.safetensors");
+    sdgp_train_config tc = sdgp_train_config_default();
+    sdgp_checkpoint_state st = {0};
+    REQUIRE(sdgp_checkpoint_save(path, a, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
+    REQUIRE(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    CHECK(strcmp(choice, "-w") == 0, "restored choice: %s", choice);
+    CHECK(!strcmp(sdgp_model_conv_info(b, 1)->bwd_kernel, "winograd"), "restored kernel: %s", sdgp_model_conv_info(b, 1)->bwd_kernel);
+    CHECK(sdgp_model_set_sparse_choice(b, "-x", &err) == SDGP_ERR_FORMAT, "unknown code");
+    unlink(path);
+    sdgp_model_destroy(a);
+    sdgp_model_destroy(b);
+    c.domain = SDGP_DOMAIN_WINOGRAD;
+    c.sparse = SDGP_SPARSE_OFF;
+    CHECK(sdgp_model_create(&a, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "sparse-kernel off"), "winograd + off: %s", err.msg);
+    sdgp_prune_domain d;
+    CHECK(sdgp_prune_domain_parse("winograd", &d, &err) == SDGP_OK && d == SDGP_DOMAIN_WINOGRAD, "parse");
+    CHECK(sdgp_prune_domain_parse("fourier", &d, &err) == SDGP_ERR_INVALID && strstr(err.msg, "fourier"), "bad name: %s", err.msg);
+    for (int i = 0; sdgp_prune_domain_names[i]; i++)
+        CHECK(!strcmp(sdgp_prune_domain_name((sdgp_prune_domain)i), sdgp_prune_domain_names[i]), "name %d", i);
+}
+
 TEST_CASE(config_table_round_trips) {
     sdgp_train_config c = sdgp_train_config_default(), d = sdgp_train_config_default();
     sdgp_error err;
@@ -259,6 +310,7 @@ int main(void) {
     RUN(config_table_round_trips);
     RUN(bad_model_configs);
     RUN(checkpoint_keeps_kernel_choice);
+    RUN(winograd_domain_choice);
     RUN(prune_none_and_m_of_m_are_bitwise_dense);
     RUN(every_pruning_function_trains);
     RUN(checkpoint_resume_is_exact);

@@ -30,6 +30,18 @@ typedef enum {
     SDGP_SPARSE_OFF = 2   /* oneDNN dense backward-data on the pruned (decompressed) tensor */
 } sdgp_sparse_mode;
 
+/* Where SDGP prunes the data gradient of a 3x3 stride-1 conv (other convs: always the pixel
+ * domain). PIXEL: dL/dO itself, N:M along channels at every pixel (the paper). WINOGRAD: the
+ * F(2x2,3x3)-transformed dL/dO (include/sdgp/conv.h, sdgp_sparse_wino_*), a different estimator
+ * whose kernel skips the pruned work inside the Winograd algorithm. AUTO: per layer the fastest
+ * of the two domains and the dense kernel, measured at start (as SDGP_SPARSE_AUTO). */
+typedef enum { SDGP_DOMAIN_PIXEL = 0, SDGP_DOMAIN_WINOGRAD = 1, SDGP_DOMAIN_AUTO = 2 } sdgp_prune_domain;
+/* The names, indexed by the enum and NULL-terminated: "pixel", "winograd", "auto". */
+extern const char *const sdgp_prune_domain_names[];
+/* The name ("?" for other values), and the parse of those names. */
+const char *sdgp_prune_domain_name(sdgp_prune_domain d);
+sdgp_status sdgp_prune_domain_parse(const char *name, sdgp_prune_domain *out, sdgp_error *err);
+
 typedef struct {
     sdgp_model_kind kind;
     float width;          /* channel multiplier; channels rounded to multiples of 32 (>= 32) */
@@ -47,6 +59,7 @@ typedef struct {
     sdgp_prune_cfg prune;      /* fn, n, m, scope, isa; seed/step/layer are set per call */
     int prune_first_layer;     /* the paper does not prune the first conv (default 0) */
     sdgp_sparse_mode sparse;
+    sdgp_prune_domain domain;  /* where the data gradient is pruned (default SDGP_DOMAIN_PIXEL) */
     /* MVUE for the weight gradient (groups of m rows per channel); fn NONE = off */
     sdgp_prune_cfg prune_wgrad;
 } sdgp_model_config;
@@ -102,7 +115,8 @@ void sdgp_model_sgd(sdgp_model *m, float lr, float momentum, float weight_decay,
 typedef struct {
     const char *layer;
     int pruned;            /* this layer prunes its dL/dO */
-    int sparse_kernel;     /* uses the sparse kernel */
+    int sparse_kernel;     /* uses a sparse kernel (pixel or Winograd domain) */
+    const char *bwd_kernel; /* "dense", "sparse" (pixel domain), "winograd" (Winograd domain) */
     int winograd;          /* some pass of its dense convolution runs oneDNN's Winograd kernel */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
@@ -111,14 +125,16 @@ void sdgp_model_enable_grad_stats(sdgp_model *m, int on);
 int sdgp_model_conv_count(const sdgp_model *m);
 const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i);
 
-/* SPARSE_AUTO: measures dense vs sparse backward-data per pruned layer (a few repetitions on
- * random data) and picks the faster. Called by create when cfg->sparse == AUTO and pruning is on.
+/* Per pruned layer with more than one allowed implementation (SPARSE_AUTO: dense or sparse;
+ * DOMAIN_AUTO: also the Winograd domain), measures each (a few repetitions on random data,
+ * pruning included) and keeps the fastest. Called by create when pruning is on.
  * It uses the activation buffers as its test data: do not call it between a forward and its
  * backward. */
 sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 
-/* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'd' dense
- * kernel on the pruned tensor, '-' not pruned (e.g. "-sdsssss"). Checkpoints store it, so a
+/* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'w'
+ * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, '-' not pruned (e.g.
+ * "-sdwwsss"). Checkpoints store it, so a
  * resumed run uses the same kernels (their results differ in rounding) and stays bitwise exact. */
 void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);
 /* Applies such a text (from sdgp_model_sparse_choice of the same configuration). */
@@ -134,7 +150,9 @@ const sdgp_layer_times *sdgp_model_conv_times(const sdgp_model *m, int i);
 
 /* Inspection hook (tests, oracles): called during backward for every conv layer whose data
  * gradient is computed, with its dense dL/dO (dz) and the tensor the data-gradient product used
- * (the pruned dL/dO, or dz itself when the layer does not prune), both rows x C, NHWC. */
+ * (the pruned dL/dO, or dz itself when the layer does not prune), both rows x C, NHWC.
+ * dz_used is NULL for a layer pruned in the Winograd domain (the pruned tensor is the transformed
+ * gradient, not dL/dO). */
 typedef void (*sdgp_dz_hook)(void *ctx, int conv_index, const float *dz, const float *dz_used, int64_t rows, int C);
 void sdgp_model_set_dz_hook(sdgp_model *m, sdgp_dz_hook hook, void *ctx);
 

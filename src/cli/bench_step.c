@@ -38,12 +38,16 @@ typedef struct {
     int model_mask; /* bit i: models[i] */
     sdgp_conv_algo conv_algo;
     int conv_ws_mb;
+    sdgp_prune_domain domains[SDGP_DOMAIN_AUTO + 1]; /* each measured in the same run */
+    int n_domains;
 } options;
 
 typedef struct {
     double ms, rss_mb;
     double layer[16][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
     int n_layers;
+    char kernels[64];        /* sdgp_model_sparse_choice: each layer's data-gradient kernel */
+    char kernel_name[16][12]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when not pruned */
     char err[SDGP_ERROR_MSG_LEN + 64];
 } result;
 
@@ -57,6 +61,7 @@ static sdgp_model_config model_config(const bench_model *bm, const options *o) {
     c.threads = o->threads;
     c.conv_algo = o->conv_algo;
     c.conv_workspace_mb = o->conv_ws_mb;
+    c.domain = o->domains[0];
     return c;
 }
 
@@ -103,6 +108,11 @@ static void measure_ours(const sdgp_model_config *mc, int steps, int timing, res
         }
     }
     if (!r->err[0]) {
+        sdgp_model_sparse_choice(m, r->kernels, sizeof r->kernels);
+        for (int l = 0; l < n_conv && l < 16; l++) {
+            const sdgp_layer_info *li = sdgp_model_conv_info(m, l);
+            snprintf(r->kernel_name[l], sizeof r->kernel_name[l], "%s", li->pruned ? li->bwd_kernel : "-");
+        }
         r->ms = 1e3 * cli_median(t, steps);
         r->n_layers = n_conv < 16 ? n_conv : 16;
         double *col = calloc((size_t)steps, sizeof *col);
@@ -197,6 +207,7 @@ static void usage(FILE *f, const char *cmd) {
             "  --nm LIST              N:M list [2:4,1:4,2:8,4:32]\n"
             "  --conv-algo A          our dense convolutions: direct | winograd | auto [%s]\n"
             "  --conv-workspace MB    workspace limit per conv pass (0: none) [%d]\n"
+            "  --sdgp-domain LIST     where SDGP prunes 3x3 layers: pixel | winograd | auto, or a list [%s]\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
@@ -208,7 +219,8 @@ static void usage(FILE *f, const char *cmd) {
                 : "Per conv layer (the paper's Figure 9): forward, dense backward-data, sparse backward-data,\n"
                   "pruning and backward-weights times, from timed training steps.",
             strcmp(cmd, "step") == 0 ? "none" : "magnitude", sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
-            sdgp_model_config_default().conv_workspace_mb, default_torch_script());
+            sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
+            default_torch_script());
 }
 
 static int parse_options(options *o, int argc, char **argv, int layers) {
@@ -221,6 +233,8 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->model_mask = 3;
     o->conv_algo = sdgp_model_config_default().conv_algo;
     o->conv_ws_mb = sdgp_model_config_default().conv_workspace_mb;
+    o->domains[0] = sdgp_model_config_default().domain;
+    o->n_domains = 1;
     if (layers) o->fns[o->n_fns++] = SDGP_PRUNE_MAGNITUDE;
     const char *nm_list = "2:4,1:4,2:8,4:32";
     for (int i = 1; i < argc; i++) {
@@ -244,7 +258,22 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         } else if (!strcmp(a, "--python")) o->python = v, i++;
         else if (!strcmp(a, "--torch-script")) o->torch_script = v, i++;
         else if (!strcmp(a, "--nm")) nm_list = v, i++;
-        else if (!strcmp(a, "--conv-algo")) {
+        else if (!strcmp(a, "--sdgp-domain")) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", v);
+            o->n_domains = 0;
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (o->n_domains > SDGP_DOMAIN_AUTO || sdgp_prune_domain_parse(tok, &o->domains[o->n_domains++], &err) != SDGP_OK) {
+                    fprintf(stderr, "sdgp: --sdgp-domain: %s\n", o->n_domains > SDGP_DOMAIN_AUTO + 1 ? "at most 3 domains" : err.msg);
+                    return 0;
+                }
+            }
+            if (!o->n_domains) {
+                fprintf(stderr, "sdgp: --sdgp-domain: empty list\n");
+                return 0;
+            }
+            i++;
+        } else if (!strcmp(a, "--conv-algo")) {
             if (sdgp_conv_algo_parse(v, &o->conv_algo, &err) != SDGP_OK) {
                 fprintf(stderr, "sdgp: --conv-algo: %s\n", err.msg);
                 return 0;
@@ -329,9 +358,11 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                    bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, ours.rss_mb);
         fflush(stdout);
         for (int f = 0; f < o.n_fns; f++)
-            for (int k = 0; k < o.n_nm; k++) {
+            for (int q = 0; q < o.n_nm * o.n_domains; q++) { /* each n:m, then each domain */
+                const int k = q / o.n_domains, di = q % o.n_domains;
                 sdgp_model_config pc = mc;
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
+                pc.domain = o.domains[di];
                 result sd;
                 if (!run_child_ours(&pc, o.steps, 0, &sd)) {
                     fprintf(stderr, "sdgp: %s %s %d:%d: %s\n", bm->name, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
@@ -340,13 +371,15 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 }
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                           "\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,"
-                           "\"ours_rss_mb\":%.1f}\n",
-                           bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], ours.ms,
-                           sd.ms, ours.ms / sd.ms, torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb);
+                           "\"sdgp_domain\":\"%s\",\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
+                           "\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f}\n",
+                           bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
+                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
+                           torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb);
                 else
-                    printf("%-24s   SDGP %-9s %2d:%-2d  %8.1f ms  vs our dense x%.3f%s", bm->name,
-                           sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sd.ms, ours.ms / sd.ms, o.torch ? "" : "\n");
+                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s %8.1f ms  vs our dense x%.3f  kernels %s%s", bm->name,
+                           sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), sd.ms,
+                           ours.ms / sd.ms, sd.kernels, o.torch ? "" : "\n");
                 if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd.ms);
                 fflush(stdout);
             }
@@ -372,10 +405,12 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
             return 1;
         }
         for (int f = 0; f < o.n_fns; f++)
-            for (int k = 0; k < o.n_nm; k++) {
+            for (int q = 0; q < o.n_nm * o.n_domains; q++) { /* each n:m, then each domain */
+                const int k = q / o.n_domains, di = q % o.n_domains;
                 sdgp_model_config pc = mc;
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
                 pc.sparse = SDGP_SPARSE_ON;
+                pc.domain = o.domains[di];
                 result sp;
                 if (!run_child_ours(&pc, o.steps, 1, &sp)) {
                     fprintf(stderr, "sdgp: %s: %s\n", bm->name, sp.err);
@@ -385,14 +420,14 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                     const double *d = dense.layer[l], *s = sp.layer[l];
                     if (o.json)
                         printf("{\"model\":\"%s\",\"layer\":\"conv%d\",\"threads\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                               "\"fwd_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,\"bwd_data_sparse_ms\":%.3f,\"prune_ms\":%.3f,"
-                               "\"bwd_weights_ms\":%.3f}\n",
-                               bm->name, l, o.threads, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], d[1],
-                               l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
+                               "\"sdgp_domain\":\"%s\",\"kernel\":\"%s\",\"fwd_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,"
+                               "\"bwd_data_sparse_ms\":%.3f,\"prune_ms\":%.3f,\"bwd_weights_ms\":%.3f}\n",
+                               bm->name, l, o.threads, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
+                               sdgp_prune_domain_name(pc.domain), sp.kernel_name[l], d[0], d[1], l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
                     else
-                        printf("%-24s conv%d  %s %d:%d  fwd %7.2f  bwd-data dense %7.2f  sparse %7.2f (+prune %5.2f)  "
+                        printf("%-24s conv%d  %s %d:%d  fwd %7.2f  bwd-data dense %7.2f  %-8s %7.2f (+prune %5.2f)  "
                                "bwd-weights %7.2f ms\n",
-                               bm->name, l, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], d[1],
+                               bm->name, l, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], d[1], sp.kernel_name[l],
                                l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
                 }
             }

@@ -42,6 +42,24 @@ static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
 #define SPCONV_WS_BYTES (32 * 1024)
 #define SPCONV_UNIT_BYTES (256 * 1024)
 
+const spconv_kernels *spconv_kernels_for(sdgp_isa isa) { return &kernel_table[isa]; }
+
+sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                   int threads, sdgp_isa *resolved, sdgp_error *err) {
+    if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL %s", who, out ? "geometry" : "output");
+    sdgp_conv_geom chk;
+    sdgp_status st = sdgp_conv_geom_init(&chk, g->B, g->H, g->W, g->Cin, g->Cout, g->kh, g->kw, g->stride, g->pad, err);
+    if (st != SDGP_OK) return st;
+    if (chk.Ho != g->Ho || chk.Wo != g->Wo)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: output %dx%d does not match the geometry (%dx%d)", who, g->Ho, g->Wo, chk.Ho,
+                         chk.Wo);
+    if (m < 1 || m > SDGP_NM_MAX_M || n < 1 || n > m)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: %d:%d is not an N:M pattern (1 <= n <= m <= %d)", who, n, m, SDGP_NM_MAX_M);
+    if (g->Cout % m) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: Cout=%d is not a multiple of m=%d", who, g->Cout, m);
+    if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: threads=%d < 0", who, threads);
+    return sdgp_isa_resolve(isa, resolved, err);
+}
+
 static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
@@ -163,24 +181,12 @@ static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
 
 sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
                                    int threads, sdgp_error *err) {
-    if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_create: NULL %s", out ? "geometry" : "output");
-    *out = NULL;
-    sdgp_conv_geom chk;
-    sdgp_status st = sdgp_conv_geom_init(&chk, g->B, g->H, g->W, g->Cin, g->Cout, g->kh, g->kw, g->stride, g->pad, err);
+    if (out) *out = NULL;
+    sdgp_isa resolved;
+    sdgp_status st = spconv_check_plan_args("sparse_bwd_create", out, g, n, m, isa, threads, &resolved, err);
     if (st != SDGP_OK) return st;
-    if (chk.Ho != g->Ho || chk.Wo != g->Wo)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_create: output %dx%d does not match the geometry (%dx%d)", g->Ho,
-                         g->Wo, chk.Ho, chk.Wo);
-    if (m < 1 || m > SDGP_NM_MAX_M || n < 1 || n > m)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_create: %d:%d is not an N:M pattern (1 <= n <= m <= %d)", n, m,
-                         SDGP_NM_MAX_M);
-    if (g->Cout % m)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_create: Cout=%d is not a multiple of m=%d", g->Cout, m);
     if (g->kh > 64 || g->kw > 64)
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "sparse_bwd_create: kernel %dx%d larger than 64", g->kh, g->kw);
-    if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_create: threads=%d < 0", threads);
-    sdgp_isa resolved;
-    if ((st = sdgp_isa_resolve(isa, &resolved, err)) != SDGP_OK) return st;
 
     sdgp_sparse_bwd *p = calloc(1, sizeof *p);
     if (!p) return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_create: out of memory");

@@ -33,6 +33,9 @@ static inline float spconv_entry_value(spconv_entry e) {
 }
 static inline uint32_t spconv_entry_offset(spconv_entry e) { return (uint32_t)(e >> 32); }
 
+/* The widest column block of any ISA's micro-kernel (AVX-512: 8 zmm). */
+#define SPCONV_MAX_NR 128
+
 /* Taps one micro-kernel call may take (larger tap groups are split into several calls). */
 #define SPCONV_MAX_TAPS 32
 
@@ -71,6 +74,14 @@ typedef struct {
     int nr;
     spconv_tile_fn tile;
 } spconv_kernels;
+
+/* The kernels of a resolved ISA path (spconv.c: the one table of micro-kernels and widths). */
+const spconv_kernels *spconv_kernels_for(sdgp_isa isa);
+/* The checks every sparse plan's create makes, with `who` in the messages: out and g non-NULL, g
+ * as sdgp_conv_geom_init makes it, 1 <= n <= m <= SDGP_NM_MAX_M, Cout % m == 0, threads >= 0;
+ * then *resolved = sdgp_isa_resolve(isa). */
+sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                   int threads, sdgp_isa *resolved, sdgp_error *err);
 
 void spconv_tile_ref(const spconv_tile *t);
 void spconv_tile_avx2(const spconv_tile *t);

@@ -27,6 +27,7 @@ sdgp_model_config sdgp_model_config_default(void) {
     c.prune_wgrad = sdgp_prune_cfg_make(SDGP_PRUNE_NONE, 2, 4);
     c.prune_wgrad.axis = SDGP_AXIS_ROW;
     c.sparse = SDGP_SPARSE_AUTO;
+    c.domain = SDGP_DOMAIN_PIXEL;
     c.conv_algo = SDGP_CONV_AUTO;
     c.conv_workspace_mb = SDGP_CONV_WORKSPACE_MB_DEFAULT;
     return c;
@@ -476,11 +477,8 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
         o->info.winograd = sdgp_conv_get_algo(o->dnnl) == SDGP_CONV_WINOGRAD;
         for (int p = 0; p < 3; p++) o->info.plan[p] = sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)p);
         o->info.pruned = o->prune;
-        if (o->prune && m->cfg.sparse != SDGP_SPARSE_OFF) {
-            st = sdgp_sparse_bwd_create(&o->sparse, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
-            if (st != SDGP_OK) return st;
-        }
-        o->info.sparse_kernel = o->sparse != NULL;
+        o->info.bwd_kernel = "dense";
+        if (o->prune && (st = model_bwd_default(m, o, err)) != SDGP_OK) return st;
     }
     /* One workspace for all convs: the layers run one after another. */
     size_t ws = 64;
@@ -513,6 +511,10 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         sdgp_status st = sdgp_prune_check(&cfg->prune, 1, 1, cfg->prune.m, err);
         if (st != SDGP_OK) return st;
     }
+    if ((unsigned)cfg->domain > SDGP_DOMAIN_AUTO) return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sdgp domain %d", (int)cfg->domain);
+    if (cfg->domain == SDGP_DOMAIN_WINOGRAD && cfg->sparse == SDGP_SPARSE_OFF && cfg->prune.fn != SDGP_PRUNE_NONE)
+        return sdgp_fail(err, SDGP_ERR_INVALID,
+                         "model: --sdgp-domain winograd runs on the sparse kernel; it cannot be combined with --sparse-kernel off");
 
     sdgp_model *m = calloc(1, sizeof *m);
     if (!m) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
@@ -531,9 +533,8 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         for (int i = 0; i < m->n_convs; i++) { /* a conv on the image computes no data gradient to prune */
             op *o = &m->ops[m->conv_ops[i]];
             if (o->in_mode != GRAD_NONE) continue;
-            o->prune = o->info.pruned = o->info.sparse_kernel = 0;
-            sdgp_sparse_bwd_destroy(o->sparse);
-            o->sparse = NULL;
+            o->prune = o->info.pruned = 0;
+            st = model_bwd_set(m, o, NULL, err);
         }
         st = alloc_arenas(m, err);
     }
@@ -542,7 +543,7 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         m->nm.n = cfg->prune.n;
         m->nm.m = cfg->prune.m;
         m->nm.axis = SDGP_AXIS_CHANNEL;
-        if (cfg->prune.fn != SDGP_PRUNE_NONE && cfg->sparse == SDGP_SPARSE_AUTO) st = sdgp_model_tune_sparse(m, err);
+        if (cfg->prune.fn != SDGP_PRUNE_NONE) st = sdgp_model_tune_sparse(m, err);
     }
     if (st != SDGP_OK) {
         sdgp_model_destroy(m);
@@ -556,7 +557,7 @@ void sdgp_model_destroy(sdgp_model *m) {
     if (!m) return;
     for (int k = 0; k < m->n_ops; k++) {
         sdgp_conv_destroy(m->ops[k].dnnl);
-        sdgp_sparse_bwd_destroy(m->ops[k].sparse);
+        if (m->ops[k].bwd && m->ops[k].bwd->destroy) m->ops[k].bwd->destroy(m->ops[k].bwd_plan);
     }
     free(m->conv_ws); /* after the convs that used it */
     free(m->param_arena);

@@ -9,6 +9,9 @@
 #define MODEL_MAX_SLOTS 40
 #define MODEL_MAX_PARAMS 64
 
+typedef struct op op;
+typedef struct bwd_impl bwd_impl;
+
 typedef enum { OP_CONV_BN_RELU, OP_MAXPOOL2, OP_ADD, OP_GLOBAL_MAXPOOL, OP_LINEAR, OP_SCALE } op_kind;
 
 /* An activation: B x H x W x C floats (W = C = 1 ... for flat tensors). */
@@ -29,7 +32,7 @@ typedef enum {
     GRAD_ACCUMULATE  /* someone wrote it already: add */
 } grad_mode;
 
-typedef struct {
+struct op {
     op_kind kind;
     int in, in2, out;               /* slot ids (in2: OP_ADD only) */
     grad_mode in_mode, in2_mode;
@@ -50,7 +53,8 @@ typedef struct {
     float *z;                       /* conv output, pre-BatchNorm (B x Ho x Wo x Cout) */
     float *mean, *rstd;             /* saved BatchNorm statistics (Cout) */
     int prune;                      /* prune dL/dO for the data gradient */
-    sdgp_sparse_bwd *sparse;        /* the sparse kernel's plan (NULL: dense on the pruned tensor) */
+    const bwd_impl *bwd;            /* how the pruned data gradient is computed (model_bwd.c) */
+    void *bwd_plan;                 /* its plan (NULL for dense) */
     sdgp_layer_info info;
     sdgp_layer_times times;
     char name[24];
@@ -63,7 +67,7 @@ typedef struct {
     int p_lw, p_lb;                 /* p_lb = -1: no bias */
     /* OP_SCALE */
     float scale;
-} op;
+};
 
 struct sdgp_model {
     sdgp_model_config cfg;
@@ -98,6 +102,37 @@ struct sdgp_model {
     int conv_ops[MODEL_MAX_OPS];    /* op index of conv i */
     int n_convs;
 };
+
+/* One implementation of a pruned conv's data gradient (model_bwd.c: the list, in order of
+ * preference). */
+struct bwd_impl {
+    char code;         /* its character in the kernel-choice text of checkpoints */
+    const char *name;  /* "dense", "sparse", "winograd": start-up lines, bench rows */
+    int sparse;        /* skips the pruned work (--sparse-kernel on/off select by this) */
+    sdgp_prune_domain domain; /* where it prunes (--sdgp-domain selects by this) */
+    /* whether it can run conv op o at all (geometry) */
+    int (*supports)(const op *o);
+    /* creates its plan in o->bwd_plan (NULL: no plan) */
+    sdgp_status (*create)(sdgp_model *m, op *o, sdgp_error *err);
+    /* dx = dL/dD from the dense dL/dO dz pruned with pc; *prune_ms: a separate pruning pass's time
+     * (0 when the pruning is fused into the kernel) */
+    sdgp_status (*run)(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
+                       sdgp_error *err);
+    /* after run: *used = the pixel-domain pruned dL/dO it used (for the dz hook), NULL when its
+     * pruning is not in the pixel domain */
+    sdgp_status (*pruned_dz)(sdgp_model *m, op *o, const float **used, sdgp_error *err);
+    void (*destroy)(void *plan);
+};
+extern const bwd_impl *const model_bwd_impls[]; /* NULL-terminated */
+/* Whether the configuration lets layer o use impl: supports(o), --sparse-kernel on (sparse ones)
+ * or off (dense ones), --sdgp-domain pixel (pixel ones), winograd (a layer that a Winograd-domain
+ * entry supports uses only those), auto (all). */
+int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl);
+const bwd_impl *model_bwd_find(char code);
+/* Makes impl the layer's implementation (creating its plan, destroying the previous one). */
+sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err);
+/* The first allowed implementation in list order. */
+sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err);
 
 /* model_run.c */
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,

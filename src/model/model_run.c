@@ -109,37 +109,26 @@ static sdgp_prune_cfg layer_prune_cfg(const sdgp_model *m, const op *o, sdgp_pru
     return base;
 }
 
-/* dx = dL/dD for conv op o from its dense dL/dO dz: dense, or SDGP's pruned product. */
+/* dx = dL/dD for conv op o from its dense dL/dO dz: dense, or SDGP's pruned product through the
+ * layer's implementation (model_bwd.c). */
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
                                      sdgp_error *err) {
-    const float *w = m->params[o->p_w].data;
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     if (!o->prune) {
         if (m->dz_hook) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, dz, rows, o->geom.Cout);
-        return sdgp_conv_backward_data(o->dnnl, dx, dz, w, err);
+        return sdgp_conv_backward_data(o->dnnl, dx, dz, m->params[o->p_w].data, err);
     }
     sdgp_prune_cfg pc = layer_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, step);
-    int64_t P = (int64_t)o->geom.Ho * o->geom.Wo;
-    m->nm.rows = rows;
-    m->nm.C = o->geom.Cout;
-    /* the sparse kernel takes the compressed form; the dense path the pruned tensor in scratch2 */
-    double t0 = m->timing ? now_ms() : 0;
-    sdgp_status st = sdgp_prune(&pc, dz, m->B, P, o->geom.Cout, o->sparse ? NULL : m->scratch2,
-                                o->sparse ? &m->nm : NULL, err);
-    double t1 = m->timing ? now_ms() : 0;
-    if (st == SDGP_OK && o->sparse) {
-        st = sdgp_sparse_bwd_pack(o->sparse, w, err);
-        if (st == SDGP_OK) st = sdgp_sparse_bwd_data(o->sparse, dx, &m->nm, err);
-    } else if (st == SDGP_OK) {
-        st = sdgp_conv_backward_data(o->dnnl, dx, m->scratch2, w, err);
-    }
+    double prune_ms = 0, t0 = m->timing ? now_ms() : 0;
+    sdgp_status st = o->bwd->run(m, o, dx, dz, &pc, &prune_ms, err);
     if (m->timing) {
-        o->times.prune_ms = t1 - t0;
-        o->times.bwd_data_ms = now_ms() - t1;
+        o->times.prune_ms = prune_ms;
+        o->times.bwd_data_ms = now_ms() - t0 - prune_ms;
     }
     if (st == SDGP_OK && m->dz_hook) {
-        if (o->sparse) st = sdgp_nm_decompress(&m->nm, m->scratch2, err);
-        if (st == SDGP_OK) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, m->scratch2, rows, o->geom.Cout);
+        const float *used = NULL;
+        st = o->bwd->pruned_dz(m, o, &used, err);
+        if (st == SDGP_OK) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, used, rows, o->geom.Cout);
     }
     if (st == SDGP_OK && m->grad_stats) grad_stats(m, o, dx, dz);
     return st;

@@ -1,8 +1,10 @@
-/* --sparse-kernel auto: per pruned layer, keep the sparse kernel only where it is faster.
+/* --sparse-kernel auto / --sdgp-domain auto: per pruned layer, keep the fastest of the allowed
+ * implementations of its data gradient (model_bwd.c), and the kernel-choice text of checkpoints.
  *
- * Both paths are timed as they run in a step, pruning included: sparse = prune to the
- * compressed form + pack W + sparse kernel; dense = prune to a dense tensor + oneDNN
- * backward-data. Interleaved repetitions, the best of each, so a noisy neighbour hurts both. */
+ * Each is timed as it runs in a step, pruning and weight packing included (dense = prune to a
+ * dense tensor + oneDNN backward-data; sparse = prune to the compressed form + pack + sparse
+ * kernel; winograd = pack U + the fused Winograd-domain kernel). Interleaved repetitions, the
+ * best of each, so a noisy neighbour hurts all alike. */
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -17,10 +19,62 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double time_path(sdgp_model *m, op *o, float *dx, const float *dz, sdgp_status *st, sdgp_error *err) {
+static double time_impl(sdgp_model *m, op *o, float *dx, const float *dz, sdgp_status *st, sdgp_error *err) {
     double t0 = now_s();
     *st = model_conv_backward_data(m, o, dx, dz, 0, err);
     return now_s() - t0;
+}
+
+/* One layer: every allowed implementation, interleaved repetitions, the best time of each. */
+static sdgp_status tune_layer(sdgp_model *m, op *o, int index, sdgp_error *err) {
+    const bwd_impl *cand[8];
+    void *plans[8] = {0};
+    double best[8];
+    int nc = 0;
+    for (int k = 0; model_bwd_impls[k] && nc < 8; k++)
+        if (model_bwd_allowed(m, o, model_bwd_impls[k])) cand[nc++] = model_bwd_impls[k];
+    if (nc < 2) return SDGP_OK;
+    /* before the first step the activations are free: the conv's output and input slots (the
+     * input is not the image, in_mode says so) hold dL/dO and dL/dD while timing */
+    float *dz = m->slots[o->out].act, *dx = m->slots[o->in].act;
+    size_t n = m->slots[o->out].count;
+    uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(index + 1);
+    for (size_t j = 0; j < n; j++) { /* any dense gradient will do: the masks' cost is data independent */
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        dz[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+    }
+    sdgp_status st = SDGP_OK;
+    for (int c = 0; c < nc && st == SDGP_OK; c++) { /* create each plan once, keep it in plans[c] */
+        st = model_bwd_set(m, o, cand[c], err);
+        plans[c] = o->bwd_plan;
+        o->bwd = NULL; /* detach: model_bwd_set must not destroy it on the next candidate */
+        o->bwd_plan = NULL;
+        best[c] = INFINITY;
+    }
+    for (int r = 0; r < TUNE_REPS && st == SDGP_OK; r++)
+        for (int c = 0; c < nc && st == SDGP_OK; c++) {
+            o->bwd = cand[c];
+            o->bwd_plan = plans[c];
+            double t = time_impl(m, o, dx, dz, &st, err);
+            if (t < best[c]) best[c] = t;
+        }
+    int win = 0;
+    for (int c = 1; c < nc; c++)
+        if (best[c] < best[win]) win = c;
+    for (int c = 0; c < nc; c++)
+        if (c != win && cand[c]->destroy) cand[c]->destroy(plans[c]);
+    o->bwd = NULL;
+    o->bwd_plan = NULL;
+    if (st != SDGP_OK) {
+        if (cand[win]->destroy) cand[win]->destroy(plans[win]);
+        return st;
+    }
+    o->bwd = cand[win]; /* its plan is already made: set the fields model_bwd_set would */
+    o->bwd_plan = plans[win];
+    o->info.sparse_kernel = cand[win]->sparse;
+    o->info.bwd_kernel = cand[win]->name;
+    o->times.bwd_data_ms = 1e3 * best[win];
+    return SDGP_OK;
 }
 
 sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
@@ -30,34 +84,7 @@ sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        if (!o->prune || !o->sparse || o->in_mode == GRAD_NONE) continue;
-        /* before the first step the activations are free: the conv's output and input slots (the
-         * input is not the image, in_mode says so) hold dL/dO and dL/dD while timing */
-        float *dz = m->slots[o->out].act, *dx = m->slots[o->in].act;
-        size_t n = m->slots[o->out].count;
-        uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
-        for (size_t j = 0; j < n; j++) { /* any dense gradient will do: the masks' cost is data independent */
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            dz[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
-        }
-        double best_sparse = INFINITY, best_dense = INFINITY;
-        sdgp_sparse_bwd *plan = o->sparse;
-        for (int r = 0; r < TUNE_REPS && st == SDGP_OK; r++) {
-            o->sparse = plan;
-            double t = time_path(m, o, dx, dz, &st, err);
-            if (t < best_sparse) best_sparse = t;
-            o->sparse = NULL;
-            if (st == SDGP_OK) t = time_path(m, o, dx, dz, &st, err);
-            if (t < best_dense) best_dense = t;
-        }
-        if (best_sparse < best_dense) {
-            o->sparse = plan;
-        } else {
-            sdgp_sparse_bwd_destroy(plan);
-            o->sparse = NULL;
-        }
-        o->info.sparse_kernel = o->sparse != NULL;
-        o->times.bwd_data_ms = 1e3 * (o->sparse ? best_sparse : best_dense);
+        if (o->prune && o->in_mode != GRAD_NONE) st = tune_layer(m, o, i, err);
     }
     m->grad_stats = stats;
     m->timing = timing;
@@ -68,7 +95,7 @@ void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size) {
     size_t k = 0;
     for (int i = 0; i < m->n_convs && k + 1 < size; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
-        buf[k++] = !o->prune ? '-' : o->sparse ? 's' : 'd';
+        buf[k++] = !o->prune ? '-' : o->bwd->code;
     }
     if (size) buf[k] = 0;
 }
@@ -79,21 +106,15 @@ sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp
                          choice ? choice : "(null)", m->n_convs);
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        char c = choice[i];
-        if (c != (o->prune ? 's' : '-') && c != (o->prune ? 'd' : '-'))
-            return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d cannot be '%c'", choice, i, c);
+        const bwd_impl *impl = model_bwd_find(choice[i]);
+        int ok = o->prune ? impl && impl->supports(o) : choice[i] == '-';
+        if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d cannot be '%c'", choice, i, choice[i]);
     }
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        if (choice[i] == 'd' && o->sparse) {
-            sdgp_sparse_bwd_destroy(o->sparse);
-            o->sparse = NULL;
-        } else if (choice[i] == 's' && !o->sparse) {
-            const sdgp_prune_cfg *pc = &m->cfg.prune;
-            sdgp_status st = sdgp_sparse_bwd_create(&o->sparse, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
-            if (st != SDGP_OK) return st;
-        }
-        o->info.sparse_kernel = o->sparse != NULL;
+        if (!o->prune) continue;
+        sdgp_status st = model_bwd_set(m, o, model_bwd_find(choice[i]), err);
+        if (st != SDGP_OK) return st;
     }
     return SDGP_OK;
 }

@@ -208,7 +208,7 @@ sdgp_status sdgp_nm_compress(const float *x, sdgp_nm_tensor *nm, sdgp_error *err
 
 /* ---- pruning ---- */
 
-static const prune_kernels *kernels_for(sdgp_isa isa) {
+const prune_kernels *prune_kernels_for(sdgp_isa isa) {
     switch (isa) {
     case SDGP_ISA_AVX512: return &prune_kernels_avx512;
     case SDGP_ISA_AVX2: return &prune_kernels_avx2;
@@ -246,12 +246,6 @@ static void prune_identity(const prune_job *j, int nt) {
     }
 }
 
-/* r = sum|x| / sum|kept|, leaving 1 when the kept sum is zero or negligible relative to the
- * dense one (kept <= 2^-24 dense: the scope was pruned to almost nothing, and r would blow a
- * stray tiny value up by more than 2^24, even to Inf). A relative guard, unlike the public code's
- * absolute +1e-4, which biases small fp32 gradients. */
-static float rescale_factor(double dense, double kept) { return kept > dense * 0x1p-24 ? (float)(dense / kept) : 1.0f; }
-
 /* Sample-channel scope on the channel axis: one sample at a time per thread, both passes, the
  * second finding the sample still in cache and reusing the keep masks of the first. The
  * workspace is per thread (one sample's sums, factors and masks), so it stays small and warm. */
@@ -279,7 +273,7 @@ static sdgp_status rescaled_fused(const prune_kernels *K, const prune_job *j0, i
                 K->sums(&j, b, dense, kept);
                 for (int64_t c = 0; c < C; c++) {
                     finite &= isfinite(dense[c]) != 0;
-                    scale[c] = rescale_factor(dense[c], kept[c]);
+                    scale[c] = prune_rescale_factor(dense[c], kept[c]);
                 }
                 K->prune(&j, b * P, (b + 1) * P);
             }
@@ -324,13 +318,13 @@ static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, 
                 k += kept[b * C + c];
             }
             finite &= isfinite(d) != 0;
-            scale[c] = rescale_factor(d, k);
+            scale[c] = prune_rescale_factor(d, k);
         }
         j->scale_bstride = 0;
     } else {
         for (int64_t i = 0; i < B * C; i++) {
             finite &= isfinite(dense[i]) != 0;
-            scale[i] = rescale_factor(dense[i], kept[i]);
+            scale[i] = prune_rescale_factor(dense[i], kept[i]);
         }
         j->scale_bstride = C;
     }
@@ -377,7 +371,7 @@ sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int
     }
     sdgp_isa isa;
     if ((st = sdgp_isa_resolve(cfg->isa, &isa, err))) return st;
-    const prune_kernels *K = kernels_for(isa);
+    const prune_kernels *K = prune_kernels_for(isa);
     const int nt = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
 
     prune_job j;

@@ -74,6 +74,10 @@ typedef struct {
     float *vals;          /* compressed values / index (layout of sdgp_nm_tensor) or NULL */
     uint8_t *idx;
     sdgp_philox_key key;
+    /* Philox counter of x's first group (channel axis: group 0 of row 0; row axis: group (0, 0)):
+     * 0 for sdgp_prune. A caller that prunes a block of rows of a larger tensor sets the block's
+     * offset, so the block's randomness is that of the whole tensor (spwino.c). */
+    uint64_t group0;
     /* RESCALED: the factor of row r, channel c is scale[(r / P) * scale_bstride + c]
      * (scale_bstride = C for the sample-channel scope, 0 for the channel scope). */
     const float *scale;
@@ -97,6 +101,17 @@ typedef struct {
 extern const prune_kernels prune_kernels_ref;
 extern const prune_kernels prune_kernels_avx2;
 extern const prune_kernels prune_kernels_avx512;
+
+/* The kernel table of an ISA path (resolved: not AUTO). */
+const prune_kernels *prune_kernels_for(sdgp_isa isa);
+
+/* The rescale factor r = dense / kept of one scope; 1 when the kept sum is zero or negligible
+ * against the dense one (kept <= 2^-24 dense: r would blow a stray tiny value up by more than
+ * 2^24, even to Inf). A relative guard, unlike the public code's absolute +1e-4, which biases
+ * small fp32 gradients. */
+static inline float prune_rescale_factor(double dense, double kept) {
+    return kept > dense * 0x1p-24 ? (float)(dense / kept) : 1.0f;
+}
 
 /* The AVX-512 random / MVUE kernels (prune_mvue_avx512.c): the prune() contract, or -1 (nothing
  * written) for a case they do not vectorise. */

@@ -453,7 +453,7 @@ int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1) {
     if (j->axis == SDGP_AXIS_ROW) {
         for (int64_t g = t0; g < t1; g++)
             for (int64_t c0 = 0; c0 < C; c0 += 64) {
-                philox64(w, j->key, (uint64_t)(g * C + c0)); /* group (g, c) is g*C + c */
+                philox64(w, j->key, j->group0 + (uint64_t)(g * C + c0)); /* group (g, c) is g*C + c */
                 for (int b = 0; b < 4 && c0 + 16 * b < C; b++) {
                     int64_t c = c0 + 16 * b;
                     __mmask16 valid = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
@@ -472,7 +472,7 @@ int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1) {
     }
     const int64_t G = C / 4, end = t1 * G;
     for (int64_t g0 = t0 * G; g0 < end; g0 += 64) {
-        philox64(w, j->key, (uint64_t)g0);
+        philox64(w, j->key, j->group0 + (uint64_t)g0);
         for (int b = 0; b < 4 && g0 + 16 * b < end; b++) {
             const int64_t gi = g0 + 16 * b;
             const int ng = end - gi >= 16 ? 16 : (int)(end - gi);

@@ -46,7 +46,7 @@ static int ref_channel(const prune_job *j, int64_t r0, int64_t r1) {
         const float *scale = j->scale ? j->scale + (r / j->P) * j->scale_bstride : NULL;
         for (int64_t g = 0; g < G; g++) {
             if (scale) memcpy(sc, scale + g * m, (size_t)m * sizeof *sc);
-            bad |= group_apply(j, (uint64_t)(r * G + g), xr + g * m, sc, y);
+            bad |= group_apply(j, j->group0 + (uint64_t)(r * G + g), xr + g * m, sc, y);
             if (j->out) memcpy(j->out + r * C + g * m, y, (size_t)m * sizeof *y);
             if (j->vals) prune_compress_group(j->vals + r * slots + g * n, j->idx + r * slots + g * n, 1, y, n, m);
         }
@@ -67,7 +67,7 @@ static int ref_row(const prune_job *j, int64_t g0, int64_t g1) {
                 x[k] = j->x[(r0 + k) * C + c];
                 if (j->scale) sc[k] = j->scale[((r0 + k) / j->P) * j->scale_bstride + c];
             }
-            bad |= group_apply(j, (uint64_t)(g * C + c), x, sc, y);
+            bad |= group_apply(j, j->group0 + (uint64_t)(g * C + c), x, sc, y);
             if (j->out)
                 for (int k = 0; k < m; k++) j->out[(r0 + k) * C + c] = y[k];
             if (j->vals) prune_compress_group(j->vals + g * n * C + c, j->idx + g * n * C + c, C, y, n, m);

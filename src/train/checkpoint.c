@@ -133,7 +133,7 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
     const char *kernels = sdgp_safetensors_meta(f, "kernels");
     char mine[64];
     sdgp_model_sparse_choice(m, mine, sizeof mine);
-    if (st == SDGP_OK && kernels && strchr(mine, 's') == NULL && strchr(mine, 'd') == NULL) kernels = NULL;
+    if (st == SDGP_OK && kernels && strspn(mine, "-") == strlen(mine)) kernels = NULL;
     if (st == SDGP_OK && kernels) {
         sdgp_error e;
         if (sdgp_model_set_sparse_choice(m, kernels, &e) != SDGP_OK)
@@ -158,6 +158,7 @@ sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg
         /* checkpoints before these settings existed ran direct convolutions */
         if (!v && !strcmp(name, "conv-algo")) v = "direct";
         if (!v && !strcmp(name, "conv-workspace")) v = "0";
+        if (!v && !strcmp(name, "sdgp-domain")) v = "pixel";
         if (!v) {
             st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: setting '%s' missing from the checkpoint", path, name);
             break;

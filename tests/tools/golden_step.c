@@ -55,7 +55,7 @@ static void dz_hook(void *ctx, int conv, const float *dz, const float *dzp, int6
     char name[32];
     snprintf(name, sizeof name, "conv%d", conv);
     write_file(h->dir, "dz", name, dz, (size_t)rows * C * sizeof(float));
-    write_file(h->dir, "dzp", name, dzp, (size_t)rows * C * sizeof(float));
+    if (dzp) write_file(h->dir, "dzp", name, dzp, (size_t)rows * C * sizeof(float)); /* NULL: Winograd-domain pruning */
 }
 
 int main(int argc, char **argv) {

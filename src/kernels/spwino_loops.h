@@ -1,0 +1,89 @@
+/* The data loops of the Winograd-domain kernel, written once in plain C and compiled per ISA:
+ * spwino_ref.c, spwino_avx2.c and spwino_avx512.c each include this file and export one
+ * spwino_loops table (spwino_internal.h). Only this file's loops run with the ISA's flags; their
+ * arithmetic is additions and exact multiplications by +-1, so all paths give the same bits
+ * (a contracted x + s*y with s = +-1 is the same single rounding as x +- y). */
+#ifndef SDGP_SPWINO_LOOPS_H
+#define SDGP_SPWINO_LOOPS_H
+
+#include <string.h>
+
+#include "kernels/spwino_internal.h"
+
+/* B^T of F(2x2,3x3) = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]: row a combines patch rows
+ * (or columns) lo[a] and hi[a] as d[lo] + sgn[a] d[hi]. */
+static const int spwino_bt_lo[4] = {0, 1, 2, 1}, spwino_bt_hi[4] = {2, 2, 1, 3};
+static const float spwino_bt_sgn[4] = {-1.0f, 1.0f, -1.0f, -1.0f};
+/* A^T = [[1,1,1,0],[0,1,-1,-1]]: at[u][a]. */
+static const float spwino_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+
+/* V_e of image b's tiles into v (T x Cout): for e = (a, bb), V = R(lo[a]) + sgn[a] R(hi[a]) with
+ * R(y) = X[y][lo[bb]] + sgn[bb] X[y][hi[bb]] over the tile's 4x4 patch. Multiplying by +-1 is
+ * exact, so this is the same value as the additions written out, on every path. */
+static void spwino_transform(const sdgp_sparse_wino *p, float *restrict v, const float *dO, int64_t b, int e) {
+    const sdgp_conv_geom *g = &p->g;
+    const int64_t C = g->Cout;
+    const int a = e / 4, bb = e % 4;
+    const float sa = spwino_bt_sgn[a], sb = spwino_bt_sgn[bb];
+    for (int ty = 0; ty < p->th; ty++)
+        for (int tx = 0; tx < p->tw; tx++) {
+            const float *x[2][2];
+            const int ys[2] = {2 * ty - p->q + spwino_bt_lo[a], 2 * ty - p->q + spwino_bt_hi[a]};
+            const int xs[2] = {2 * tx - p->q + spwino_bt_lo[bb], 2 * tx - p->q + spwino_bt_hi[bb]};
+            for (int r = 0; r < 2; r++)
+                for (int s = 0; s < 2; s++)
+                    x[r][s] = ys[r] >= 0 && ys[r] < g->Ho && xs[s] >= 0 && xs[s] < g->Wo
+                                  ? dO + ((b * g->Ho + ys[r]) * g->Wo + xs[s]) * C
+                                  : p->zrow;
+            const float *restrict x00 = x[0][0], *restrict x01 = x[0][1], *restrict x10 = x[1][0], *restrict x11 = x[1][1];
+            float *restrict out = v + ((int64_t)ty * p->tw + tx) * C;
+            for (int64_t k = 0; k < C; k++) out[k] = (x00[k] + sb * x01[k]) + sa * (x10[k] + sb * x11[k]);
+        }
+}
+
+static void spwino_entries(spconv_entry *restrict ent, const float *restrict vals, const uint8_t *restrict idx,
+                           const int32_t *restrict base, int64_t rows, int64_t slots, uint32_t row_bytes) {
+    for (int64_t i = 0, r = 0; r < rows; r++)
+        for (int64_t s = 0; s < slots; s++, i++) {
+            uint32_t bits;
+            memcpy(&bits, vals + i, sizeof bits);
+            ent[i] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[s] + idx[i]) * row_bytes) << 32);
+        }
+}
+
+/* Rows a of A^T (.) A: the four M_{a,bb} (rows x ldp each, columns [c0, c0+ncols) of dD) are
+ * first combined along bb, N_v = sum_bb A^T[v][bb] M_{a,bb} (v = 0, 1), then N_v reaches output
+ * row u of the tile with the sign A^T[u][a]: 2 or 4 stores per tile instead of 9 per element.
+ * store: the first row of the unit (a = 1 reaches both output rows) writes, later ones add. */
+static void spwino_scatter_row(const sdgp_sparse_wino *p, float *dD, const float *M, int64_t b0, int64_t nimg, int a, int64_t c0,
+                               int64_t ncols, int store) {
+    const sdgp_conv_geom *g = &p->g;
+    const int64_t mstride = nimg * p->T * p->ldp;
+    for (int64_t r = 0; r < nimg * p->T; r++) {
+        const int64_t b = b0 + r / p->T, t = r % p->T, ty = t / p->tw, tx = t % p->tw;
+        const float *restrict m0 = M + r * p->ldp, *restrict m1 = m0 + mstride, *restrict m2 = m1 + mstride,
+                              *restrict m3 = m2 + mstride;
+        float n0[SPCONV_MAX_NR], n1[SPCONV_MAX_NR];
+        for (int64_t c = 0; c < ncols; c++) {
+            n0[c] = (m0[c] + m1[c]) + m2[c];
+            n1[c] = (m1[c] - m2[c]) - m3[c];
+        }
+        for (int u = 0; u < 2; u++) {
+            const int64_t h = 2 * ty + u;
+            if (spwino_at[u][a] == 0.0f || h >= g->H) continue;
+            const float sg = spwino_at[u][a];
+            for (int v = 0; v < 2 && 2 * tx + v < g->W; v++) {
+                float *restrict dst = dD + ((b * g->H + h) * g->W + 2 * tx + v) * g->Cin + c0;
+                const float *restrict src = v ? n1 : n0;
+                if (store)
+                    for (int64_t c = 0; c < ncols; c++) dst[c] = sg * src[c];
+                else
+                    for (int64_t c = 0; c < ncols; c++) dst[c] += sg * src[c];
+            }
+        }
+    }
+}
+
+#define SPWINO_LOOPS_TABLE {spwino_transform, spwino_entries, spwino_scatter_row}
+
+#endif

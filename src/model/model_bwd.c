@@ -1,0 +1,157 @@
+/* The implementations of a pruned conv's data gradient, as one ordered list (oneDNN's
+ * implementation lists are the model): each entry says which layers it supports under the model's
+ * configuration, how to create its plan, and how to run. The model runs the entry a layer holds;
+ * the per-layer tuner (model_tune.c) times every supported entry and keeps the fastest. Adding a
+ * kernel is one entry here; nothing else branches on kernel kinds.
+ *
+ *   dense     prune dL/dO in the pixel domain to a dense tensor, then oneDNN's backward-data (its
+ *             best algorithm for the layer: the dense baseline every sparse kernel must beat);
+ *   sparse    prune in the pixel domain to the compressed form, then the N:M sparse kernel
+ *             (src/kernels/spconv.c);
+ *   winograd  prune the F(2x2,3x3)-transformed dL/dO and run the sparse kernel on it
+ *             (src/kernels/spwino.c): a different estimator of dL/dD, only under --sdgp-domain
+ *             winograd or auto. */
+#include <string.h>
+#include <time.h>
+
+#include "model/model_internal.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* The pixel-domain pruning into the dense tensor (scratch2) or the compressed one (m->nm). */
+static sdgp_status prune_pixels(sdgp_model *m, const op *o, const float *dz, const sdgp_prune_cfg *pc, int compressed,
+                                double *prune_ms, sdgp_error *err) {
+    double t0 = now_ms();
+    m->nm.rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
+    m->nm.C = o->geom.Cout;
+    sdgp_status st = sdgp_prune(pc, dz, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, compressed ? NULL : m->scratch2,
+                                compressed ? &m->nm : NULL, err);
+    *prune_ms = now_ms() - t0;
+    return st;
+}
+
+/* ---- dense: pixel-domain pruning + oneDNN ---- */
+static int any_layer(const op *o) {
+    (void)o;
+    return 1;
+}
+static sdgp_status dense_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
+                             sdgp_error *err) {
+    sdgp_status st = prune_pixels(m, o, dz, pc, 0, prune_ms, err);
+    return st != SDGP_OK ? st : sdgp_conv_backward_data(o->dnnl, dx, m->scratch2, m->params[o->p_w].data, err);
+}
+static sdgp_status dense_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
+    (void)o, (void)err;
+    *used = m->scratch2;
+    return SDGP_OK;
+}
+
+/* ---- sparse: pixel-domain pruning + the N:M sparse kernel ---- */
+static sdgp_status sparse_create(sdgp_model *m, op *o, sdgp_error *err) {
+    const sdgp_prune_cfg *pc = &m->cfg.prune;
+    return sdgp_sparse_bwd_create((sdgp_sparse_bwd **)&o->bwd_plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+}
+static sdgp_status sparse_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
+                              sdgp_error *err) {
+    sdgp_status st = prune_pixels(m, o, dz, pc, 1, prune_ms, err);
+    if (st == SDGP_OK) st = sdgp_sparse_bwd_pack(o->bwd_plan, m->params[o->p_w].data, err);
+    return st != SDGP_OK ? st : sdgp_sparse_bwd_data(o->bwd_plan, dx, &m->nm, err);
+}
+static sdgp_status sparse_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
+    (void)o;
+    *used = m->scratch2;
+    return sdgp_nm_decompress(&m->nm, m->scratch2, err);
+}
+static void sparse_destroy(void *plan) { sdgp_sparse_bwd_destroy(plan); }
+
+/* ---- winograd: F(2x2,3x3)-domain pruning fused with the sparse kernel ---- */
+static int wino_supports(const op *o) { return sdgp_sparse_wino_supports(&o->geom); }
+static sdgp_status wino_create(sdgp_model *m, op *o, sdgp_error *err) {
+    const sdgp_prune_cfg *pc = &m->cfg.prune;
+    return sdgp_sparse_wino_create((sdgp_sparse_wino **)&o->bwd_plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+}
+static sdgp_status wino_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
+                            sdgp_error *err) {
+    *prune_ms = 0; /* fused into the kernel's time */
+    sdgp_status st = sdgp_sparse_wino_pack(o->bwd_plan, m->params[o->p_w].data, err);
+    return st != SDGP_OK ? st : sdgp_sparse_wino_data(o->bwd_plan, dx, dz, pc, err);
+}
+static sdgp_status wino_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
+    (void)m, (void)o, (void)err;
+    *used = NULL; /* the pruned tensor is V, in the transformed domain */
+    return SDGP_OK;
+}
+static void wino_destroy(void *plan) { sdgp_sparse_wino_destroy(plan); }
+
+static const bwd_impl impl_dense = {'d', "dense", 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, dense_run, dense_pruned, NULL};
+static const bwd_impl impl_sparse = {'s', "sparse", 1, SDGP_DOMAIN_PIXEL, any_layer, sparse_create, sparse_run, sparse_pruned,
+                                     sparse_destroy};
+static const bwd_impl impl_wino = {'w', "winograd", 1, SDGP_DOMAIN_WINOGRAD, wino_supports, wino_create, wino_run, wino_pruned,
+                                   wino_destroy};
+
+/* In order of preference: the first supported entry is the layer's choice without tuning (so
+ * --sdgp-domain winograd puts the Winograd domain first), and ties in tuning go to the earlier. */
+const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_dense, NULL};
+
+/* Whether some sparse entry of the Winograd domain can run layer o. */
+static int winograd_domain_applies(const op *o) {
+    for (int i = 0; model_bwd_impls[i]; i++)
+        if (model_bwd_impls[i]->domain == SDGP_DOMAIN_WINOGRAD && model_bwd_impls[i]->supports(o)) return 1;
+    return 0;
+}
+
+int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
+    if (!impl->supports(o)) return 0;
+    if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse) || (m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse)) return 0;
+    switch (m->cfg.domain) {
+    case SDGP_DOMAIN_PIXEL: return impl->domain == SDGP_DOMAIN_PIXEL;
+    case SDGP_DOMAIN_WINOGRAD: return impl->domain == SDGP_DOMAIN_WINOGRAD || !winograd_domain_applies(o);
+    default: return 1;
+    }
+}
+
+const bwd_impl *model_bwd_find(char code) {
+    for (int i = 0; model_bwd_impls[i]; i++)
+        if (model_bwd_impls[i]->code == code) return model_bwd_impls[i];
+    return NULL;
+}
+
+sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err) {
+    if (o->bwd == impl) return SDGP_OK;
+    if (o->bwd && o->bwd->destroy) o->bwd->destroy(o->bwd_plan);
+    o->bwd = NULL;
+    o->bwd_plan = NULL;
+    if (impl && impl->create) {
+        sdgp_status st = impl->create(m, o, err);
+        if (st != SDGP_OK) return st;
+    }
+    o->bwd = impl;
+    o->info.sparse_kernel = impl && impl->sparse;
+    o->info.bwd_kernel = impl ? impl->name : "dense";
+    return SDGP_OK;
+}
+
+sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err) {
+    for (int i = 0; model_bwd_impls[i]; i++)
+        if (model_bwd_allowed(m, o, model_bwd_impls[i])) return model_bwd_set(m, o, model_bwd_impls[i], err);
+    return sdgp_fail(err, SDGP_ERR_INTERNAL, "model: no backward-data implementation for %s", o->name);
+}
+
+const char *const sdgp_prune_domain_names[] = {"pixel", "winograd", "auto", NULL};
+
+const char *sdgp_prune_domain_name(sdgp_prune_domain d) {
+    return (unsigned)d <= SDGP_DOMAIN_AUTO ? sdgp_prune_domain_names[d] : "?";
+}
+
+sdgp_status sdgp_prune_domain_parse(const char *name, sdgp_prune_domain *out, sdgp_error *err) {
+    for (int i = 0; sdgp_prune_domain_names[i]; i++)
+        if (name && !strcmp(name, sdgp_prune_domain_names[i])) {
+            *out = (sdgp_prune_domain)i;
+            return SDGP_OK;
+        }
+    return sdgp_fail(err, SDGP_ERR_INVALID, "sdgp domain '%s' is not pixel, winograd or auto", name ? name : "(null)");
+}
