@@ -40,6 +40,7 @@ typedef struct {
     int conv_ws_mb;
     sdgp_prune_domain domains[SDGP_DOMAIN_AUTO + 1]; /* each measured in the same run */
     int n_domains;
+    int batch; /* 0: each model's own batch */
 } options;
 
 typedef struct {
@@ -202,6 +203,7 @@ static void usage(FILE *f, const char *cmd) {
             "%s\n\n"
             "  --model all|w1|w0.25   ResNet-9 w=1 on 32x32x3 at batch 64, w=0.25 on 28x28x1 at batch 128 [all]\n"
             "  --threads N            threads for every measurement [2]\n"
+            "  --batch N              batch size instead of the model's (e.g. 512, the training default)\n"
             "  --steps N              timed steps (median; after 2 warm-up steps) [10]\n"
             "  --prune LIST           SDGP functions to compare with dense, e.g. magnitude,rescaled [%s]\n"
             "  --nm LIST              N:M list [2:4,1:4,2:8,4:32]\n"
@@ -249,6 +251,9 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         } else if (!strcmp(a, "--threads")) {
             if (!cli_parse_int(a, v, 1, 256, &x)) return 0;
             o->threads = (int)x, i++;
+        } else if (!strcmp(a, "--batch")) {
+            if (!cli_parse_int(a, v, 1, 65536, &x)) return 0;
+            o->batch = (int)x, i++;
         } else if (!strcmp(a, "--conv-workspace")) {
             if (!cli_parse_int(a, v, 0, 1 << 20, &x)) return 0;
             o->conv_ws_mb = (int)x, i++;
@@ -331,7 +336,9 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
     if (!parse_options(&o, argc, argv, 0)) return 2;
     for (int mi = 0; mi < 2; mi++) {
         if (!(o.model_mask & (1 << mi))) continue;
-        const bench_model *bm = &models[mi];
+        bench_model bmv = models[mi];
+        if (o.batch) bmv.batch = o.batch; /* e.g. the training batch, for seconds per epoch */
+        const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
         result ours, torch;
         if (!run_child_ours(&mc, o.steps, 0, &ours)) {
@@ -397,7 +404,9 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
     if (!parse_options(&o, argc, argv, 1)) return 2;
     for (int mi = 0; mi < 2; mi++) {
         if (!(o.model_mask & (1 << mi))) continue;
-        const bench_model *bm = &models[mi];
+        bench_model bmv = models[mi];
+        if (o.batch) bmv.batch = o.batch; /* e.g. the training batch, for seconds per epoch */
+        const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
         result dense;
         if (!run_child_ours(&mc, o.steps, 1, &dense)) {
