@@ -1,0 +1,18 @@
+# fig10_time_to_acc: test accuracy against cumulative wall-clock time (Figure 10)
+# Draw again with `gnuplot fig10_time_to_acc.gp` in this folder (data: fig10_time_to_acc.dat).
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size 900,600 noenhanced font "DejaVu Sans,11"
+} else {
+    set terminal png size 900,600 noenhanced
+}
+set output "fig10_time_to_acc.png"
+set grid lt 1 lw 1 lc rgb "#c8c8c8"
+set border lw 1.2
+set title "Test accuracy against training wall-clock time (mean over seeds)"
+set key outside right top box opaque
+set xlabel "cumulative training wall-clock time (s)"
+set xrange [0:*]
+set ylabel "test accuracy (%)"
+plot "fig10_time_to_acc.dat" index 0 using 1:2 with linespoints lw 3 pt 7 ps 1.1 dt 1 lc rgb "#000000" title "dense", \
+     "fig10_time_to_acc.dat" index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 dt 1 lc rgb "#1f77b4" title "magnitude-2:4", \
+     94.0000 with lines lw 2 lc rgb "#999999" title "target 94.00%"

@@ -1,0 +1,18 @@
+# fig6_train_loss: training loss per epoch (the paper's Figure 6)
+# Draw again with `gnuplot fig6_train_loss.gp` in this folder (data: fig6_train_loss.dat).
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size 900,600 noenhanced font "DejaVu Sans,11"
+} else {
+    set terminal png size 900,600 noenhanced
+}
+set output "fig6_train_loss.png"
+set grid lt 1 lw 1 lc rgb "#c8c8c8"
+set border lw 1.2
+set title "Training loss per epoch (mean over seeds)"
+set key outside right top box opaque
+set xlabel "epoch"
+set xrange [0.5:15.5]
+set xtics 1
+set ylabel "training loss (mean cross-entropy over the epoch)"
+plot "fig6_train_loss.dat" index 0 using 1:2 with linespoints lw 3 pt 7 ps 1.1 dt 1 lc rgb "#000000" title "dense", \
+     "fig6_train_loss.dat" index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 dt 1 lc rgb "#1f77b4" title "magnitude-2:4"
