@@ -43,15 +43,6 @@ void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w) {
 void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO, int64_t row0,
                          int64_t nrows) {
     const int64_t slots = p->slots;
-    const uint32_t row_bytes = (uint32_t)(p->ldp * sizeof(float));
-    const int32_t *base = p->slot_base; /* (slot / n) * m: the group's first channel */
-    const uint8_t *restrict idx = dO->index + row0 * slots;
-    const float *restrict val = dO->values + row0 * slots;
-    /* One flat loop (vectorizes even for SSE2); the slot within its row is i % slots. */
-    for (int64_t r = 0, i = 0; r < nrows; r++)
-        for (int64_t s = 0; s < slots; s++, i++) {
-            uint32_t bits;
-            memcpy(&bits, val + i, sizeof bits);
-            out[i] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[s] + idx[i]) * row_bytes) << 32);
-        }
+    spconv_entries_from_slots(out, dO->values + row0 * slots, dO->index + row0 * slots, p->slot_base, nrows, slots,
+                              (uint32_t)(p->ldp * sizeof(float)));
 }

@@ -13,11 +13,10 @@
 #define WE 16  /* transform elements of F(2x2,3x3): 4x4 */
 #define WROW 4 /* elements of one row a of B^T: e = 4a + bb */
 
-
 typedef struct {
     /* V_e of image b's tiles into v (T x Cout). */
     void (*transform)(const sdgp_sparse_wino *p, float *v, const float *dO, int64_t b, int e);
-    /* Compressed rows (vals/idx, rows x slots) -> entries; base: slot -> first channel of its group. */
+    /* spconv_entries_from_slots, compiled with this ISA's flags. */
     void (*entries)(spconv_entry *ent, const float *vals, const uint8_t *idx, const int32_t *base, int64_t rows,
                     int64_t slots, uint32_t row_bytes);
     /* Row a of A^T (.) A: M of the elements (a, 0..3) of the unit's images b0.. into dD columns

@@ -6,8 +6,6 @@
 #ifndef SDGP_SPWINO_LOOPS_H
 #define SDGP_SPWINO_LOOPS_H
 
-#include <string.h>
-
 #include "kernels/spwino_internal.h"
 
 /* B^T of F(2x2,3x3) = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]: row a combines patch rows
@@ -38,16 +36,6 @@ static void spwino_transform(const sdgp_sparse_wino *p, float *restrict v, const
             const float *restrict x00 = x[0][0], *restrict x01 = x[0][1], *restrict x10 = x[1][0], *restrict x11 = x[1][1];
             float *restrict out = v + ((int64_t)ty * p->tw + tx) * C;
             for (int64_t k = 0; k < C; k++) out[k] = (x00[k] + sb * x01[k]) + sa * (x10[k] + sb * x11[k]);
-        }
-}
-
-static void spwino_entries(spconv_entry *restrict ent, const float *restrict vals, const uint8_t *restrict idx,
-                           const int32_t *restrict base, int64_t rows, int64_t slots, uint32_t row_bytes) {
-    for (int64_t i = 0, r = 0; r < rows; r++)
-        for (int64_t s = 0; s < slots; s++, i++) {
-            uint32_t bits;
-            memcpy(&bits, vals + i, sizeof bits);
-            ent[i] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[s] + idx[i]) * row_bytes) << 32);
         }
 }
 
@@ -84,6 +72,6 @@ static void spwino_scatter_row(const sdgp_sparse_wino *p, float *dD, const float
     }
 }
 
-#define SPWINO_LOOPS_TABLE {spwino_transform, spwino_entries, spwino_scatter_row}
+#define SPWINO_LOOPS_TABLE {spwino_transform, spconv_entries_from_slots, spwino_scatter_row}
 
 #endif
