@@ -221,15 +221,11 @@ static prune_job image_job(const sdgp_sparse_wino *p, const wino_prune *wp, cons
 static int prune_image(const sdgp_sparse_wino *p, const wino_prune *wp, unsigned char *tb, const float *x, float *vals,
                        uint8_t *idx, int64_t b, int e) {
     const int64_t C = p->g.Cout, rows = p->T;
+    prune_job j = image_job(p, wp, x, vals, idx, b, e);
     if (wp->identity) {
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < C; c++) {
-                vals[r * C + c] = x[r * C + c];
-                idx[r * C + c] = (uint8_t)(c % p->m);
-            }
+        prune_identity_rows(&j, 0, rows);
         return 0;
     }
-    prune_job j = image_job(p, wp, x, vals, idx, b, e);
     if (wp->cfg->fn != SDGP_PRUNE_RESCALED) return p->pk->prune(&j, 0, rows);
     j.scale_bstride = 0;
     if (wp->cscale) { /* channel scope: factors of the whole call */

@@ -232,17 +232,24 @@ static sdgp_status numeric_error(const float *x, int64_t P, int64_t C, int64_t t
 }
 
 /* n == m (every function) or fn NONE: a bitwise copy, and every position a slot. */
-static void prune_identity(const prune_job *j, int nt) {
+void prune_identity_rows(const prune_job *j, int64_t r0, int64_t r1) {
     const int64_t C = j->C;
     const int m = j->m;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < j->rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         if (j->out) memcpy(j->out + r * C, j->x + r * C, (size_t)C * sizeof(float));
         if (j->vals) {
             memcpy(j->vals + r * C, j->x + r * C, (size_t)C * sizeof(float));
             for (int64_t c = 0; c < C; c++)
                 j->idx[r * C + c] = (uint8_t)(j->axis == SDGP_AXIS_CHANNEL ? c % m : r % m);
         }
+    }
+}
+
+static void prune_identity(const prune_job *j, int nt) {
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+        prune_identity_rows(j, j->rows * t / T, j->rows * (t + 1) / T);
     }
 }
 

@@ -102,6 +102,10 @@ extern const prune_kernels prune_kernels_ref;
 extern const prune_kernels prune_kernels_avx2;
 extern const prune_kernels prune_kernels_avx512;
 
+/* n == m (every function) or fn NONE on rows [r0, r1): a bitwise copy into out, and every
+ * position a slot of vals/idx (prune.c). */
+void prune_identity_rows(const prune_job *j, int64_t r0, int64_t r1);
+
 /* The kernel table of an ISA path (resolved: not AUTO). */
 const prune_kernels *prune_kernels_for(sdgp_isa isa);
 
