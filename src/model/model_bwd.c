@@ -51,9 +51,9 @@ static sdgp_status dense_pruned(sdgp_model *m, op *o, const float **used, sdgp_e
 }
 
 /* ---- sparse: pixel-domain pruning + the N:M sparse kernel ---- */
-static sdgp_status sparse_create(sdgp_model *m, op *o, sdgp_error *err) {
+static sdgp_status sparse_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
-    return sdgp_sparse_bwd_create((sdgp_sparse_bwd **)&o->bwd_plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+    return sdgp_sparse_bwd_create((sdgp_sparse_bwd **)plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
 }
 static sdgp_status sparse_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
                               sdgp_error *err) {
@@ -70,9 +70,9 @@ static void sparse_destroy(void *plan) { sdgp_sparse_bwd_destroy(plan); }
 
 /* ---- winograd: F(2x2,3x3)-domain pruning fused with the sparse kernel ---- */
 static int wino_supports(const op *o) { return sdgp_sparse_wino_supports(&o->geom); }
-static sdgp_status wino_create(sdgp_model *m, op *o, sdgp_error *err) {
+static sdgp_status wino_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
-    return sdgp_sparse_wino_create((sdgp_sparse_wino **)&o->bwd_plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+    return sdgp_sparse_wino_create((sdgp_sparse_wino **)plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
 }
 static sdgp_status wino_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
                             sdgp_error *err) {
@@ -120,18 +120,22 @@ const bwd_impl *model_bwd_find(char code) {
     return NULL;
 }
 
-sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err) {
-    if (o->bwd == impl) return SDGP_OK;
-    if (o->bwd && o->bwd->destroy) o->bwd->destroy(o->bwd_plan);
-    o->bwd = NULL;
-    o->bwd_plan = NULL;
-    if (impl && impl->create) {
-        sdgp_status st = impl->create(m, o, err);
-        if (st != SDGP_OK) return st;
-    }
+void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan) {
+    if (o->bwd && o->bwd->destroy && o->bwd_plan != plan) o->bwd->destroy(o->bwd_plan);
     o->bwd = impl;
+    o->bwd_plan = plan;
     o->info.sparse_kernel = impl && impl->sparse;
     o->info.bwd_kernel = impl ? impl->name : "dense";
+}
+
+sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err) {
+    if (o->bwd == impl) return SDGP_OK;
+    void *plan = NULL;
+    if (impl && impl->create) {
+        sdgp_status st = impl->create(m, o, &plan, err);
+        if (st != SDGP_OK) return st;
+    }
+    model_bwd_adopt(o, impl, plan);
     return SDGP_OK;
 }
 

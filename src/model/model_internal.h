@@ -112,8 +112,8 @@ struct bwd_impl {
     sdgp_prune_domain domain; /* where it prunes (--sdgp-domain selects by this) */
     /* whether it can run conv op o at all (geometry) */
     int (*supports)(const op *o);
-    /* creates its plan in o->bwd_plan (NULL: no plan) */
-    sdgp_status (*create)(sdgp_model *m, op *o, sdgp_error *err);
+    /* creates its plan for layer o in *plan (NULL for entries without a plan) */
+    sdgp_status (*create)(sdgp_model *m, const op *o, void **plan, sdgp_error *err);
     /* dx = dL/dD from the dense dL/dO dz pruned with pc; *prune_ms: a separate pruning pass's time
      * (0 when the pruning is fused into the kernel) */
     sdgp_status (*run)(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
@@ -129,7 +129,9 @@ extern const bwd_impl *const model_bwd_impls[]; /* NULL-terminated */
  * entry supports uses only those), auto (all). */
 int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl);
 const bwd_impl *model_bwd_find(char code);
-/* Makes impl the layer's implementation (creating its plan, destroying the previous one). */
+/* Makes impl (with its ready plan) the layer's implementation, destroying the previous plan. */
+void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan);
+/* The same, creating impl's plan first (nothing changes when that fails; impl NULL: none). */
 sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err);
 /* The first allowed implementation in list order. */
 sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err);

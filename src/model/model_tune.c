@@ -43,17 +43,19 @@ static sdgp_status tune_layer(sdgp_model *m, op *o, int index, sdgp_error *err) 
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         dz[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
     }
+    /* every candidate's plan, the layer's current one reused */
+    const bwd_impl *held = o->bwd;
+    void *held_plan = o->bwd_plan;
     sdgp_status st = SDGP_OK;
-    for (int c = 0; c < nc && st == SDGP_OK; c++) { /* create each plan once, keep it in plans[c] */
-        st = model_bwd_set(m, o, cand[c], err);
-        plans[c] = o->bwd_plan;
-        o->bwd = NULL; /* detach: model_bwd_set must not destroy it on the next candidate */
-        o->bwd_plan = NULL;
+    for (int c = 0; c < nc; c++) {
         best[c] = INFINITY;
+        if (cand[c] == held) plans[c] = held_plan, held_plan = NULL;
+        else if (st == SDGP_OK && cand[c]->create) st = cand[c]->create(m, o, &plans[c], err);
     }
+    if (held_plan && held && held->destroy) held->destroy(held_plan); /* the current one is no candidate */
     for (int r = 0; r < TUNE_REPS && st == SDGP_OK; r++)
         for (int c = 0; c < nc && st == SDGP_OK; c++) {
-            o->bwd = cand[c];
+            o->bwd = cand[c]; /* run with candidate c's plan; the plans stay owned here */
             o->bwd_plan = plans[c];
             double t = time_impl(m, o, dx, dz, &st, err);
             if (t < best[c]) best[c] = t;
@@ -61,18 +63,12 @@ static sdgp_status tune_layer(sdgp_model *m, op *o, int index, sdgp_error *err) 
     int win = 0;
     for (int c = 1; c < nc; c++)
         if (best[c] < best[win]) win = c;
-    for (int c = 0; c < nc; c++)
-        if (c != win && cand[c]->destroy) cand[c]->destroy(plans[c]);
     o->bwd = NULL;
     o->bwd_plan = NULL;
-    if (st != SDGP_OK) {
-        if (cand[win]->destroy) cand[win]->destroy(plans[win]);
-        return st;
-    }
-    o->bwd = cand[win]; /* its plan is already made: set the fields model_bwd_set would */
-    o->bwd_plan = plans[win];
-    o->info.sparse_kernel = cand[win]->sparse;
-    o->info.bwd_kernel = cand[win]->name;
+    for (int c = 0; c < nc; c++)
+        if ((c != win || st != SDGP_OK) && cand[c]->destroy) cand[c]->destroy(plans[c]);
+    if (st != SDGP_OK) return st;
+    model_bwd_adopt(o, cand[win], plans[win]);
     o->times.bwd_data_ms = 1e3 * best[win];
     return SDGP_OK;
 }
