@@ -1,5 +1,6 @@
-/* sdgp report DIR: the results of a sweep as a markdown report (the paper's Table I, time to
- * accuracy, per-run details) and gnuplot figures (the paper's Figures 6-10, src/cli/report_plots.c).
+/* sdgp report DIR: the results of a sweep as a markdown report (the paper's Table I with Welch's
+ * t-test against dense (report_stats.c), time to accuracy, from quiet step times with --step-times
+ * (report_steps.c), per-run details) and gnuplot figures (the paper's Figures 6-10, report_plots.c).
  *
  * Reads DIR/NAME/log.jsonl (+ status.json) for every run folder. Runs whose names differ only by
  * a trailing -s<digits> (the seed) form one group. A run's time axis is its trainer's elapsed_s
@@ -18,147 +19,6 @@
 
 #include "cli/cli.h"
 #include "cli/report.h"
-
-/* ---------------------------------------------------------------------------------------------
- * A small JSON reader: validates a whole line and returns the top-level fields of an object. */
-
-typedef struct {
-    const char *key, *val; /* key without quotes; value text */
-    int klen, vlen;
-} jfield;
-
-#define J_MAX_FIELDS 32
-
-static const char *j_ws(const char *p) {
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
-    return p;
-}
-
-static const char *j_string(const char *p) { /* p at the opening quote; returns past the closing one */
-    for (p++; *p != '"'; p++) {
-        if ((unsigned char)*p < 0x20) return NULL; /* also the end of the text */
-        if (*p == '\\' && !*++p) return NULL;
-    }
-    return p + 1;
-}
-
-static const char *j_number(const char *p) {
-    const char *q = *p == '-' ? p + 1 : p;
-    if (!strncmp(q, "nan", 3) || !strncmp(q, "inf", 3)) return q + 3; /* printf's non-finite values */
-    if (*q < '0' || *q > '9') return NULL;
-    char *end;
-    strtod(p, &end);
-    return end;
-}
-
-static const char *j_value(const char *p, int depth) {
-    p = j_ws(p);
-    if (depth > 16) return NULL;
-    if (*p == '"') return j_string(p);
-    if (!strncmp(p, "true", 4)) return p + 4;
-    if (!strncmp(p, "false", 5)) return p + 5;
-    if (!strncmp(p, "null", 4)) return p + 4;
-    if (*p != '{' && *p != '[') return j_number(p);
-    char close = *p == '{' ? '}' : ']';
-    p = j_ws(p + 1);
-    if (*p == close) return p + 1;
-    for (;;) {
-        if (close == '}') {
-            if (*p != '"' || !(p = j_string(p))) return NULL;
-            p = j_ws(p);
-            if (*p++ != ':') return NULL;
-        }
-        if (!(p = j_value(p, depth + 1))) return NULL;
-        p = j_ws(p);
-        if (*p != ',') return *p == close ? p + 1 : NULL;
-        p = j_ws(p + 1);
-    }
-}
-
-/* Parses the object at p into f (up to J_MAX_FIELDS fields); *end is set past it. -1 if malformed. */
-static int j_object(const char *p, jfield *f, const char **end) {
-    p = j_ws(p);
-    if (*p != '{') return -1;
-    const char *e = j_value(p, 0);
-    if (!e) return -1;
-    *end = e;
-    int n = 0;
-    p = j_ws(p + 1);
-    while (*p == '"') {
-        const char *k = p + 1, *ke = j_string(p);
-        p = j_ws(ke) + 1; /* past ':' (validated above) */
-        const char *v = j_ws(p), *ve = j_value(v, 1);
-        if (n < J_MAX_FIELDS) f[n++] = (jfield){k, v, (int)(ke - 1 - k), (int)(ve - v)};
-        p = j_ws(ve);
-        if (*p == ',') p = j_ws(p + 1);
-    }
-    return n;
-}
-
-static const jfield *j_get(const jfield *f, int n, const char *key) {
-    for (int i = 0; i < n; i++)
-        if (f[i].klen == (int)strlen(key) && !strncmp(f[i].key, key, (size_t)f[i].klen)) return &f[i];
-    return NULL;
-}
-
-static int j_num(const jfield *f, int n, const char *key, double *out) {
-    const jfield *x = j_get(f, n, key);
-    if (!x || x->val[0] == '"' || x->val[0] == '{' || x->val[0] == '[') return 0;
-    const char *q = x->val[0] == '-' ? x->val + 1 : x->val;
-    if (!strncmp(q, "nan", 3)) *out = NAN;
-    else if (!strncmp(q, "inf", 3)) *out = x->val[0] == '-' ? -INFINITY : INFINITY;
-    else *out = strtod(x->val, NULL);
-    return 1;
-}
-
-static int j_str(const jfield *f, int n, const char *key, char *buf, size_t size) {
-    const jfield *x = j_get(f, n, key);
-    if (!x || x->val[0] != '"') return 0;
-    snprintf(buf, size, "%.*s", x->vlen - 2, x->val + 1);
-    return 1;
-}
-
-/* Reads path line by line into a callback; returns 0, or prints "path:line: why" and returns 2.
- * A last line without newline that does not parse is a record being written: skipped, with a note. */
-typedef int (*line_fn)(void *ctx, const jfield *f, int n, const char *line, char *why, size_t size);
-
-static int read_json_lines(const char *path, line_fn fn, void *ctx) {
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        fprintf(stderr, "sdgp: report: %s: %s\n", path, strerror(errno));
-        return 2;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int lineno = 0, rc = 0;
-    while (rc == 0 && (len = getline(&line, &cap, fp)) >= 0) {
-        lineno++;
-        const char *p = j_ws(line), *end;
-        if (!*p) continue;
-        jfield f[J_MAX_FIELDS];
-        char why[256] = "";
-        int n = j_object(p, f, &end);
-        if (n < 0 || *j_ws(end)) {
-            if (line[len - 1] != '\n') {
-                fprintf(stderr, "sdgp: report: note: %s:%d: incomplete last line skipped (still being written?)\n", path,
-                        lineno);
-                break;
-            }
-            snprintf(why, sizeof why, "not a JSON object");
-        } else if (fn(ctx, f, n, line, why, sizeof why) == 0) continue;
-        fprintf(stderr, "sdgp: report: %s:%d: malformed line (%s): %.120s%s", path, lineno, why, line,
-                line[len - 1] == '\n' ? "" : "\n");
-        rc = 2;
-    }
-    if (rc == 0 && ferror(fp)) {
-        fprintf(stderr, "sdgp: report: %s: read error\n", path);
-        rc = 2;
-    }
-    free(line);
-    fclose(fp);
-    return rc;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Runs and groups */
@@ -181,27 +41,27 @@ typedef struct {
     double offset; /* the current attempt's start on the run's time axis */
 } log_ctx;
 
-static int log_line(void *ctx, const jfield *f, int n, const char *line, char *why, size_t size) {
+static int log_line(void *ctx, const rp_jfield *f, int n, const char *line, char *why, size_t size) {
     log_ctx *c = ctx;
     rp_run *r = c->run;
     char event[32];
-    if (!j_str(f, n, "event", event, sizeof event)) {
+    if (!rp_j_str(f, n, "event", event, sizeof event)) {
         snprintf(why, size, "no \"event\"");
         return 2;
     }
     if (!strcmp(event, "epoch")) {
         rp_epoch e;
         double ep, step, el;
-        const char *miss = !j_num(f, n, "epoch", &ep) ? "epoch" : !j_num(f, n, "step", &step) ? "step"
-                         : !j_num(f, n, "train_loss", &e.train_loss) ? "train_loss"
-                         : !j_num(f, n, "test_acc", &e.test_acc) ? "test_acc"
-                         : !j_num(f, n, "elapsed_s", &el) ? "elapsed_s" : NULL;
+        const char *miss = !rp_j_num(f, n, "epoch", &ep) ? "epoch" : !rp_j_num(f, n, "step", &step) ? "step"
+                         : !rp_j_num(f, n, "train_loss", &e.train_loss) ? "train_loss"
+                         : !rp_j_num(f, n, "test_acc", &e.test_acc) ? "test_acc"
+                         : !rp_j_num(f, n, "elapsed_s", &el) ? "elapsed_s" : NULL;
         if (miss) {
             snprintf(why, size, "epoch event without a number \"%s\"", miss);
             return 2;
         }
-        if (!j_num(f, n, "test_loss", &e.test_loss)) e.test_loss = NAN;
-        if (!j_num(f, n, "img_per_s", &e.img_per_s)) e.img_per_s = NAN;
+        if (!rp_j_num(f, n, "test_loss", &e.test_loss)) e.test_loss = NAN;
+        if (!rp_j_num(f, n, "img_per_s", &e.img_per_s)) e.img_per_s = NAN;
         e.epoch = (int)ep;
         e.step = (long long)step;
         e.t = c->offset + el;
@@ -210,24 +70,24 @@ static int log_line(void *ctx, const jfield *f, int n, const char *line, char *w
             return 2;
         }
     } else if (!strcmp(event, "resume")) {
-        if (!j_num(f, n, "offset_s", &c->offset)) {
+        if (!rp_j_num(f, n, "offset_s", &c->offset)) {
             snprintf(why, size, "resume event without offset_s");
             return 2;
         }
     } else if (!strcmp(event, "grad_stats")) {
-        const jfield *layers = j_get(f, n, "layers");
+        const rp_jfield *layers = rp_j_get(f, n, "layers");
         if (!layers || layers->val[0] != '[') {
             snprintf(why, size, "grad_stats without a \"layers\" list");
             return 2;
         }
-        const char *p = j_ws(layers->val + 1), *end;
+        const char *p = rp_j_ws(layers->val + 1), *end;
         while (*p == '{') {
-            jfield lf[J_MAX_FIELDS];
-            int ln = j_object(p, lf, &end);
+            rp_jfield lf[RP_J_MAX_FIELDS];
+            int ln = rp_j_object(p, lf, &end);
             char name[32];
             double rel, cos;
-            if (ln < 0 || !j_str(lf, ln, "layer", name, sizeof name) || !j_num(lf, ln, "rel_l2", &rel) ||
-                !j_num(lf, ln, "cosine", &cos)) {
+            if (ln < 0 || !rp_j_str(lf, ln, "layer", name, sizeof name) || !rp_j_num(lf, ln, "rel_l2", &rel) ||
+                !rp_j_num(lf, ln, "cosine", &cos)) {
                 snprintf(why, size, "grad_stats layer without layer/rel_l2/cosine");
                 return 2;
             }
@@ -239,22 +99,22 @@ static int log_line(void *ctx, const jfield *f, int n, const char *line, char *w
                 r->layers[k].cosine += cos;
                 r->layers[k].count++;
             }
-            p = j_ws(end);
-            if (*p == ',') p = j_ws(p + 1);
+            p = rp_j_ws(end);
+            if (*p == ',') p = rp_j_ws(p + 1);
         }
     }
     (void)line;
     return 0; /* other events: not ours to judge */
 }
 
-static int status_line(void *ctx, const jfield *f, int n, const char *line, char *why, size_t size) {
+static int status_line(void *ctx, const rp_jfield *f, int n, const char *line, char *why, size_t size) {
     rp_run *r = ctx;
-    if (!j_str(f, n, "state", r->state, sizeof r->state) || !j_num(f, n, "seconds", &r->seconds)) {
+    if (!rp_j_str(f, n, "state", r->state, sizeof r->state) || !rp_j_num(f, n, "seconds", &r->seconds)) {
         snprintf(why, size, "status without \"state\" and \"seconds\"");
         return 2;
     }
     double a = 0;
-    if (j_num(f, n, "attempts", &a)) r->attempts = (int)a;
+    if (rp_j_num(f, n, "attempts", &a)) r->attempts = (int)a;
     r->has_status = 1;
     (void)line;
     return 0;
@@ -327,9 +187,9 @@ static int load_runs(rp_data *d, const char *dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s/log.jsonl", dir, names[i]);
         log_ctx ctx = {r, 0};
-        rc = read_json_lines(path, log_line, &ctx);
+        rc = rp_read_json_lines(path, log_line, &ctx);
         snprintf(path, sizeof path, "%s/%s/status.json", dir, names[i]);
-        if (rc == 0 && access(path, F_OK) == 0) rc = read_json_lines(path, status_line, r);
+        if (rc == 0 && access(path, F_OK) == 0) rc = rp_read_json_lines(path, status_line, r);
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
@@ -379,7 +239,8 @@ static int make_groups(rp_data *d) {
         G->acc_mean = mean_of(fin, G->n);
         double ss = 0;
         for (int k = 0; k < G->n; k++) ss += (fin[k] - G->acc_mean) * (fin[k] - G->acc_mean);
-        G->acc_std = G->n > 1 ? sqrt(ss / (G->n - 1)) : NAN;
+        /* equal accuracies: exactly 0, not the rounding noise of the mean (the t-test tells them apart) */
+        G->acc_std = G->n < 2 ? NAN : G->acc_min == G->acc_max ? 0 : sqrt(ss / (G->n - 1));
         G->best_mean = mean_of(best, G->n);
         G->wall_mean = mean_of(wall, G->n);
         G->ips_mean = mean_of(ips, G->n);
@@ -392,25 +253,27 @@ static int make_groups(rp_data *d) {
 static void time_to_target(rp_data *d, double target) {
     for (int g = 0; g < d->n_groups; g++) {
         rp_group *G = &d->groups[g];
-        double sum = 0;
+        double sum = 0, steps = 0;
         G->tta_reached = 0;
         for (int k = 0; k < G->n; k++) {
             const rp_run *r = &d->runs[G->run[k]];
             for (int e = 0; e < r->n_ep; e++)
                 if (r->ep[e].test_acc >= target) {
                     sum += r->ep[e].t;
+                    steps += (double)r->ep[e].step;
                     G->tta_reached++;
                     break;
                 }
         }
         G->tta = G->tta_reached == G->n ? sum / G->n : NAN;
+        G->tts = G->tta_reached == G->n ? steps / G->n : NAN;
     }
 }
 
 /* ---------------------------------------------------------------------------------------------
  * sdgp bench layers --json */
 
-static int layers_line(void *ctx, const jfield *f, int n, const char *line, char *why, size_t size) {
+static int layers_line(void *ctx, const rp_jfield *f, int n, const char *line, char *why, size_t size) {
     rp_layers *L = ctx;
     if (L->n == L->cap) {
         int c = L->cap ? 2 * L->cap : 32;
@@ -424,11 +287,11 @@ static int layers_line(void *ctx, const jfield *f, int n, const char *line, char
     }
     rp_layer_row *w = &L->rows[L->n];
     double threads = 0;
-    if (!j_str(f, n, "model", w->model, sizeof w->model) || !j_str(f, n, "layer", w->layer, sizeof w->layer) ||
-        !j_str(f, n, "prune", w->prune, sizeof w->prune) || !j_str(f, n, "nm", w->nm, sizeof w->nm) ||
-        !j_num(f, n, "threads", &threads) || !j_num(f, n, "fwd_ms", &w->fwd) ||
-        !j_num(f, n, "bwd_data_dense_ms", &w->bwd_dense) || !j_num(f, n, "bwd_data_sparse_ms", &w->bwd_sparse) ||
-        !j_num(f, n, "prune_ms", &w->prune_ms) || !j_num(f, n, "bwd_weights_ms", &w->bwd_w)) {
+    if (!rp_j_str(f, n, "model", w->model, sizeof w->model) || !rp_j_str(f, n, "layer", w->layer, sizeof w->layer) ||
+        !rp_j_str(f, n, "prune", w->prune, sizeof w->prune) || !rp_j_str(f, n, "nm", w->nm, sizeof w->nm) ||
+        !rp_j_num(f, n, "threads", &threads) || !rp_j_num(f, n, "fwd_ms", &w->fwd) ||
+        !rp_j_num(f, n, "bwd_data_dense_ms", &w->bwd_dense) || !rp_j_num(f, n, "bwd_data_sparse_ms", &w->bwd_sparse) ||
+        !rp_j_num(f, n, "prune_ms", &w->prune_ms) || !rp_j_num(f, n, "bwd_weights_ms", &w->bwd_w)) {
         snprintf(why, size, "not a `sdgp bench layers --json` line (model, layer, prune, nm, threads, *_ms)");
         return 2;
     }
@@ -446,8 +309,48 @@ static void fmt_pct(char *buf, size_t size, double frac) {
     else snprintf(buf, size, "%.2f", 100 * frac);
 }
 
+/* The test of a group's final accuracies against dense's, in the table's words: the difference of
+ * the means in points and Welch's two-sided p ("—" where the test is undefined). */
+static void fmt_vs_dense(const rp_group *G, const rp_group *D, char *diff, char *pv, size_t size) {
+    double t, df, p;
+    snprintf(diff, size, "—");
+    snprintf(pv, size, "—");
+    if (!D || G == D) return;
+    snprintf(diff, size, "%+.2f", 100 * (G->acc_mean - D->acc_mean));
+    if (!rp_welch(G->acc_mean, G->acc_std, G->n, D->acc_mean, D->acc_std, D->n, &t, &df, &p) || isnan(p)) return;
+    if (p >= 0.001) snprintf(pv, size, "%.3f", p);
+    else snprintf(pv, size, "%.1e", p);
+}
+
+/* What "p vs dense" is, for the reader who does not know Welch's test, and what it cannot say. */
+static void write_test_note(FILE *f, const rp_data *d) {
+    int lo = RP_MAX_SEEDS, hi = 0;
+    for (int g = 0; g < d->n_groups; g++) {
+        lo = d->groups[g].n < lo ? d->groups[g].n : lo;
+        hi = d->groups[g].n > hi ? d->groups[g].n : hi;
+    }
+    char seeds[32];
+    if (lo == hi) snprintf(seeds, sizeof seeds, "%d", lo);
+    else snprintf(seeds, sizeof seeds, "%d–%d", lo, hi);
+    if (hi < 2) {
+        fprintf(f, "\nDiff vs dense: group mean − dense mean, in points. p vs dense (Welch's t-test) needs at least 2 "
+                   "seeds per group; with one seed each, as here, a difference cannot be told from seed-to-seed "
+                   "noise.\n");
+        return;
+    }
+    fprintf(f, "\nDiff vs dense: group mean − dense mean, in points. **p vs dense**: Welch's two-sided t-test of the "
+               "group's final accuracies against dense's: t = (mean_g − mean_d) / sqrt(s_g²/n_g + s_d²/n_d), "
+               "degrees of freedom by Welch–Satterthwaite, p = P(|T| ≥ |t|) for Student's t (\"—\": fewer than 2 "
+               "seeds on either side, or no spread on both). It assumes the seeds are independent and a group's "
+               "final accuracy roughly normal over seeds; it does not assume equal variances. With %s seeds per "
+               "group, as here, the test has low power: a large p says the difference is within the seed-to-seed "
+               "noise of so few runs, not that there is none (differences of a few tenths of a point need many "
+               "more seeds to show), and the std it divides by is itself a rough estimate. No correction for "
+               "testing several groups against the same dense runs.\n", seeds);
+}
+
 static void write_markdown(FILE *f, const rp_data *d, const char *dir, double target, int target_given,
-                           const rp_layers *L, const char *figures_note, const int *have_fig) {
+                           const rp_layers *L, const rp_steps *S, const char *figures_note, const int *have_fig) {
     const rp_group *D = d->dense >= 0 ? &d->groups[d->dense] : NULL;
     int runs_used = 0;
     for (int g = 0; g < d->n_groups; g++) runs_used += d->groups[g].n;
@@ -459,27 +362,29 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
                "mean over seeds of the run's training wall time (`status.json` \"seconds\": start-up, training and "
                "evaluation; an interrupted attempt counts up to its last checkpoint). Speedup: dense wall time / "
                "group wall time. img/s: training throughput of the last epoch (mean over seeds).\n\n");
-    fprintf(f, "| group | n | epochs | final acc %% (mean) | range %% | std | best %% | wall time s | speedup vs dense | "
-               "img/s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "| group | n | epochs | final acc %% (mean) | range %% | std | diff vs dense | p vs dense | best %% | "
+               "wall time s | speedup vs dense | img/s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int any_incomplete = 0;
     for (int g = 0; g < d->n_groups; g++) {
         const rp_group *G = &d->groups[g];
-        char mean[16], lo[16], hi[16], best[16], sp[32], std[16], ep[32];
+        char mean[16], lo[16], hi[16], best[16], sp[32], std[16], ep[32], diff[16], pv[16];
         fmt_pct(mean, sizeof mean, G->acc_mean);
         fmt_pct(lo, sizeof lo, G->acc_min);
         fmt_pct(hi, sizeof hi, G->acc_max);
         fmt_pct(best, sizeof best, G->best_mean);
         fmt_pct(std, sizeof std, G->acc_std);
+        fmt_vs_dense(G, D, diff, pv, sizeof diff);
         if (D && G->wall_mean > 0) snprintf(sp, sizeof sp, "%.3fx", D->wall_mean / G->wall_mean);
         else snprintf(sp, sizeof sp, "—");
         if (G->ep_min == G->ep_max) snprintf(ep, sizeof ep, "%d", G->ep_max);
         else snprintf(ep, sizeof ep, "%d–%d", G->ep_min, G->ep_max);
         any_incomplete |= G->incomplete;
-        fprintf(f, "| %s%s | %d | %s | %s | %s–%s | %s | %s | %.1f | %s | %.0f |\n", G->name, G->incomplete ? " *" : "",
-                G->n, ep, mean, lo, hi, std, best, G->wall_mean, sp, G->ips_mean);
+        fprintf(f, "| %s%s | %d | %s | %s | %s–%s | %s | %s | %s | %s | %.1f | %s | %.0f |\n", G->name,
+                G->incomplete ? " *" : "", G->n, ep, mean, lo, hi, std, diff, pv, best, G->wall_mean, sp, G->ips_mean);
     }
     if (any_incomplete) fprintf(f, "\n\\* not finished (or not run by `sdgp sweep`): numbers so far.\n");
-    if (!D) fprintf(f, "\nNo group named `dense`: no speedups.\n");
+    if (!D) fprintf(f, "\nNo group named `dense`: no speedups and no tests against it.\n");
+    else write_test_note(f, d);
 
     fprintf(f, "\n## Time to accuracy\n\n");
     if (isnan(target)) {
@@ -500,6 +405,7 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
             fprintf(f, "| %s | %d/%d | %s | %s |\n", G->name, G->tta_reached, G->n, t, sp);
         }
     }
+    if (S) rp_steps_markdown(f, d, dir, S, target);
 
     int have_stats = 0;
     for (int i = 0; i < d->n_runs; i++) have_stats |= d->runs[i].n_layers > 0;
@@ -572,9 +478,13 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
     fprintf(f, "\n## Figures\n\n");
     if (figures_note) fprintf(f, "%s\n", figures_note);
     static const char *const captions[RP_N_FIGS] = {
-        "Training loss per epoch (the paper's Figure 6)", "Test accuracy per epoch (Figure 7)",
-        "Final test accuracy over n:m (Figure 8)", "Convolution times per layer (Figure 9)",
-        "Test accuracy against cumulative wall-clock time (Figure 10)"};
+        "Training loss per epoch (the paper's Figure 6)",
+        "Test accuracy per epoch (Figure 7; mean over seeds, bars ± std where a group has 2 or more seeds)",
+        "Final test accuracy over n:m (Figure 8)",
+        "Final test accuracy against the group size m, one line per sparsity ratio m/n (mean ± std over seeds)",
+        "Convolution times per layer (Figure 9)",
+        "Test accuracy against cumulative wall-clock time (Figure 10; mean over seeds, bars ± std of the "
+        "accuracy where a group has 2 or more seeds)"};
     for (int i = 0; i < RP_N_FIGS; i++)
         if (have_fig[i]) fprintf(f, "%s:\n\n![%s](%s.png)\n\n", captions[i], rp_fig_stems[i], rp_fig_stems[i]);
 }
@@ -584,21 +494,26 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
 
 static void report_usage(FILE *f) {
     fprintf(f,
-            "usage: sdgp report DIR [--out DIR2] [--target ACC] [--layers FILE]\n\n"
+            "usage: sdgp report DIR [--out DIR2] [--target ACC] [--layers FILE] [--step-times FILE]\n\n"
             "Summarises a sweep's results folder (DIR/NAME/log.jsonl + status.json; runs NAME-s<seed> form group\n"
-            "NAME): writes DIR2/report.md (accuracy table with mean, range and std over seeds, wall time and\n"
-            "speedup against the group `dense`, time to a target accuracy) and PNG figures drawn by gnuplot,\n"
-            "with their .gp scripts and .dat data next to them: fig6_train_loss, fig7_test_acc, fig8_nm_heatmap\n"
-            "(runs named N:M or containing n:m), fig9_layers (with --layers), fig10_time_to_acc.\n\n"
-            "  --out DIR2      output folder [DIR]\n"
-            "  --target ACC    target test accuracy in percent [dense's final mean - 0.3]\n"
-            "  --layers FILE   output of `sdgp bench layers --json` for Figure 9\n\n"
+            "NAME): writes DIR2/report.md (accuracy table with mean, range and std over seeds, the difference to\n"
+            "the group `dense` and Welch's two-sided t-test p against it, wall time and speedup against dense,\n"
+            "time to a target accuracy) and PNG figures drawn by gnuplot, with their .gp scripts and .dat data\n"
+            "next to them: fig6_train_loss, fig7_test_acc (+- std over seeds), fig8_nm_heatmap and fig8_nm_acc\n"
+            "(runs named N:M or containing n:m), fig9_layers (with --layers), fig10_time_to_acc (+- std).\n\n"
+            "  --out DIR2         output folder [DIR]\n"
+            "  --target ACC       target test accuracy in percent [dense's final mean - 0.3]\n"
+            "  --layers FILE      output of `sdgp bench layers --json` for Figure 9\n"
+            "  --step-times FILE  output of `sdgp bench step --json` (quiet step times): adds the time to target\n"
+            "                     as each group's steps to it times the ms per step of the line matching its\n"
+            "                     runs' settings (model, batch, threads, conv algorithm and workspace, pruning,\n"
+            "                     n:m, domain, mask block; from DIR/NAME/command.txt)\n\n"
             "Exit code: 0 ok (also when gnuplot is missing: figures skipped with a warning), 1 a figure failed,\n"
             "2 bad input.\n");
 }
 
 int sdgp_cmd_report(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL, *layers_path = NULL;
+    const char *dir = NULL, *out = NULL, *layers_path = NULL, *steps_path = NULL;
     double target = NAN;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -606,7 +521,7 @@ int sdgp_cmd_report(int argc, char **argv) {
             report_usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--out") || !strcmp(a, "--target") || !strcmp(a, "--layers")) {
+        if (!strcmp(a, "--out") || !strcmp(a, "--target") || !strcmp(a, "--layers") || !strcmp(a, "--step-times")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "sdgp: %s needs a value\n", a);
                 return 2;
@@ -614,6 +529,7 @@ int sdgp_cmd_report(int argc, char **argv) {
             const char *v = argv[++i];
             if (!strcmp(a, "--out")) out = v;
             else if (!strcmp(a, "--layers")) layers_path = v;
+            else if (!strcmp(a, "--step-times")) steps_path = v;
             else if (!cli_parse_float(a, v, 0, 100, &target)) return 2;
             else target /= 100;
         } else if (a[0] == '-') {
@@ -633,14 +549,17 @@ int sdgp_cmd_report(int argc, char **argv) {
     memset(&d, 0, sizeof d);
     rp_layers L;
     memset(&L, 0, sizeof L);
+    rp_steps S;
+    memset(&S, 0, sizeof S);
     int rc = load_runs(&d, dir);
     if (rc == 0 && layers_path) {
-        rc = read_json_lines(layers_path, layers_line, &L);
+        rc = rp_read_json_lines(layers_path, layers_line, &L);
         if (rc == 0 && L.n == 0) {
             fprintf(stderr, "sdgp: report: --layers %s: no lines\n", layers_path);
             rc = 2;
         }
     }
+    if (rc == 0 && steps_path) rc = rp_steps_load(&S, steps_path);
     if (rc == 0 && !make_groups(&d)) rc = 2;
     if (rc == 0 && d.n_groups == 0) {
         fprintf(stderr, "sdgp: report: no run in %s has a finished epoch yet\n", dir);
@@ -667,7 +586,8 @@ int sdgp_cmd_report(int argc, char **argv) {
         rc = 2;
         goto done;
     }
-    write_markdown(f, &d, dir, target, target_given, L.n ? &L : NULL, note[0] ? note : NULL, have_fig);
+    write_markdown(f, &d, dir, target, target_given, L.n ? &L : NULL, steps_path ? &S : NULL, note[0] ? note : NULL,
+                   have_fig);
     if (fclose(f) != 0) {
         fprintf(stderr, "sdgp: report: error writing %s\n", path);
         rc = 2;
@@ -681,5 +601,6 @@ done:
     free(d.runs);
     free(d.groups);
     free(L.rows);
+    free(S.rows);
     return rc;
 }

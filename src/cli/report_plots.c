@@ -12,8 +12,8 @@
 
 #include "cli/report.h"
 
-const char *const rp_fig_stems[RP_N_FIGS] = {"fig6_train_loss", "fig7_test_acc", "fig8_nm_heatmap", "fig9_layers",
-                                             "fig10_time_to_acc"};
+const char *const rp_fig_stems[RP_N_FIGS] = {"fig6_train_loss", "fig7_test_acc", "fig8_nm_heatmap",
+                                             "fig8_nm_acc",     "fig9_layers",   "fig10_time_to_acc"};
 
 /* Line colours: dense (the baseline) black, the others a qualitative palette. */
 static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
@@ -43,23 +43,29 @@ static int close_all(FILE *a, FILE *b) {
     return ok && a && b;
 }
 
-/* One value of a group per epoch number: the mean over the seeds that have that epoch. */
+/* One value of a group per epoch number: the mean over the seeds that have that epoch, and the
+ * sample std over them (0 when only one seed has it). */
 typedef enum { Y_TRAIN_LOSS, Y_TEST_ACC } y_kind;
 
-static int group_curve(const rp_data *d, const rp_group *G, int epoch, y_kind y, double *x_t, double *val) {
-    double sx = 0, sy = 0;
+static int group_curve(const rp_data *d, const rp_group *G, int epoch, y_kind y, double *x_t, double *val,
+                       double *std) {
+    double sx = 0, v[RP_MAX_SEEDS];
     int n = 0;
     for (int k = 0; k < G->n; k++) {
         const rp_run *r = &d->runs[G->run[k]];
         for (int e = 0; e < r->n_ep; e++)
             if (r->ep[e].epoch == epoch) {
-                double v = y == Y_TRAIN_LOSS ? r->ep[e].train_loss : 100 * r->ep[e].test_acc;
-                if (isfinite(v)) sx += r->ep[e].t, sy += v, n++;
+                double x = y == Y_TRAIN_LOSS ? r->ep[e].train_loss : 100 * r->ep[e].test_acc;
+                if (isfinite(x)) sx += r->ep[e].t, v[n++] = x;
             }
     }
     if (!n) return 0;
+    double sy = 0, ss = 0;
+    for (int i = 0; i < n; i++) sy += v[i];
+    for (int i = 0; i < n; i++) ss += (v[i] - sy / n) * (v[i] - sy / n);
     *x_t = sx / n;
     *val = sy / n;
+    *std = n > 1 ? sqrt(ss / (n - 1)) : 0;
     return 1;
 }
 
@@ -70,15 +76,15 @@ static int plot_curves(const rp_data *d, const char *out, const char *stem, y_ki
     int max_ep = 1;
     for (int i = 0; i < d->n_runs; i++)
         if (d->runs[i].n_ep && d->runs[i].ep[d->runs[i].n_ep - 1].epoch > max_ep) max_ep = d->runs[i].ep[d->runs[i].n_ep - 1].epoch;
-    fprintf(dat, "# %s: per group, mean over seeds per epoch; columns: %s\n", stem,
+    fprintf(dat, "# %s: per group, mean over seeds per epoch; columns: %s, its std over seeds (0: one seed)\n", stem,
             time_axis ? "seconds, test accuracy %" : y == Y_TRAIN_LOSS ? "epoch, training loss" : "epoch, test accuracy %");
     for (int gi = 0; gi < d->n_groups; gi++) {
         fprintf(dat, "%s# group %s (%d seeds)\n", gi ? "\n\n" : "", d->groups[gi].name, d->groups[gi].n);
         for (int e = 1; e <= max_ep; e++) {
-            double t, v;
-            if (group_curve(d, &d->groups[gi], e, y, &t, &v)) {
-                if (time_axis) fprintf(dat, "%.3f %.6g\n", t, v);
-                else fprintf(dat, "%d %.6g\n", e, v);
+            double t, v, sd;
+            if (group_curve(d, &d->groups[gi], e, y, &t, &v, &sd)) {
+                if (time_axis) fprintf(dat, "%.3f %.6g %.6g\n", t, v, sd);
+                else fprintf(dat, "%d %.6g %.6g\n", e, v, sd);
             }
         }
     }
@@ -88,8 +94,8 @@ static int plot_curves(const rp_data *d, const char *out, const char *stem, y_ki
     int which = time_axis ? 2 : y == Y_TRAIN_LOSS ? 0 : 1;
     gp_begin(g, stem, 900, 600, what[which]);
     static const char *const titles[3] = {"Training loss per epoch (mean over seeds)",
-                                          "Test accuracy per epoch (mean over seeds)",
-                                          "Test accuracy against training wall-clock time (mean over seeds)"};
+                                          "Test accuracy per epoch (mean over seeds, bars: +/- std)",
+                                          "Test accuracy against training wall-clock time (mean over seeds, bars: +/- std)"};
     fprintf(g, "set title \"%s\"\nset key outside right top box opaque\n", titles[which]);
     if (time_axis) {
         fprintf(g, "set xlabel \"cumulative training wall-clock time (s)\"\nset xrange [0:*]\n");
@@ -105,8 +111,11 @@ static int plot_curves(const rp_data *d, const char *out, const char *stem, y_ki
         const char *col = dense ? "#000000" : colors[c % 12];
         int pt = dense ? 7 : points[c % 8], dt = dense || c < 12 ? 1 : 2;
         if (!dense) c++;
-        fprintf(g, "%s\"%s.dat\" index %d using 1:2 with linespoints lw %s pt %d ps 1.1 dt %d lc rgb \"%s\" title \"%s\"",
-                gi ? ", \\\n     " : "", stem, gi, dense ? "3" : "2", pt, dt, col, d->groups[gi].name);
+        /* accuracy: mean ± std over seeds where the group has them; a single seed has no spread */
+        int bars = y == Y_TEST_ACC && d->groups[gi].n >= 2;
+        fprintf(g, "%s\"%s.dat\" index %d using 1:2%s with %s lw %s pt %d ps 1.1 dt %d lc rgb \"%s\" title \"%s\"",
+                gi ? ", \\\n     " : "", stem, gi, bars ? ":3" : "", bars ? "yerrorlines" : "linespoints",
+                dense ? "3" : "2", pt, dt, col, d->groups[gi].name);
     }
     if (time_axis && !isnan(target))
         fprintf(g, ", \\\n     %.4f with lines lw 2 lc rgb \"#999999\" title \"target %.2f%%\"", 100 * target,
@@ -145,12 +154,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Figure 8: final accuracy over group size m (columns) and sparsity ratio m/n (rows), as the
- * paper lays it out; each cell names its n:m. Returns -1 when there is nothing to draw. */
-static int plot_heatmap(const rp_data *d, const char *out, const char *stem) {
-    int cell_g[256], n_cells = 0, use_exact = 0;
+/* The groups of the n:m figures (8 and its line plot), each with its own n:m: the groups named
+ * exactly N:M if there are any, else those whose names contain one. Returns their count (at most
+ * 256) into cell_g, or -1 when two groups have the same n:m (which the figures cannot show). */
+static int nm_cells(const rp_data *d, int *cell_g, double *ms, double *rs) {
+    int n_cells = 0, use_exact = 0;
     for (int g = 0; g < d->n_groups; g++) use_exact |= exact_nm(d->groups[g].name);
-    double ms[256], rs[256];
     for (int g = 0; g < d->n_groups && n_cells < 256; g++) {
         int n, m;
         if (use_exact ? !exact_nm(d->groups[g].name) : !name_nm(d->groups[g].name, &n, &m)) continue;
@@ -159,7 +168,7 @@ static int plot_heatmap(const rp_data *d, const char *out, const char *stem) {
             int n2, m2;
             name_nm(d->groups[cell_g[c]].name, &n2, &m2);
             if (n2 == n && m2 == m) {
-                fprintf(stderr, "sdgp: report: note: groups %s and %s have the same n:m; no n:m heatmap\n",
+                fprintf(stderr, "sdgp: report: note: groups %s and %s have the same n:m; no n:m figures\n",
                         d->groups[cell_g[c]].name, d->groups[g].name);
                 return -1;
             }
@@ -168,6 +177,15 @@ static int plot_heatmap(const rp_data *d, const char *out, const char *stem) {
         rs[n_cells] = (double)m / n;
         cell_g[n_cells++] = g;
     }
+    return n_cells;
+}
+
+/* Figure 8: final accuracy over group size m (columns) and sparsity ratio m/n (rows), as the
+ * paper lays it out; each cell names its n:m. Returns -1 when there is nothing to draw. */
+static int plot_heatmap(const rp_data *d, const char *out, const char *stem) {
+    int cell_g[256];
+    double ms[256], rs[256];
+    int n_cells = nm_cells(d, cell_g, ms, rs);
     if (n_cells < 2) return -1;
     double mcol[256], rrow[256];
     int nm_ = 0, nr = 0;
@@ -222,6 +240,61 @@ static int plot_heatmap(const rp_data *d, const char *out, const char *stem) {
                    "font \",13\" notitle, \\\n", stem, stem);
     fprintf(g, "     \"%s.dat\" index 0 using 1:2:(sprintf(\"%%s\\n%%.2f%%%%\", strcol(4), $3)):5 with labels "
                "tc rgb variable font \",13\" notitle\n", stem);
+    return close_all(dat, g);
+}
+
+/* Beside Figure 8: final accuracy (mean +- std over seeds) against the group size m, one line per
+ * sparsity ratio m/n, so that "does a larger m help at the same ratio" reads off each line; dense's
+ * mean as a reference line. Returns -1 when there is nothing to draw. */
+static int plot_nm_lines(const rp_data *d, const char *out, const char *stem) {
+    int cell_g[256], order[256];
+    double ms[256], rs[256];
+    int n_cells = nm_cells(d, cell_g, ms, rs);
+    if (n_cells < 2) return -1;
+    for (int i = 0; i < n_cells; i++) order[i] = i;
+    for (int i = 1; i < n_cells; i++) /* by ratio, then m: each ratio's points in one block */
+        for (int j = i; j > 0 && (rs[order[j - 1]] > rs[order[j]] ||
+                                  (rs[order[j - 1]] == rs[order[j]] && ms[order[j - 1]] > ms[order[j]]));
+             j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    FILE *dat = open_in(out, stem, "dat"), *g = open_in(out, stem, "gp");
+    if (!dat || !g) return close_all(dat, g);
+    fprintf(dat, "# %s: per sparsity ratio m/n, one block: m, final test accuracy %% (mean over seeds), its std over "
+                 "seeds (0: one seed), n:m, seeds\n", stem);
+    int blocks = 0;
+    double m_lo = INFINITY, m_hi = 0;
+    char titles[256][96];
+    for (int i = 0; i < n_cells; i++) {
+        const int c = order[i];
+        const rp_group *G = &d->groups[cell_g[c]];
+        int n, m;
+        name_nm(G->name, &n, &m);
+        if (i == 0 || rs[c] != rs[order[i - 1]]) {
+            fprintf(dat, "%s# m/n = %g\n", blocks ? "\n\n" : "", rs[c]);
+            snprintf(titles[blocks++], sizeof titles[0], "m/n = %g:", rs[c]);
+        }
+        size_t tl = strlen(titles[blocks - 1]); /* the legend names the block's n:m */
+        snprintf(titles[blocks - 1] + tl, sizeof titles[0] - tl, "%s %d:%d", titles[blocks - 1][tl - 1] == ':' ? "" : ",",
+                 n, m);
+        fprintf(dat, "%d %.4f %.4f %d:%d %d\n", m, 100 * G->acc_mean, G->n > 1 ? 100 * G->acc_std : 0, n, m, G->n);
+        m_lo = fmin(m_lo, m);
+        m_hi = fmax(m_hi, m);
+    }
+    gp_begin(g, stem, 900, 600, "final test accuracy against n:m, lines per sparsity ratio (beside Figure 8)");
+    fprintf(g, "set title \"Final test accuracy over n:m (mean over seeds, bars: +/- std)\"\n"
+               "set key outside right top box opaque\nset xlabel \"group size m\"\nset logscale x 2\n"
+               "set xrange [%g:%g]\nset xtics 2\nset ylabel \"final test accuracy (%%)\"\nplot ",
+            m_lo / 1.5, m_hi * 1.5);
+    for (int b = 0; b < blocks; b++)
+        fprintf(g, "%s\"%s.dat\" index %d using 1:2:3 with yerrorlines lw 2 pt %d ps 1.2 lc rgb \"%s\" title \"%s\"",
+                b ? ", \\\n     " : "", stem, b, points[b % 8], colors[b % 12], titles[b]);
+    if (d->dense >= 0)
+        fprintf(g, ", \\\n     %.4f with lines lw 2 dt 2 lc rgb \"#000000\" title \"dense (%.2f%%)\"",
+                100 * d->groups[d->dense].acc_mean, 100 * d->groups[d->dense].acc_mean);
+    fprintf(g, "\n");
     return close_all(dat, g);
 }
 
@@ -322,6 +395,7 @@ int rp_plot_all(const rp_data *d, const rp_layers *L, double target, const char 
     written[RP_FIG6] = plot_curves(d, out, rp_fig_stems[RP_FIG6], Y_TRAIN_LOSS, 0, NAN);
     written[RP_FIG7] = plot_curves(d, out, rp_fig_stems[RP_FIG7], Y_TEST_ACC, 0, NAN);
     written[RP_FIG8] = plot_heatmap(d, out, rp_fig_stems[RP_FIG8]) == 1;
+    written[RP_FIG8_LINE] = written[RP_FIG8] && plot_nm_lines(d, out, rp_fig_stems[RP_FIG8_LINE]) == 1;
     written[RP_FIG9] = L ? plot_layers(L, out, rp_fig_stems[RP_FIG9]) : 0;
     written[RP_FIG10] = plot_curves(d, out, rp_fig_stems[RP_FIG10], Y_TEST_ACC, 1, target);
     int rc = 0;

@@ -1,0 +1,276 @@
+/* sdgp report --step-times FILE: time to the target accuracy from quiet step times. The runs' wall
+ * times are measured while the machine does whatever else it does (other runs of a sweep, other
+ * jobs); `sdgp bench step --json` measures one training step alone. Each group's steps to the
+ * target (from its logs) times the ms per step of the bench line with the same settings gives a
+ * time to target that such noise does not touch.
+ *
+ * A group's settings are those of its first run: DIR/RUN/command.txt (the `sdgp train` command
+ * `sdgp sweep` ran), read with the train command's own flag parser on top of the defaults. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/report.h"
+
+/* The keys a bench step line shares with a run: their JSON names (enum RP_SK_*). */
+static const char *const key_json[RP_SK_N] = {"model", "batch", "threads",     "conv_algo", "conv_ws_mb",
+                                              "prune", "nm",    "sdgp_domain", "mask_block"};
+static const int key_numeric[RP_SK_N] = {0, 1, 1, 0, 1, 0, 0, 0, 1};
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading the bench lines */
+
+typedef struct {
+    rp_steps *S;
+    int row;
+} load_ctx;
+
+static int step_line(void *ctx, const rp_jfield *f, int n, const char *line, char *why, size_t size) {
+    load_ctx *c = ctx;
+    rp_steps *S = c->S;
+    c->row++;
+    if (S->n == S->cap) {
+        int cap = S->cap ? 2 * S->cap : 32;
+        rp_step_row *q = realloc(S->rows, (size_t)cap * sizeof *q);
+        if (!q) {
+            snprintf(why, size, "out of memory");
+            return 2;
+        }
+        S->rows = q;
+        S->cap = cap;
+    }
+    rp_step_row *r = &S->rows[S->n];
+    memset(r, 0, sizeof *r);
+    r->row = c->row;
+    for (int k = 0; k < RP_SK_N; k++) {
+        double v;
+        if (key_numeric[k] && rp_j_num(f, n, key_json[k], &v)) snprintf(r->key[k], sizeof r->key[k], "%g", v);
+        else if (!key_numeric[k]) rp_j_str(f, n, key_json[k], r->key[k], sizeof r->key[k]);
+    }
+    /* A dense line times our dense step (ours_ms), an SDGP line its pruned step (sdgp_ms). */
+    int dense = !strcmp(r->key[RP_SK_PRUNE], "none");
+    const char *ms_key = dense ? "ours_ms" : "sdgp_ms";
+    const char *miss = !r->key[RP_SK_MODEL][0] ? "\"model\" (a string)"
+                     : !r->key[RP_SK_PRUNE][0] ? "\"prune\" (a string)"
+                     : !r->key[RP_SK_BATCH][0] ? "\"batch\" (a number)"
+                     : !r->key[RP_SK_THREADS][0] ? "\"threads\" (a number)"
+                     : !dense && !r->key[RP_SK_NM][0] ? "\"nm\" (a string)"
+                     : !rp_j_num(f, n, ms_key, &r->ms) ? (dense ? "\"ours_ms\" (a number)" : "\"sdgp_ms\" (a number)")
+                     : NULL;
+    if (miss) {
+        snprintf(why, size, "not a `sdgp bench step --json` line: no %s", miss);
+        return 2;
+    }
+    if (!isfinite(r->ms) || r->ms <= 0) {
+        snprintf(why, size, "%s is not a positive time", ms_key);
+        return 2;
+    }
+    S->n++;
+    (void)line;
+    return 0;
+}
+
+int rp_steps_load(rp_steps *S, const char *path) {
+    load_ctx c = {S, 0};
+    S->path = path;
+    int rc = rp_read_json_lines(path, step_line, &c);
+    if (rc == 0 && S->n == 0) {
+        fprintf(stderr, "sdgp: report: --step-times %s: no lines (want the output of `sdgp bench step --json`)\n",
+                path);
+        rc = 2;
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A run's settings */
+
+typedef struct {
+    char key[RP_SK_N][64]; /* "" when not known (e.g. --threads 0: as many as the machine had) */
+    int applies[RP_SK_N];  /* n:m, domain and mask block do not apply to a dense run */
+    char why[256];         /* when the settings could not be read */
+} run_keys;
+
+/* Splits command.txt's shell line (words, '...' quotes, \ escapes, as `sdgp sweep` writes it)
+ * into argv in place. Returns the word count, -1 on too many words or an open quote. */
+static int split_words(char *s, char **argv, int max) {
+    int n = 0;
+    char *w = s;
+    for (char *p = s; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (!*p) break;
+        if (n == max) return -1;
+        argv[n++] = w;
+        while (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            if (*p == '\'') {
+                for (p++; *p && *p != '\''; p++) *w++ = *p;
+                if (!*p) return -1;
+                p++;
+            } else if (*p == '\\' && p[1]) {
+                *w++ = p[1];
+                p += 2;
+            } else *w++ = *p++;
+        }
+        if (*p) p++; /* the separator: overwritten by the word's end below at the latest */
+        *w++ = '\0';
+    }
+    return n;
+}
+
+static void cfg_value(const sdgp_train_config *cfg, const char *name, char *out, size_t size) {
+    char buf[1100];
+    out[0] = '\0';
+    for (int i = 0; i < sdgp_train_config_field_count(); i++)
+        if (!strcmp(sdgp_train_config_field(cfg, i, NULL, buf, sizeof buf), name)) {
+            size_t n = strlen(buf) < size ? strlen(buf) : size - 1; /* our keys' values are short */
+            memcpy(out, buf, n);
+            out[n] = '\0';
+            return;
+        }
+}
+
+/* The input shape of each data set sdgp_dataset_load reads, as `sdgp bench step` names its models
+ * ("resnet9-w0.25-28x28x1"). */
+static const char *data_shape(const char *data) {
+    return !strcmp(data, "fashion-mnist") || !strcmp(data, "mnist") ? "28x28x1" : !strcmp(data, "cifar10") ? "32x32x3" : "";
+}
+
+static void read_run_keys(const char *dir, const char *run, run_keys *k) {
+    memset(k, 0, sizeof *k);
+    char path[4096], text[16384], *argv[256];
+    snprintf(path, sizeof path, "%s/%s/command.txt", dir, run);
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        snprintf(k->why, sizeof k->why, "no %s/command.txt", run);
+        return;
+    }
+    size_t len = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[len] = '\0';
+    int argc = split_words(text, argv, 256);
+    if (argc < 2 || strcmp(argv[1], "train")) {
+        snprintf(k->why, sizeof k->why, "%s/command.txt is not an `sdgp train` command", run);
+        return;
+    }
+    sdgp_train_config cfg = sdgp_train_config_default();
+    if (cli_apply_train_flags(&cfg, argc - 1, argv + 1, NULL) != 0) { /* prints which flag */
+        snprintf(k->why, sizeof k->why, "%s/command.txt: flags not understood", run);
+        return;
+    }
+    static const char *const flag[RP_SK_N] = {NULL,    "batch-size", "threads",     "conv-algo", "conv-workspace",
+                                              "prune", "nm",         "sdgp-domain", "mask-block"};
+    for (int i = 0; i < RP_SK_N; i++) {
+        k->applies[i] = 1;
+        if (!flag[i]) continue;
+        cfg_value(&cfg, flag[i], k->key[i], sizeof k->key[i]); /* "" for a setting this build lacks */
+        if (key_numeric[i] && k->key[i][0]) snprintf(k->key[i], sizeof k->key[i], "%g", strtod(k->key[i], NULL));
+    }
+    char model[32], width[32], data[64];
+    cfg_value(&cfg, "model", model, sizeof model);
+    cfg_value(&cfg, "width", width, sizeof width);
+    cfg_value(&cfg, "data", data, sizeof data);
+    if (data_shape(data)[0])
+        snprintf(k->key[RP_SK_MODEL], sizeof k->key[RP_SK_MODEL], "%s-w%g-%s", model, strtod(width, NULL), data_shape(data));
+    if (!strcmp(k->key[RP_SK_THREADS], "0")) k->key[RP_SK_THREADS][0] = '\0';
+    if (!strcmp(k->key[RP_SK_PRUNE], "none")) k->applies[RP_SK_NM] = k->applies[RP_SK_DOMAIN] = k->applies[RP_SK_BLOCK] = 0;
+}
+
+/* Whether row and run differ in key i (compared only where both know it). */
+static int differs(const rp_step_row *r, const run_keys *k, int i) {
+    return k->applies[i] && r->key[i][0] && k->key[i][0] && strcmp(r->key[i], k->key[i]);
+}
+
+/* The cell that says which bench line a group's time comes from, or why none. */
+static const rp_step_row *match_row(const rp_steps *S, const run_keys *k, char *cell, size_t size) {
+    if (k->why[0]) {
+        snprintf(cell, size, "no match (%s)", k->why);
+        return NULL;
+    }
+    int best = -1, best_diff = RP_SK_N + 1;
+    for (int i = 0; i < S->n; i++) {
+        int nd = 0;
+        for (int j = 0; j < RP_SK_N; j++) nd += differs(&S->rows[i], k, j);
+        if (nd == 0) {
+            const rp_step_row *r = &S->rows[i];
+            size_t len = (size_t)snprintf(cell, size, "row %d: %s, batch %s, %s threads, %s", r->row, r->key[RP_SK_MODEL],
+                                          r->key[RP_SK_BATCH], r->key[RP_SK_THREADS], r->key[RP_SK_PRUNE]);
+            if (k->applies[RP_SK_NM] && len < size) len += (size_t)snprintf(cell + len, size - len, " %s", r->key[RP_SK_NM]);
+            const char *sep = "; not compared: ";
+            for (int j = 0; j < RP_SK_N && len < size; j++)
+                if (k->applies[j] && (!r->key[j][0] || !k->key[j][0])) {
+                    len += (size_t)snprintf(cell + len, size - len, "%s%s", sep, key_json[j]);
+                    sep = ", ";
+                }
+            return r;
+        }
+        if (nd < best_diff) best = i, best_diff = nd;
+    }
+    const rp_step_row *r = &S->rows[best];
+    size_t len = (size_t)snprintf(cell, size, "no match (closest: row %d, with", r->row);
+    for (int j = 0, first = 1; j < RP_SK_N && len < size; j++)
+        if (differs(r, k, j)) {
+            len += (size_t)snprintf(cell + len, size - len, "%s %s %s where the run has %s", first ? "" : ",",
+                                    key_json[j], r->key[j], k->key[j]);
+            first = 0;
+        }
+    if (len < size) snprintf(cell + len, size - len, ")");
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The section of report.md */
+
+void rp_steps_markdown(FILE *f, const rp_data *d, const char *dir, const rp_steps *S, double target) {
+    fprintf(f, "\n## Time to target from quiet step times\n\n");
+    if (isnan(target)) {
+        fprintf(f, "No target: give `--target ACC` (percent), or include a `dense` group.\n");
+        return;
+    }
+    fprintf(f, "From `%s` (`sdgp bench step --json`): each group's training steps to the target (the log's step "
+               "count at the end of the first epoch at or above %.2f%%, mean over seeds; only when every seed reached "
+               "it) times the ms per step of the bench line that matches the settings of the group's first run "
+               "(its `command.txt`): model and input, batch, threads, convolution algorithm and workspace, pruning "
+               "function, n:m, domain and mask block, each where both the line and the run have it; the first "
+               "matching line counts. These step times are quiet measurements (one process alone, the median of "
+               "its timed steps); the runs' wall times above are not: they include evaluation, start-up and "
+               "whatever else ran on the machine meanwhile (other runs of the sweep, other jobs), so they can "
+               "differ by more than the pruning saves. These estimates count training steps only. Settings that "
+               "bench step does not write are not compared (e.g. the rescale scope: `rescaled` of either scope "
+               "matches a `rescaled` line).\n\n", S->path, 100 * target);
+    fprintf(f, "| group | reached | steps to target | ms per step (quiet) | time to target s (quiet) | speedup vs dense "
+               "| step-time row |\n|---|---:|---:|---:|---:|---:|---|\n");
+    double dense_time = NAN;
+    double *times = calloc((size_t)d->n_groups, sizeof *times);
+    const rp_step_row **match = calloc((size_t)d->n_groups, sizeof *match);
+    char(*cells)[512] = calloc((size_t)d->n_groups, sizeof *cells);
+    if (!times || !match || !cells) {
+        fprintf(f, "(out of memory)\n");
+        free(times);
+        free(match);
+        free(cells);
+        return;
+    }
+    for (int g = 0; g < d->n_groups; g++) { /* dense's time first: the speedups need it */
+        const rp_group *G = &d->groups[g];
+        run_keys k;
+        read_run_keys(dir, d->runs[G->run[0]].name, &k);
+        match[g] = match_row(S, &k, cells[g], sizeof cells[g]);
+        times[g] = match[g] && !isnan(G->tts) ? G->tts * match[g]->ms / 1000 : NAN;
+        if (g == d->dense) dense_time = times[g];
+    }
+    for (int g = 0; g < d->n_groups; g++) {
+        const rp_group *G = &d->groups[g];
+        char steps[32], ms[32] = "—", t[32] = "—", sp[32] = "—";
+        if (match[g]) snprintf(ms, sizeof ms, "%.2f", match[g]->ms);
+        if (isnan(G->tts)) snprintf(steps, sizeof steps, "not reached");
+        else snprintf(steps, sizeof steps, "%.0f", G->tts);
+        if (!isnan(times[g])) snprintf(t, sizeof t, "%.1f", times[g]);
+        if (!isnan(times[g]) && !isnan(dense_time) && times[g] > 0) snprintf(sp, sizeof sp, "%.3fx", dense_time / times[g]);
+        fprintf(f, "| %s | %d/%d | %s | %s | %s | %s | %s |\n", G->name, G->tta_reached, G->n, steps, ms, t, sp, cells[g]);
+    }
+    free(match);
+    free(times);
+    free(cells);
+}
