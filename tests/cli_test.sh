@@ -59,9 +59,14 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
     --log "$T/stats.jsonl" --threads 2
   expect 0 '"event":"grad_stats","step":2,"layers":\[\{"layer":"conv1","rel_l2":0\.[0-9]' -- cat "$T/stats.jsonl"
   # the Winograd domain: the start-up line names it per layer; grad-stats measures it after the inverse transform
-  expect 0 "domain winograd; data gradient per layer: conv0=dense conv1=winograd" -- "$SDGP" train --model smallcnn \
+  expect 0 "domain winograd, mask block 1; data gradient per layer: conv0=dense conv1=winograd" -- "$SDGP" train --model smallcnn \
     --batch-size 64 --max-steps 4 --no-tta --prune mvue --nm 2:4 --sdgp-domain winograd --grad-stats 2 --log "$T/wstats.jsonl" --threads 2
   expect 0 '"event":"grad_stats","step":2,"layers":\[\{"layer":"conv1","rel_l2":0\.[0-9]' -- cat "$T/wstats.jsonl"
+  # shared masks: the start-up line names the block; limits and functions without a block form are refused
+  expect 0 "domain winograd, mask block 4; data gradient per layer: conv0=dense conv1=winograd" -- "$SDGP" train --model smallcnn \
+    --batch-size 64 --max-steps 2 --no-tta --prune rescaled --nm 2:4 --sdgp-domain winograd --mask-block 4 --threads 2
+  expect 2 "mask-block: 0 is out of range" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude --mask-block 0
+  expect 2 "mvue-approx has no shared-mask form" -- "$SDGP" train --model smallcnn --max-steps 1 --prune mvue-approx --mask-block 2
   # a truncated checkpoint is never taken for good
   head -c 3000 "$T/run.safetensors" > "$T/cut.safetensors"
   expect 2 "cut.safetensors" -- "$SDGP" eval --checkpoint "$T/cut.safetensors"

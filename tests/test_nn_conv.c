@@ -3,6 +3,7 @@
  * against finite differences of the forward. */
 #include "harness.h"
 #include "sdgp/conv.h"
+#include "sdgp/isa.h"
 
 /* ---- naive oracles, NHWC activations, OIHW weights, double accumulation ---- */
 

@@ -1,6 +1,8 @@
 /* N:M pruning: API, properties against brute-force oracles, the compressed form, bad input.
+ * Shared masks (mask_block): against a brute-force oracle, exact unbiasedness of block MVUE.
  * (MVUE/random distributions: test_prune_mvue.c; ISA paths and threads: test_prune_isa.c.) */
 #include "harness.h"
+#include "prune/prune_internal.h"
 #include "sdgp/prune.h"
 
 static const int NM[][2] = {{1, 1}, {1, 2}, {2, 4}, {1, 4}, {3, 4}, {2, 3}, {4, 8}, {3, 5}, {2, 16},
@@ -374,6 +376,203 @@ TEST_CASE(non_finite_values) {
     }
 }
 
+/* ---- shared masks (cfg->mask_block > 1) ---- */
+
+/* Block of row r (B x P rows, lines of `line` positions, blocks of k): its first row and length. */
+static void block_of(int64_t r, int64_t P, int64_t line, int k, int64_t *r0, int64_t *len) {
+    const int64_t off = r % P % line, start = off / k * k;
+    *r0 = r - (off - start);
+    *len = line - start < k ? line - start : k;
+}
+
+/* The brute-force shared-mask pruning of magnitude, rescaled and random (dense output):
+ * per block and group, the n best summed magnitudes (float sums in row order, ties to the lower
+ * index) or the Philox subset of the block's first row; rescaled factors from the block masks. */
+static void block_oracle(float *out, const float *x, int64_t B, int64_t P, int64_t C, const sdgp_prune_cfg *cfg) {
+    const int n = cfg->n, m = cfg->m, k = cfg->mask_block;
+    const int64_t line = cfg->mask_line ? cfg->mask_line : P, G = C / m, rows = B * P;
+    uint8_t *keep = test_xmalloc((size_t)(rows * C));
+    const sdgp_philox_key key = sdgp_philox_make_key(cfg->seed, cfg->step, cfg->layer);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t r0, len;
+        block_of(r, P, line, k, &r0, &len);
+        for (int64_t g = 0; g < G; g++) {
+            float sum[SDGP_NM_MAX_M];
+            for (int i = 0; i < m; i++) {
+                sum[i] = 0;
+                for (int64_t q = r0; q < r0 + len; q++) sum[i] += fabsf(x[q * C + g * m + i]);
+            }
+            uint64_t mask = 0;
+            if (cfg->fn == SDGP_PRUNE_RANDOM) {
+                mask = prune_random_mask(key, (uint64_t)(r0 * G + g), n, m);
+            } else {
+                for (int i = 0; i < m; i++) {
+                    int better = 0;
+                    for (int j = 0; j < m; j++) better += sum[j] > sum[i] || (sum[j] == sum[i] && j < i);
+                    if (better < n) mask |= 1ull << i;
+                }
+            }
+            for (int i = 0; i < m; i++) keep[r * C + g * m + i] = mask >> i & 1;
+        }
+    }
+    for (int64_t e = 0; e < rows * C; e++) out[e] = keep[e] ? x[e] : 0.0f;
+    if (cfg->fn == SDGP_PRUNE_RESCALED) {
+        const int per_sample = cfg->scope == SDGP_SCOPE_SAMPLE_CHANNEL;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t b0 = 0; b0 < B; b0 += per_sample ? 1 : B) {
+                const int64_t b1 = per_sample ? b0 + 1 : B;
+                double d = 0, kp = 0;
+                for (int64_t b = b0; b < b1; b++)
+                    for (int64_t p = 0; p < P; p++) {
+                        const double a = fabs((double)x[(b * P + p) * C + c]);
+                        d += a;
+                        if (keep[(b * P + p) * C + c]) kp += a;
+                    }
+                const float f = kp > d * 0x1p-24 ? (float)(d / kp) : 1.0f;
+                for (int64_t b = b0; b < b1; b++)
+                    for (int64_t p = 0; p < P; p++) out[(b * P + p) * C + c] *= f;
+            }
+    }
+    free(keep);
+}
+
+TEST_CASE(shared_masks_match_oracle) {
+    const shape shp[] = {{2, 12, 8}, {3, 35, 16}, {1, 4, 64}};
+    const int nm[][2] = {{2, 4}, {1, 4}, {4, 8}, {3, 16}};
+    const int blocks[] = {2, 3, 4, 16};
+    const struct {
+        sdgp_prune_fn fn;
+        sdgp_rescale_scope scope;
+    } fns[] = {{SDGP_PRUNE_MAGNITUDE, 0}, {SDGP_PRUNE_RANDOM, 0}, {SDGP_PRUNE_RESCALED, SDGP_SCOPE_SAMPLE_CHANNEL},
+               {SDGP_PRUNE_RESCALED, SDGP_SCOPE_CHANNEL}};
+    for (int si = 0; si < 3; si++)
+        for (int q = 0; q < 4; q++) {
+            const shape sh = shp[si];
+            if (sh.C % nm[q][1]) continue;
+            const size_t count = (size_t)(sh.B * sh.P * sh.C);
+            float *x = test_xmalloc(count * 4), *ref = test_xmalloc(count * 4), *out = test_xmalloc(count * 4), *dec = test_xmalloc(count * 4);
+            fill(x, count, 900 + (uint64_t)(si * 10 + q));
+            for (int f = 0; f < 4; f++)
+                for (int bi = 0; bi < 4; bi++)
+                    for (int li = 0; li < 2; li++) {
+                        sdgp_prune_cfg cfg = sdgp_prune_cfg_make(fns[f].fn, nm[q][0], nm[q][1]);
+                        cfg.scope = fns[f].scope;
+                        cfg.seed = 5;
+                        cfg.mask_block = blocks[bi];
+                        cfg.mask_line = li ? (sh.P % 7 == 0 ? 7 : sh.P / 2) : 0; /* lines shorter than P: blocks cut at their ends */
+                        block_oracle(ref, x, sh.B, sh.P, sh.C, &cfg);
+                        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
+                            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                            cfg.isa = (sdgp_isa)isa;
+                            cfg.threads = 1 + isa % 2;
+                            sdgp_nm_tensor nmt;
+                            sdgp_error e;
+                            REQUIRE(sdgp_nm_alloc(&nmt, SDGP_AXIS_CHANNEL, cfg.n, cfg.m, sh.B * sh.P, sh.C, &e) == SDGP_OK, "%s", e.msg);
+                            REQUIRE(sdgp_prune(&cfg, x, sh.B, sh.P, sh.C, out, &nmt, &e) == SDGP_OK, "%s", e.msg);
+                            CHECK(test_bitwise_equal(out, ref, count * 4), "shape %d %d:%d %s scope %d block %d line %lld isa %d: differs from the oracle",
+                                  si, cfg.n, cfg.m, sdgp_prune_fn_name(cfg.fn), cfg.scope, cfg.mask_block, (long long)cfg.mask_line, isa);
+                            /* compressed: decompresses to out, and every row of a block has the same indices */
+                            REQUIRE(sdgp_nm_decompress(&nmt, dec, &e) == SDGP_OK, "%s", e.msg);
+                            int same = 1;
+                            const int64_t slots = sh.C / cfg.m * cfg.n, line = cfg.mask_line ? cfg.mask_line : sh.P;
+                            for (int64_t r = 0; r < sh.B * sh.P; r++) {
+                                int64_t r0, len;
+                                block_of(r, sh.P, line, cfg.mask_block, &r0, &len);
+                                same &= !memcmp(nmt.index + r * slots, nmt.index + r0 * slots, (size_t)slots);
+                            }
+                            CHECK(same, "shape %d %s block %d: rows of a block have different indices", si, sdgp_prune_fn_name(cfg.fn),
+                                  cfg.mask_block);
+                            for (size_t i = 0; i < count; i++)
+                                if (dec[i] != out[i]) {
+                                    CHECK(0, "shape %d %s block %d: decompress differs at %zu", si, sdgp_prune_fn_name(cfg.fn), cfg.mask_block, i);
+                                    break;
+                                }
+                            sdgp_nm_free(&nmt);
+                        }
+                    }
+            free(x), free(ref), free(out), free(dec);
+        }
+}
+
+/* Block MVUE: P_i = min(1, c a_i) with a_i the channels' L2 norms over the block, sum P_i = n;
+ * the outcome is a step function of the one uniform u, so the expectation is an exact sum over
+ * the intervals between its breaks: E[y] = x for every row of the block. */
+TEST_CASE(shared_mask_mvue_is_exactly_unbiased) {
+    uint64_t seed = 4242;
+    const int nm[][2] = {{2, 4}, {1, 4}, {3, 8}, {4, 32}, {1, 2}};
+    for (int t = 0; t < 200; t++) {
+        const int n = nm[t % 5][0], m = nm[t % 5][1], rows = 1 + t % 4;
+        float x[4][SDGP_NM_MAX_M];
+        double a[SDGP_NM_MAX_M], inv[SDGP_NM_MAX_M], brk[SDGP_NM_MAX_M + 2];
+        for (int i = 0; i < m; i++) {
+            double s2 = 0;
+            for (int r = 0; r < rows; r++) {
+                const double u = test_rand_u01(&seed);
+                x[r][i] = u < 0.2 ? 0.0f : u < 0.3 ? 1.0f : test_rand_normal(&seed) * (float)(1 + (t % 3) * i); /* zeros, ties */
+                s2 += (double)x[r][i] * x[r][i];
+            }
+            a[i] = sqrt(s2);
+        }
+        const int nb = prune_mvue_block_breaks(brk + 1, a, n, m);
+        brk[0] = 0, brk[nb + 1] = 1;
+        double mean[4][SDGP_NM_MAX_M] = {{0}};
+        for (int k = 0; k <= nb; k++) {
+            const double w = brk[k + 1] - brk[k], u = 0.5 * (brk[k] + brk[k + 1]);
+            const uint64_t mask = prune_mvue_block_mask(inv, a, n, m, u);
+            int kept = 0;
+            for (int i = 0; i < m; i++) kept += mask >> i & 1;
+            CHECK(kept == n, "case %d: %d kept, n = %d", t, kept, n);
+            for (int i = 0; i < m; i++)
+                if (mask >> i & 1)
+                    for (int r = 0; r < rows; r++) mean[r][i] += w * (double)x[r][i] * inv[i];
+        }
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < m; i++)
+                CHECK(fabs(mean[r][i] - x[r][i]) <= 1e-9 * (1 + fabs(x[r][i])), "case %d %d:%d row %d ch %d: E = %.12g, x = %.9g", t, n, m, r, i,
+                      mean[r][i], x[r][i]);
+    }
+}
+
+/* The shared-mask rules through sdgp_prune: ties go to the lower channel, MVUE keeps n per block
+ * and group with one set for all rows, and the limits give clear errors. */
+TEST_CASE(shared_masks_ties_and_errors) {
+    /* 1 sample, 2 positions, 4 channels: summed magnitudes 3, 3, 3, 1 -> channels 0 and 1 */
+    const float x[8] = {1, 2, 3, 1, 2, 1, 0, 0};
+    float out[8];
+    sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4);
+    cfg.mask_block = 2;
+    sdgp_error e;
+    REQUIRE(sdgp_prune(&cfg, x, 1, 2, 4, out, NULL, &e) == SDGP_OK, "%s", e.msg);
+    const float want[8] = {1, 2, 0, 0, 2, 1, 0, 0};
+    CHECK(!memcmp(out, want, sizeof want), "ties: got %g %g %g %g / %g %g %g %g", out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7]);
+    cfg.fn = SDGP_PRUNE_MVUE;
+    REQUIRE(sdgp_prune(&cfg, x, 1, 2, 4, out, NULL, &e) == SDGP_OK, "%s", e.msg);
+    int kept = 0;
+    for (int i = 0; i < 4; i++) {
+        kept += out[i] != 0 || out[4 + i] != 0;
+        CHECK((out[i] != 0) == (out[4 + i] != 0) || x[i] == 0 || x[4 + i] == 0, "mvue: rows of a block keep different channels");
+    }
+    CHECK(kept == 2, "mvue: %d channels kept", kept);
+
+    float big[64 * 8];
+    memset(big, 0, sizeof big);
+    cfg = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4);
+    cfg.mask_block = SDGP_MASK_BLOCK_MAX + 1;
+    CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_INVALID && strstr(e.msg, "mask_block"), "block too big: %s", e.msg);
+    cfg.mask_block = 4;
+    cfg.mask_line = 3;
+    CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_INVALID && strstr(e.msg, "mask_line=3"), "line: %s", e.msg);
+    cfg.mask_line = 0;
+    cfg.axis = SDGP_AXIS_ROW;
+    CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_INVALID && strstr(e.msg, "channel axis"), "row axis: %s", e.msg);
+    cfg.axis = SDGP_AXIS_CHANNEL;
+    cfg.fn = SDGP_PRUNE_MVUE_APPROX;
+    CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_INVALID && strstr(e.msg, "mvue-approx"), "approx: %s", e.msg);
+    big[5] = NAN;
+    cfg.fn = SDGP_PRUNE_MVUE;
+    CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_NUMERIC, "NaN with block mvue: %s", e.msg);
+}
+
 int main(void) {
     RUN(names_and_parsing);
     RUN(magnitude_matches_oracle);
@@ -381,5 +580,8 @@ int main(void) {
     RUN(rescaled_preserves_l1);
     RUN(bad_input);
     RUN(non_finite_values);
+    RUN(shared_masks_match_oracle);
+    RUN(shared_mask_mvue_is_exactly_unbiased);
+    RUN(shared_masks_ties_and_errors);
     return test_finish();
 }

@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "kernels/spconv_internal.h"
 #include "sdgp/conv.h"
+#include "sdgp/sparse.h"
 #include "sdgp/prune.h"
 
 typedef struct {

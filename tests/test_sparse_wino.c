@@ -11,6 +11,7 @@
 
 #include "harness.h"
 #include "sdgp/conv.h"
+#include "sdgp/sparse.h"
 #include "sdgp/prune.h"
 
 static const float BT[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
@@ -41,7 +42,9 @@ static int oracle(float *dD, const float *dO, const float *w, const sdgp_conv_ge
                     V[(((size_t)e * g->B + b) * T + t) * C + k] = BT[e / 4][0] * r[0] + BT[e / 4][1] * r[1] + BT[e / 4][2] * r[2] + BT[e / 4][3] * r[3];
                 }
     sdgp_error err;
-    if (sdgp_prune(cfg, V, (int64_t)16 * g->B, T, C, Vp, NULL, &err) != SDGP_OK) {
+    sdgp_prune_cfg vcfg = *cfg;
+    vcfg.mask_line = tw; /* shared masks: blocks of tiles along a tile row */
+    if (sdgp_prune(&vcfg, V, (int64_t)16 * g->B, T, C, Vp, NULL, &err) != SDGP_OK) {
         CHECK(0, "oracle prune: %s", err.msg);
         free(V), free(Vp);
         return 0;
@@ -128,10 +131,14 @@ TEST_CASE(wino_matches_unfused_oracle_every_function_isa_and_thread_count) {
         test_fill_normal(dO, nO, 500 + (uint64_t)si);
         test_fill_normal(w, nW, 600 + (uint64_t)si);
         for (size_t i = 0; i < nO; i += 5) dO[i] = 0.0f; /* zeros: groups with fewer than n nonzeros */
-        for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
-            if (fns[f].fn == SDGP_PRUNE_MVUE_APPROX && !(s.n == 2 && s.m == 4)) continue;
-            sdgp_prune_cfg cfg = sdgp_prune_cfg_make(fns[f].fn, s.n, s.m);
-            cfg.scope = fns[f].scope;
+        /* mask blocks: per row; 3 (uneven splits of a tile row); 4; 8 (split into calls of <= nx) */
+        const int blocks[] = {1, 3, 4, 8};
+        for (size_t f = 0; f < sizeof fns / sizeof fns[0] * 4; f++) {
+            const int mb = blocks[f % 4];
+            if (fns[f / 4].fn == SDGP_PRUNE_MVUE_APPROX && (!(s.n == 2 && s.m == 4) || mb > 1)) continue;
+            sdgp_prune_cfg cfg = sdgp_prune_cfg_make(fns[f / 4].fn, s.n, s.m);
+            cfg.scope = fns[f / 4].scope;
+            cfg.mask_block = mb;
             cfg.seed = 77;
             cfg.step = 3 + (uint64_t)si;
             cfg.layer = 2;
@@ -140,10 +147,10 @@ TEST_CASE(wino_matches_unfused_oracle_every_function_isa_and_thread_count) {
                 if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
                 if (!run_wino(d1, nD, dO, w, &g, &cfg, (sdgp_isa)isa, 1) || !run_wino(d2, nD, dO, w, &g, &cfg, (sdgp_isa)isa, 2)) continue;
                 double e = test_rel_err(d1, ref, nD);
-                CHECK(e <= 2e-5, "shape %d %s scope %d isa %s: rel err %.3g", si, sdgp_prune_fn_name(cfg.fn), cfg.scope,
+                CHECK(e <= 2e-5, "shape %d %s scope %d block %d isa %s: rel err %.3g", si, sdgp_prune_fn_name(cfg.fn), cfg.scope, mb,
                       sdgp_isa_name((sdgp_isa)isa), e);
-                CHECK(test_bitwise_equal(d1, d2, nD * 4), "shape %d %s isa %s: 1 and 2 threads differ", si, sdgp_prune_fn_name(cfg.fn),
-                      sdgp_isa_name((sdgp_isa)isa));
+                CHECK(test_bitwise_equal(d1, d2, nD * 4), "shape %d %s block %d isa %s: 1 and 2 threads differ", si,
+                      sdgp_prune_fn_name(cfg.fn), mb, sdgp_isa_name((sdgp_isa)isa));
             }
         }
         free(dO), free(w), free(ref), free(d1), free(d2);

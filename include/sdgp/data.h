@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sdgp/export.h"
 #include "sdgp/status.h"
 
 #ifdef __cplusplus
@@ -28,28 +29,28 @@ typedef struct {
  * missing (SDGP_ERR_IO), truncated, trailing bytes, bad magic, count mismatch, label out of range,
  * zero or absurd sizes (> 2^31 - 1 bytes per file) (SDGP_ERR_FORMAT). Nothing is allocated for a
  * size the file does not back up. On any error *ds is zeroed and nothing is leaked. */
-sdgp_status sdgp_idx_load(sdgp_dataset *ds, const char *images_path, const char *labels_path, sdgp_error *err);
+SDGP_API sdgp_status sdgp_idx_load(sdgp_dataset *ds, const char *images_path, const char *labels_path, sdgp_error *err);
 
 /* The same checks on files already in memory (tests, fuzzing; the file readers share the code).
  * images/labels are the decompressed IDX bytes; the bytes are copied. Errors name "images"/"labels". */
-sdgp_status sdgp_idx_parse(sdgp_dataset *ds, const void *images, size_t images_size, const void *labels,
-                           size_t labels_size, sdgp_error *err);
+SDGP_API sdgp_status sdgp_idx_parse(sdgp_dataset *ds, const void *images, size_t images_size, const void *labels,
+                                    size_t labels_size, sdgp_error *err);
 
 /* Reads CIFAR-10 binary batch files (each record: 1 label byte + 3072 bytes CHW 32x32x3),
  * converting to HWC. paths: count files concatenated in order. */
-sdgp_status sdgp_cifar10_load(sdgp_dataset *ds, const char *const *paths, int count, sdgp_error *err);
+SDGP_API sdgp_status sdgp_cifar10_load(sdgp_dataset *ds, const char *const *paths, int count, sdgp_error *err);
 /* One CIFAR-10 batch file already in memory (size must be a positive multiple of 3073). */
-sdgp_status sdgp_cifar10_parse(sdgp_dataset *ds, const void *bytes, size_t size, sdgp_error *err);
+SDGP_API sdgp_status sdgp_cifar10_parse(sdgp_dataset *ds, const void *bytes, size_t size, sdgp_error *err);
 
 /* By name: "fashion-mnist" | "mnist" (dir has {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])
  * or "cifar10" (dir has data_batch_{1..5}.bin / test_batch.bin, or a cifar-10-batches-bin/ subdir).
  * train: 1 for the training split, 0 for the test split. */
-sdgp_status sdgp_dataset_load(sdgp_dataset *ds, const char *name, const char *dir, int train, sdgp_error *err);
-void sdgp_dataset_free(sdgp_dataset *ds);
+SDGP_API sdgp_status sdgp_dataset_load(sdgp_dataset *ds, const char *name, const char *dir, int train, sdgp_error *err);
+SDGP_API void sdgp_dataset_free(sdgp_dataset *ds);
 
 /* Per-channel mean and std (population) over all pixels of a dataset, in [0,1] units, for the
  * first min(c, 4) channels. A constant channel reports std 1 (not 0) so normalising stays finite. */
-void sdgp_dataset_stats(const sdgp_dataset *ds, float *mean, float *std);
+SDGP_API void sdgp_dataset_stats(const sdgp_dataset *ds, float *mean, float *std);
 
 /* Augmentation, applied per image in this order:
  *  1. translate: pad `translate` pixels on each side and crop back at a uniformly random offset
@@ -68,15 +69,15 @@ typedef struct {
 
 /* The permutation for one epoch (Fisher-Yates driven by Philox keyed on seed and epoch; each
  * swap index is drawn without modulo bias). */
-void sdgp_epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t epoch);
+SDGP_API void sdgp_epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t epoch);
 
 /* Builds one batch: x (B x h x w x c, fp32 NHWC) and y (B labels) from ds images idx[0..B).
  * aug == NULL: x/255 only (mean 0, std 1); aug with flip/translate/cutout off: normalisation only.
  * Random choices are keyed on (seed, step, i), so a batch does not depend on threads or on which
  * thread builds it. mirror != 0 flips every image after the random flip (for flip test-time
  * augmentation, use aug without flip). Runs over OpenMP threads. */
-void sdgp_batch_build(float *x, int32_t *y, const sdgp_dataset *ds, const int64_t *idx, int B,
-                      const sdgp_augment *aug, uint64_t seed, uint64_t step, int mirror);
+SDGP_API void sdgp_batch_build(float *x, int32_t *y, const sdgp_dataset *ds, const int64_t *idx, int B,
+                               const sdgp_augment *aug, uint64_t seed, uint64_t step, int mirror);
 
 /* A background loader: builds the next training batch on its own thread while the step runs. */
 typedef struct sdgp_loader sdgp_loader;
@@ -85,13 +86,13 @@ typedef struct sdgp_loader sdgp_loader;
  * The batch of step s is sdgp_batch_build(perm(epoch = s / spe) + (s % spe) * B, step = s) with
  * spe = count / B, so a loader resumed at s yields what an uninterrupted one yields there.
  * ds must outlive the loader; aug is copied. The worker is one plain thread (no OpenMP). */
-sdgp_status sdgp_loader_create(sdgp_loader **out, const sdgp_dataset *ds, int B, const sdgp_augment *aug,
-                               uint64_t seed, int64_t start_step, sdgp_error *err);
+SDGP_API sdgp_status sdgp_loader_create(sdgp_loader **out, const sdgp_dataset *ds, int B, const sdgp_augment *aug,
+                                        uint64_t seed, int64_t start_step, sdgp_error *err);
 /* Blocks until the batch for the next step is ready and returns pointers valid until the next
  * call (x: B x h x w x c, y: B). */
-void sdgp_loader_next(sdgp_loader *l, const float **x, const int32_t **y);
-int64_t sdgp_loader_steps_per_epoch(const sdgp_loader *l);
-void sdgp_loader_destroy(sdgp_loader *l);
+SDGP_API void sdgp_loader_next(sdgp_loader *l, const float **x, const int32_t **y);
+SDGP_API int64_t sdgp_loader_steps_per_epoch(const sdgp_loader *l);
+SDGP_API void sdgp_loader_destroy(sdgp_loader *l);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #ifndef SDGP_ISA_H
 #define SDGP_ISA_H
 
+#include "sdgp/export.h"
 #include "sdgp/status.h"
 
 #ifdef __cplusplus
@@ -23,21 +24,21 @@ typedef enum {
 } sdgp_isa;
 
 /* "ref", "avx2", "avx512" ("auto" for SDGP_ISA_AUTO). */
-const char *sdgp_isa_name(sdgp_isa isa);
+SDGP_API const char *sdgp_isa_name(sdgp_isa isa);
 
 /* Parses a name as above; returns SDGP_ERR_INVALID with a message for anything else. */
-sdgp_status sdgp_isa_parse(const char *name, sdgp_isa *out, sdgp_error *err);
+SDGP_API sdgp_status sdgp_isa_parse(const char *name, sdgp_isa *out, sdgp_error *err);
 
 /* 1 when this CPU (and OS) can run the path; SDGP_ISA_REF always. */
-int sdgp_isa_supported(sdgp_isa isa);
+SDGP_API int sdgp_isa_supported(sdgp_isa isa);
 
 /* The best supported path. */
-sdgp_isa sdgp_isa_best(void);
+SDGP_API sdgp_isa sdgp_isa_best(void);
 
 /* Turns a request into the path that will run: SDGP_ISA_AUTO becomes the SDGP_ISA environment
  * variable when set, else sdgp_isa_best(). Fails (SDGP_ERR_UNSUPPORTED / SDGP_ERR_INVALID) when
  * the request or the variable names a path this CPU cannot run or an unknown name. */
-sdgp_status sdgp_isa_resolve(sdgp_isa requested, sdgp_isa *out, sdgp_error *err);
+SDGP_API sdgp_status sdgp_isa_resolve(sdgp_isa requested, sdgp_isa *out, sdgp_error *err);
 
 #ifdef __cplusplus
 }

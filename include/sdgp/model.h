@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "sdgp/conv.h"
+#include "sdgp/export.h"
 #include "sdgp/prune.h"
 #include "sdgp/status.h"
 
@@ -32,15 +33,15 @@ typedef enum {
 
 /* Where SDGP prunes the data gradient of a 3x3 stride-1 conv (other convs: always the pixel
  * domain). PIXEL: dL/dO itself, N:M along channels at every pixel (the paper). WINOGRAD: the
- * F(2x2,3x3)-transformed dL/dO (include/sdgp/conv.h, sdgp_sparse_wino_*), a different estimator
+ * F(2x2,3x3)-transformed dL/dO (include/sdgp/sparse.h, sdgp_sparse_wino_*), a different estimator
  * whose kernel skips the pruned work inside the Winograd algorithm. AUTO: per layer the fastest
  * of the two domains and the dense kernel, measured at start (as SDGP_SPARSE_AUTO). */
 typedef enum { SDGP_DOMAIN_PIXEL = 0, SDGP_DOMAIN_WINOGRAD = 1, SDGP_DOMAIN_AUTO = 2 } sdgp_prune_domain;
 /* The names, indexed by the enum and NULL-terminated: "pixel", "winograd", "auto". */
-extern const char *const sdgp_prune_domain_names[];
+extern SDGP_API const char *const sdgp_prune_domain_names[];
 /* The name ("?" for other values), and the parse of those names. */
-const char *sdgp_prune_domain_name(sdgp_prune_domain d);
-sdgp_status sdgp_prune_domain_parse(const char *name, sdgp_prune_domain *out, sdgp_error *err);
+SDGP_API const char *sdgp_prune_domain_name(sdgp_prune_domain d);
+SDGP_API sdgp_status sdgp_prune_domain_parse(const char *name, sdgp_prune_domain *out, sdgp_error *err);
 
 typedef struct {
     sdgp_model_kind kind;
@@ -68,7 +69,7 @@ typedef struct {
  * no pruning, sparse AUTO, prune isa AUTO, conv algorithm AUTO with a workspace limit of
  * SDGP_CONV_WORKSPACE_MB_DEFAULT. */
 #define SDGP_CONV_WORKSPACE_MB_DEFAULT 48
-sdgp_model_config sdgp_model_config_default(void);
+SDGP_API sdgp_model_config sdgp_model_config_default(void);
 
 typedef struct sdgp_model sdgp_model;
 
@@ -76,9 +77,9 @@ typedef struct sdgp_model sdgp_model;
  * a = sqrt(5) for conv and linear; BN gamma 1, beta 0, running mean 0, var 1) from cfg->seed.
  * Errors: shapes that do not fit (too small an input for the model, n:m that does not divide a
  * layer's channels), memory. */
-sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sdgp_error *err);
-void sdgp_model_destroy(sdgp_model *m);
-const sdgp_model_config *sdgp_model_get_config(const sdgp_model *m);
+SDGP_API sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sdgp_error *err);
+SDGP_API void sdgp_model_destroy(sdgp_model *m);
+SDGP_API const sdgp_model_config *sdgp_model_get_config(const sdgp_model *m);
 
 /* Parameters, in a fixed order. Each tensor: name (e.g. "conv3.weight", "bn3.running_var"),
  * shape, data, grad (NULL for BN running stats), momentum buffer (NULL likewise), and whether
@@ -93,22 +94,22 @@ typedef struct {
     int trainable; /* 0 for BN running statistics */
 } sdgp_param;
 
-int sdgp_model_param_count(const sdgp_model *m);
-const sdgp_param *sdgp_model_param(const sdgp_model *m, int i);
-size_t sdgp_model_param_floats(const sdgp_model *m); /* trainable parameter count */
-size_t sdgp_model_activation_bytes(const sdgp_model *m);
+SDGP_API int sdgp_model_param_count(const sdgp_model *m);
+SDGP_API const sdgp_param *sdgp_model_param(const sdgp_model *m, int i);
+SDGP_API size_t sdgp_model_param_floats(const sdgp_model *m); /* trainable parameter count */
+SDGP_API size_t sdgp_model_activation_bytes(const sdgp_model *m);
 
 /* Forward on a batch x (B x H x W x C NHWC). train != 0: BatchNorm uses batch statistics and
  * updates running ones, and activations are kept for backward. Returns logits (B x classes),
  * valid until the next forward. */
-const float *sdgp_model_forward(sdgp_model *m, const float *x, int train);
+SDGP_API const float *sdgp_model_forward(sdgp_model *m, const float *x, int train);
 
 /* Backward from dlogits (B x classes): fills every trainable parameter's grad. step and the
  * model seed key the pruning randomness. Must follow a forward with train != 0. */
-sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t step, sdgp_error *err);
+SDGP_API sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t step, sdgp_error *err);
 
 /* SGD with momentum on every trainable parameter (weight decay where decay != 0). */
-void sdgp_model_sgd(sdgp_model *m, float lr, float momentum, float weight_decay, int nesterov);
+SDGP_API void sdgp_model_sgd(sdgp_model *m, float lr, float momentum, float weight_decay, int nesterov);
 
 /* Data-gradient statistics of the last backward, per conv layer (grad-stats): when enabled,
  * backward also computes the dense dL/dD and compares. */
@@ -121,32 +122,32 @@ typedef struct {
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
 } sdgp_layer_info;
-void sdgp_model_enable_grad_stats(sdgp_model *m, int on);
-int sdgp_model_conv_count(const sdgp_model *m);
-const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i);
+SDGP_API void sdgp_model_enable_grad_stats(sdgp_model *m, int on);
+SDGP_API int sdgp_model_conv_count(const sdgp_model *m);
+SDGP_API const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i);
 
 /* Per pruned layer with more than one allowed implementation (SPARSE_AUTO: dense or sparse;
  * DOMAIN_AUTO: also the Winograd domain), measures each (a few repetitions on random data,
  * pruning included) and keeps the fastest. Called by create when pruning is on.
  * It uses the activation buffers as its test data: do not call it between a forward and its
  * backward. */
-sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
+SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 
 /* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'w'
  * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, '-' not pruned (e.g.
  * "-sdwwsss"). Checkpoints store it, so a
  * resumed run uses the same kernels (their results differ in rounding) and stays bitwise exact. */
-void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);
+SDGP_API void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);
 /* Applies such a text (from sdgp_model_sparse_choice of the same configuration). */
-sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err);
+SDGP_API sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err);
 
 /* Per-layer times of the last forward/backward (ms), for `sdgp bench layers`: forward conv,
  * backward-data (dense or sparse), pruning, backward-weights, for each conv layer. */
 typedef struct {
     double fwd_ms, bwd_data_ms, prune_ms, bwd_weights_ms;
 } sdgp_layer_times;
-void sdgp_model_enable_timing(sdgp_model *m, int on);
-const sdgp_layer_times *sdgp_model_conv_times(const sdgp_model *m, int i);
+SDGP_API void sdgp_model_enable_timing(sdgp_model *m, int on);
+SDGP_API const sdgp_layer_times *sdgp_model_conv_times(const sdgp_model *m, int i);
 
 /* Inspection hook (tests, oracles): called during backward for every conv layer whose data
  * gradient is computed, with its dense dL/dO (dz) and the tensor the data-gradient product used
@@ -154,7 +155,7 @@ const sdgp_layer_times *sdgp_model_conv_times(const sdgp_model *m, int i);
  * dz_used is NULL for a layer pruned in the Winograd domain (the pruned tensor is the transformed
  * gradient, not dL/dO). */
 typedef void (*sdgp_dz_hook)(void *ctx, int conv_index, const float *dz, const float *dz_used, int64_t rows, int C);
-void sdgp_model_set_dz_hook(sdgp_model *m, sdgp_dz_hook hook, void *ctx);
+SDGP_API void sdgp_model_set_dz_hook(sdgp_model *m, sdgp_dz_hook hook, void *ctx);
 
 #ifdef __cplusplus
 }

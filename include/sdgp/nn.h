@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sdgp/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,69 +23,71 @@ extern "C" {
  * Training: batch mean and biased variance per channel normalise x; running stats are updated
  * in PyTorch's way: running = (1 - momentum) running + momentum * stat (unbiased var, rows/(rows-1)).
  * mean, rstd (C each) are saved for backward. */
-void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
-                                  const float *x, const float *gamma, const float *beta, int64_t rows, int C,
-                                  float momentum, float eps);
-void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
-                                 const float *running_mean, const float *running_var, int64_t rows, int C, float eps);
+SDGP_API void sdgp_batchnorm_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                           const float *x, const float *gamma, const float *beta, int64_t rows, int C,
+                                           float momentum, float eps);
+SDGP_API void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
+                                          const float *running_mean, const float *running_var, int64_t rows, int C,
+                                          float eps);
 /* dx (in place ok: dx == dy), dgamma, dbeta from dy, x and the saved mean, rstd. */
-void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-                             const float *mean, const float *rstd, const float *gamma, int64_t rows, int C);
+SDGP_API void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                      const float *mean, const float *rstd, const float *gamma, int64_t rows, int C);
 
 /* BatchNorm followed by ReLU, fused (one pass fewer each way); bitwise equal to the two layers.
  * Forward: y = relu(bn(x)). Backward: dy is dL/d(relu output), x the BatchNorm input; the ReLU
  * mask is recomputed from x, mean, rstd, gamma and beta exactly as the forward computed y, so y
  * need not be kept for backward; dx (in place ok: dx == dy), dgamma, dbeta as above. */
-void sdgp_batchnorm_relu_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
-                                       const float *x, const float *gamma, const float *beta, int64_t rows, int C,
-                                       float momentum, float eps);
+SDGP_API void sdgp_batchnorm_relu_forward_train(float *y, float *mean, float *rstd, float *running_mean,
+                                                float *running_var, const float *x, const float *gamma,
+                                                const float *beta, int64_t rows, int C, float momentum, float eps);
 /* y = relu(bn(x)) again from the statistics the training forward saved (mean, rstd) and the same
  * gamma, beta: bitwise the forward's y, so a model can drop y after forward and recompute it for
  * a weight gradient. */
-void sdgp_batchnorm_relu_recompute(float *y, const float *x, const float *mean, const float *rstd, const float *gamma,
-                                   const float *beta, int64_t rows, int C);
-void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-                                  const float *mean, const float *rstd, const float *gamma, const float *beta,
-                                  int64_t rows, int C);
+SDGP_API void sdgp_batchnorm_relu_recompute(float *y, const float *x, const float *mean, const float *rstd,
+                                            const float *gamma, const float *beta, int64_t rows, int C);
+SDGP_API void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                           const float *mean, const float *rstd, const float *gamma, const float *beta,
+                                           int64_t rows, int C);
 
 /* ---- ReLU (in place ok) ---- NaN propagates; backward masks by the forward OUTPUT y (y > 0). */
-void sdgp_relu_forward(float *y, const float *x, size_t n);
-void sdgp_relu_backward(float *dx, const float *dy, const float *y, size_t n);
+SDGP_API void sdgp_relu_forward(float *y, const float *x, size_t n);
+SDGP_API void sdgp_relu_backward(float *dx, const float *dy, const float *y, size_t n);
 
 /* ---- 2x2 max pool, stride 2, floor (odd H/W drop the last row/col, as PyTorch) ----
  * x: B x H x W x C, y: B x H/2 x W/2 x C, arg (same count as y): which of the 4 won (0..3,
  * first maximum wins). backward overwrites all of dx (zeros where nothing flowed). */
-void sdgp_maxpool2_forward(float *y, uint8_t *arg, const float *x, int B, int H, int W, int C);
-void sdgp_maxpool2_backward(float *dx, const float *dy, const uint8_t *arg, int B, int H, int W, int C);
+SDGP_API void sdgp_maxpool2_forward(float *y, uint8_t *arg, const float *x, int B, int H, int W, int C);
+SDGP_API void sdgp_maxpool2_backward(float *dx, const float *dy, const uint8_t *arg, int B, int H, int W, int C);
 
 /* ---- global max pool: y[b,c] = max over H*W of x[b,:,:,c]; arg = winning position (first) ---- */
-void sdgp_global_maxpool_forward(float *y, int32_t *arg, const float *x, int B, int HW, int C);
-void sdgp_global_maxpool_backward(float *dx, const float *dy, const int32_t *arg, int B, int HW, int C);
+SDGP_API void sdgp_global_maxpool_forward(float *y, int32_t *arg, const float *x, int B, int HW, int C);
+SDGP_API void sdgp_global_maxpool_backward(float *dx, const float *dy, const int32_t *arg, int B, int HW, int C);
 
 /* ---- elementwise ---- */
-void sdgp_add_forward(float *y, const float *a, const float *b, size_t n);   /* y = a + b (y may alias a or b) */
-void sdgp_accumulate(float *y, const float *x, size_t n);                    /* y += x */
-void sdgp_scale_forward(float *y, const float *x, float s, size_t n);        /* y = s x (in place ok) */
+SDGP_API void sdgp_add_forward(float *y, const float *a, const float *b, size_t n); /* y = a + b (y may alias a or b) */
+SDGP_API void sdgp_accumulate(float *y, const float *x, size_t n);                  /* y += x */
+SDGP_API void sdgp_scale_forward(float *y, const float *x, float s, size_t n);      /* y = s x (in place ok) */
 
 /* ---- linear: y[B,out] = x[B,in] W^T (+ b); W is out x in (PyTorch) ---- */
-void sdgp_linear_forward(float *y, const float *x, const float *w, const float *b, int B, int in, int out);
+SDGP_API void sdgp_linear_forward(float *y, const float *x, const float *w, const float *b, int B, int in, int out);
 /* dx (nullable), dw, db (nullable) overwritten. */
-void sdgp_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B,
-                          int in, int out);
+SDGP_API void sdgp_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                   int B, int in, int out);
 
 /* ---- softmax cross-entropy with label smoothing (PyTorch's definition) ----
  * loss_b = -sum_k q_k log softmax(z_b)_k, q = (1 - s) onehot(label) + s / K.
  * Returns the mean loss over B; dlogits (nullable) = (softmax - q) / B; correct (nullable)
  * receives the number of rows whose argmax (first maximum) equals the label. A label outside
  * 0..K-1 makes the loss NaN. Computed in double, with the row maximum subtracted. */
-double sdgp_softmax_xent(float *dlogits, int *correct, const float *logits, const int32_t *labels, int B, int K,
-                         float smoothing);
+SDGP_API double sdgp_softmax_xent(float *dlogits, int *correct, const float *logits, const int32_t *labels, int B,
+                                  int K, float smoothing);
 
 /* ---- SGD with momentum, PyTorch semantics ----
  * g' = g + wd w;  v = momentum v + g';  step = nesterov ? g' + momentum v : v;  w -= lr step.
  * (PyTorch's first step sets v = g'; with v initialised to 0 that is the same.)
  * momentum == 0: w -= lr g' and v is not used (may be NULL). */
-void sdgp_sgd_update(float *w, float *v, const float *g, size_t n, float lr, float momentum, float wd, int nesterov);
+SDGP_API void sdgp_sgd_update(float *w, float *v, const float *g, size_t n, float lr, float momentum, float wd,
+                              int nesterov);
 
 /* ---- learning-rate schedules, per iteration ---- */
 typedef enum {
@@ -104,7 +108,7 @@ typedef struct {
 } sdgp_schedule;
 
 /* Steps < 0 count as 0; REFERENCE and COSINE give 0 from total_steps on. */
-float sdgp_schedule_lr(const sdgp_schedule *s, int64_t step);
+SDGP_API float sdgp_schedule_lr(const sdgp_schedule *s, int64_t step);
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,21 @@
  * channel c -> g*C + c. A group uses the words of its draw blocks 0, 1, ... in order.
  * Deterministic functions (magnitude, rescaled) are bitwise equal across ISA paths too.
  *
+ * Shared masks (cfg->mask_block = K > 1, channel axis only; README "mask blocks"): the P positions of
+ * a sample form lines of cfg->mask_line consecutive positions (0: one line of P; P % mask_line == 0),
+ * and each line splits into blocks of K consecutive positions (the last block of a line may be
+ * shorter). All rows of a block keep the same n channels of every group, so a kernel can load
+ * each kept weight row once for the whole block. With s_i = the block's values of channel i:
+ *   random      one random n-subset per block (the Philox group of the block's first row);
+ *   magnitude   the n largest sum_r |s_i[r]| (float, row order); ties to the lower index, NaN first;
+ *   rescaled    that mask, then the factors of the scope computed from it;
+ *   mvue        P_i = min(1, c a_i), sum P_i = n, with a_i = ||s_i||_2 (the probabilities that
+ *               minimise the block's summed variance sum_i ||s_i||^2 (1/P_i - 1)), one systematic
+ *               sample per block (the uniform of its first row's group), kept x / P_i; a block
+ *               with at most n nonzero channels in a group keeps them as they are. Unbiased.
+ *   mvue-approx is not defined for blocks (SDGP_ERR_INVALID).
+ * The compressed form stores the block's kept set for every row of the block (a kept value may
+ * be 0), not the canonical padding of each row: rows of a block have equal indices.
  * Kernels: a portable reference, AVX2 and AVX-512 paths chosen by sdgp_isa_resolve(cfg->isa)
  * (so SDGP_ISA=ref|avx2|avx512 lowers AUTO). Vectorised: magnitude and rescaled on both axes
  * (channel axis: m | 8 on AVX2, every m on AVX-512); on AVX-512 also random n:4, mvue 1:4 and
@@ -52,6 +67,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sdgp/export.h"
 #include "sdgp/isa.h"
 #include "sdgp/status.h"
 
@@ -60,6 +76,8 @@ extern "C" {
 #endif
 
 #define SDGP_NM_MAX_M 64
+/* The largest cfg->mask_block. */
+#define SDGP_MASK_BLOCK_MAX 64
 
 typedef enum {
     SDGP_PRUNE_NONE = 0,       /* copy: no pruning */
@@ -89,22 +107,26 @@ typedef struct {
     uint32_t layer;
     sdgp_isa isa;             /* SDGP_ISA_AUTO: see sdgp_isa_resolve() */
     int threads;              /* 0: OpenMP default */
+    int mask_block;           /* rows sharing one mask (channel axis): 0 or 1 = a mask per row */
+    int64_t mask_line;        /* positions of a line that blocks do not cross; 0 = all P */
 } sdgp_prune_cfg;
 
-/* A default config: fn, n, m as given, channel axis, sample-channel scope, seed 0, AUTO ISA. */
-sdgp_prune_cfg sdgp_prune_cfg_make(sdgp_prune_fn fn, int n, int m);
+/* A default config: fn, n, m as given, channel axis, sample-channel scope, seed 0, AUTO ISA, a
+ * mask per row (mask_block 1). */
+SDGP_API sdgp_prune_cfg sdgp_prune_cfg_make(sdgp_prune_fn fn, int n, int m);
 
 /* Names used by the CLI and JSON: "none", "random", "magnitude", "rescaled", "mvue", "mvue-approx". */
-const char *sdgp_prune_fn_name(sdgp_prune_fn fn);
-sdgp_status sdgp_prune_fn_parse(const char *name, sdgp_prune_fn *out, sdgp_error *err);
+SDGP_API const char *sdgp_prune_fn_name(sdgp_prune_fn fn);
+SDGP_API sdgp_status sdgp_prune_fn_parse(const char *name, sdgp_prune_fn *out, sdgp_error *err);
 /* Parses "N:M" with the limits above; the message names the text. */
-sdgp_status sdgp_nm_parse(const char *text, int *n, int *m, sdgp_error *err);
+SDGP_API sdgp_status sdgp_nm_parse(const char *text, int *n, int *m, sdgp_error *err);
 
 /* The compressed N:M form consumed by the sparse kernels. Every group stores exactly n
  * (value, index) slots, kept positions in increasing index order; a group with fewer than n
  * nonzeros pads with its lowest-index zero positions (value = the dense value there, +-0.0; still
  * increasing, all < m), so strides are fixed. This is a function of the dense pruned group alone
- * (NaN counts as nonzero): sdgp_prune's nm equals sdgp_nm_compress of its dense output, bitwise.
+ * (NaN counts as nonzero): sdgp_prune's nm equals sdgp_nm_compress of its dense output, bitwise
+ * (with mask_block > 1: see above).
  * For n == m every position is a slot (values = x).
  *   axis CHANNEL: values/index are rows x (C/m*n), row-major; index[r*(C/m*n) + g*n + j] in
  *                 [0, m) is the offset of the kept channel within group g, i.e. channel g*m+index.
@@ -120,14 +142,15 @@ typedef struct {
 } sdgp_nm_tensor;
 
 /* Number of stored slots: rows*C/m*n. */
-size_t sdgp_nm_slots(const sdgp_nm_tensor *t);
+SDGP_API size_t sdgp_nm_slots(const sdgp_nm_tensor *t);
 /* Allocates values and index (64-byte aligned) for the given shape; validates n, m, divisibility
  * and overflow. Free with sdgp_nm_free (a zeroed struct is safe to free). */
-sdgp_status sdgp_nm_alloc(sdgp_nm_tensor *t, sdgp_axis axis, int n, int m, int64_t rows, int64_t C, sdgp_error *err);
-void sdgp_nm_free(sdgp_nm_tensor *t);
+SDGP_API sdgp_status sdgp_nm_alloc(sdgp_nm_tensor *t, sdgp_axis axis, int n, int m, int64_t rows, int64_t C,
+                                   sdgp_error *err);
+SDGP_API void sdgp_nm_free(sdgp_nm_tensor *t);
 
 /* Checks that n, m, B, P, C fit the axis and the limits; the message names what is wrong. */
-sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, int64_t C, sdgp_error *err);
+SDGP_API sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, int64_t C, sdgp_error *err);
 
 /* Prunes x (B x P x C, not modified) with cfg.
  *   out   (nullable): B x P x C dense pruned tensor; must not alias x.
@@ -141,17 +164,17 @@ sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, in
  * Errors: SDGP_ERR_INVALID (shape, n:m, NULL, overlap, nm of another shape), SDGP_ERR_UNSUPPORTED
  * (mvue-approx other than 2:4 / n == m, an ISA this CPU lacks), SDGP_ERR_NUMERIC (above),
  * SDGP_ERR_NOMEM. */
-sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C,
-                       float *out, sdgp_nm_tensor *nm, sdgp_error *err);
+SDGP_API sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C,
+                                float *out, sdgp_nm_tensor *nm, sdgp_error *err);
 
 /* Compressed -> dense (rows x C), zeros elsewhere. Equals sdgp_prune's dense output (a -0.0 that
  * random/MVUE wrote at a position not stored may come back as +0.0). SDGP_ERR_INVALID names a
  * slot whose index is >= m. Runs on OpenMP's default team. */
-sdgp_status sdgp_nm_decompress(const sdgp_nm_tensor *nm, float *out, sdgp_error *err);
+SDGP_API sdgp_status sdgp_nm_decompress(const sdgp_nm_tensor *nm, float *out, sdgp_error *err);
 
 /* Dense -> compressed, keeping the nonzeros of a tensor that already has at most n nonzeros per
  * group (SDGP_ERR_INVALID naming the group otherwise). Runs on OpenMP's default team. */
-sdgp_status sdgp_nm_compress(const float *x, sdgp_nm_tensor *nm, sdgp_error *err);
+SDGP_API sdgp_status sdgp_nm_compress(const float *x, sdgp_nm_tensor *nm, sdgp_error *err);
 
 #ifdef __cplusplus
 }

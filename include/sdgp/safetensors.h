@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sdgp/export.h"
 #include "sdgp/status.h"
 
 #ifdef __cplusplus
@@ -42,30 +43,30 @@ typedef struct {
  * unique and not "__metadata__", metadata keys unique and not "sdgp_crc32" (SDGP_ERR_INVALID).
  * On failure (SDGP_ERR_IO, naming path and the failing step) an existing file at path is untouched
  * and no temporary file is left behind. data may be NULL for empty tensors. */
-sdgp_status sdgp_safetensors_write(const char *path, const sdgp_st_tensor *tensors, int count,
-                                   const sdgp_st_meta *meta, int meta_count, sdgp_error *err);
+SDGP_API sdgp_status sdgp_safetensors_write(const char *path, const sdgp_st_tensor *tensors, int count,
+                                            const sdgp_st_meta *meta, int meta_count, sdgp_error *err);
 
 /* A file read fully into memory and validated (header JSON, offsets inside the file and not
  * overlapping, shapes matching byte counts, checksum when present). Damage is SDGP_ERR_FORMAT
  * with the file name; valid files of other dtypes (F16, BF16, ...) or more than 4 dims are
  * SDGP_ERR_UNSUPPORTED. */
 typedef struct sdgp_st_file sdgp_st_file;
-sdgp_status sdgp_safetensors_read(sdgp_st_file **out, const char *path, sdgp_error *err);
+SDGP_API sdgp_status sdgp_safetensors_read(sdgp_st_file **out, const char *path, sdgp_error *err);
 /* Parses a file already in memory (for fuzzing and tests); the bytes are copied. */
-sdgp_status sdgp_safetensors_parse(sdgp_st_file **out, const void *bytes, size_t size, sdgp_error *err);
-void sdgp_safetensors_free(sdgp_st_file *f);
+SDGP_API sdgp_status sdgp_safetensors_parse(sdgp_st_file **out, const void *bytes, size_t size, sdgp_error *err);
+SDGP_API void sdgp_safetensors_free(sdgp_st_file *f);
 
 /* Finds a tensor; returns NULL when absent. The returned struct points into f. */
-const sdgp_st_tensor *sdgp_safetensors_get(const sdgp_st_file *f, const char *name);
-int sdgp_safetensors_count(const sdgp_st_file *f);
-const sdgp_st_tensor *sdgp_safetensors_at(const sdgp_st_file *f, int i);
+SDGP_API const sdgp_st_tensor *sdgp_safetensors_get(const sdgp_st_file *f, const char *name);
+SDGP_API int sdgp_safetensors_count(const sdgp_st_file *f);
+SDGP_API const sdgp_st_tensor *sdgp_safetensors_at(const sdgp_st_file *f, int i);
 /* Metadata value for key, or NULL. */
-const char *sdgp_safetensors_meta(const sdgp_st_file *f, const char *key);
+SDGP_API const char *sdgp_safetensors_meta(const sdgp_st_file *f, const char *key);
 
 /* Copies tensor `name` into dst after checking dtype and shape (message names the tensor,
  * the expected and the found shape). */
-sdgp_status sdgp_safetensors_copy(const sdgp_st_file *f, const char *name, sdgp_dtype dtype, int ndim,
-                                  const int64_t *shape, void *dst, sdgp_error *err);
+SDGP_API sdgp_status sdgp_safetensors_copy(const sdgp_st_file *f, const char *name, sdgp_dtype dtype, int ndim,
+                                           const int64_t *shape, void *dst, sdgp_error *err);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #ifndef SDGP_STATUS_H
 #define SDGP_STATUS_H
 
+#include "sdgp/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,15 +30,15 @@ typedef struct {
 } sdgp_error;
 
 /* A short name of the code, e.g. "invalid argument". */
-const char *sdgp_status_name(sdgp_status code);
+SDGP_API const char *sdgp_status_name(sdgp_status code);
 
 /* Records code and a printf-style message in *err (when err is not NULL); returns code.
  * Typical use: `return sdgp_fail(err, SDGP_ERR_INVALID, "prune: n=%d > m=%d", n, m);` */
-sdgp_status sdgp_fail(sdgp_error *err, sdgp_status code, const char *fmt, ...)
+SDGP_API sdgp_status sdgp_fail(sdgp_error *err, sdgp_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Clears *err to SDGP_OK and an empty message (NULL is allowed). */
-void sdgp_error_clear(sdgp_error *err);
+SDGP_API void sdgp_error_clear(sdgp_error *err);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "sdgp/data.h"
+#include "sdgp/export.h"
 #include "sdgp/model.h"
 #include "sdgp/nn.h"
 #include "sdgp/status.h"
@@ -47,7 +48,7 @@ typedef struct {
 /* The reference recipe scaled to 15 epochs, ResNet-9 width 0.25, Fashion-MNIST from
  * /usr/share/datasets/fashion-mnist, batch 512, lr 0.5, momentum 0.9, wd 5e-4, smoothing 0.1,
  * flip + translate 2 + cutout 4, TTA on. */
-sdgp_train_config sdgp_train_config_default(void);
+SDGP_API sdgp_train_config sdgp_train_config_default(void);
 
 typedef struct {
     int64_t steps;
@@ -58,12 +59,12 @@ typedef struct {
 } sdgp_train_result;
 
 /* Runs the training; messages (progress, per-epoch lines) go to `out` (stderr if NULL). */
-sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FILE *out, sdgp_error *err);
+SDGP_API sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FILE *out, sdgp_error *err);
 
 /* Accuracy and mean loss (with the given smoothing) of model m on ds, in evaluation mode.
  * aug supplies the normalisation (augmentation flags are ignored); tta adds the mirror image. */
-sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta, float smoothing,
-                          double *loss, double *acc, sdgp_error *err);
+SDGP_API sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta,
+                                   float smoothing, double *loss, double *acc, sdgp_error *err);
 
 /* Checkpoints (safetensors): every parameter and BatchNorm statistic by name, the momentum
  * buffers as "momentum.<name>", and metadata: format, model configuration, the run's
@@ -76,24 +77,26 @@ typedef struct {
     float mean[4], std[4];
 } sdgp_checkpoint_state;
 
-sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sdgp_train_config *cfg,
-                                 const sdgp_checkpoint_state *state, sdgp_error *err);
+SDGP_API sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sdgp_train_config *cfg,
+                                          const sdgp_checkpoint_state *state, sdgp_error *err);
 /* Loads into a model built with the same configuration (a checkpoint of another model is an
  * error naming the mismatch). */
-sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoint_state *state, sdgp_error *err);
+SDGP_API sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoint_state *state,
+                                          sdgp_error *err);
 /* Reads only the run configuration of a checkpoint (to rebuild the model for resume or eval). */
-sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg, sdgp_error *err);
+SDGP_API sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg, sdgp_error *err);
 
 /* The run configuration as named fields. One table serves the command-line flags
  * (`--lr 0.5` sets "lr"), checkpoint metadata ("cfg.lr"), sweep files and logs.
  * sdgp_train_config_set parses and range-checks one field; the message names the key and value. */
-sdgp_status sdgp_train_config_set(sdgp_train_config *cfg, const char *key, const char *value, sdgp_error *err);
+SDGP_API sdgp_status sdgp_train_config_set(sdgp_train_config *cfg, const char *key, const char *value, sdgp_error *err);
 /* The number of fields, and field i's name, help text and current value (formatted into buf).
  * Returns NULL for i out of range. Values round-trip exactly through sdgp_train_config_set. */
-int sdgp_train_config_field_count(void);
-const char *sdgp_train_config_field(const sdgp_train_config *cfg, int i, const char **help, char *buf, size_t size);
+SDGP_API int sdgp_train_config_field_count(void);
+SDGP_API const char *sdgp_train_config_field(const sdgp_train_config *cfg, int i, const char **help, char *buf,
+                                             size_t size);
 /* Whether a field is a flag without value (booleans: "--tta" sets it to 1). */
-int sdgp_train_config_field_is_bool(int i);
+SDGP_API int sdgp_train_config_field_is_bool(int i);
 
 #ifdef __cplusplus
 }

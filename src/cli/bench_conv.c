@@ -34,6 +34,7 @@
 #include "cli/cli.h"
 #include "kernels/spconv_internal.h"
 #include "sdgp/conv.h"
+#include "sdgp/sparse.h"
 #include "sdgp/prune.h"
 
 #define MAX_LAYERS 16
@@ -78,6 +79,8 @@ static void usage(FILE *f) {
             "                       domain with pruning fused (winograd: 3x3 stride-1 layers only), per layer\n"
             "                       the faster of the two (auto), or a row for each (all; default)\n"
             "  --nm LIST            n:m patterns, comma separated (default 2:4,1:4,2:8,4:32)\n"
+            "  --mask-block P       rows sharing one mask (1 = a mask per row, default): P pixels of a row\n"
+            "                       of dO (pixel), P tiles of a tile row (winograd); magnitude pruning\n"
             "  --threads LIST       thread counts (default 1,2)\n"
             "  --repeat N           timed runs per measurement, median reported (default 5)\n"
             "  --isa auto|ref|avx2|avx512   sparse kernel path (default auto)\n"
@@ -92,7 +95,7 @@ typedef struct {
     int nlayers;
     int n[MAX_NM], m[MAX_NM], nnm;
     long threads[MAX_THREADS];
-    int nthreads, repeat, json, check, domains;
+    int nthreads, repeat, json, check, domains, mask_block;
     sdgp_isa isa;
 } options;
 
@@ -183,6 +186,7 @@ static int parse_options(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->repeat = 5;
     o->check = 1;
+    o->mask_block = 1;
     o->domains = DOM_ALL;
     o->isa = SDGP_ISA_AUTO;
     const char *model = "all", *nm = "2:4,1:4,2:8,4:32", *threads = "1,2", *shape = NULL;
@@ -196,7 +200,7 @@ static int parse_options(int argc, char **argv, options *o) {
             if (!strcmp(a, "--json")) o->json = 1;
             else o->check = !strcmp(a, "--check");
         } else if (!strcmp(a, "--model") || !strcmp(a, "--shape") || !strcmp(a, "--nm") || !strcmp(a, "--threads") ||
-                   !strcmp(a, "--repeat") || !strcmp(a, "--isa") || !strcmp(a, "--sdgp-domain")) {
+                   !strcmp(a, "--repeat") || !strcmp(a, "--isa") || !strcmp(a, "--sdgp-domain") || !strcmp(a, "--mask-block")) {
             if (!val) {
                 fprintf(stderr, "sdgp: %s needs a value\n", a);
                 return -1;
@@ -211,6 +215,9 @@ static int parse_options(int argc, char **argv, options *o) {
             } else if (!strcmp(a, "--repeat")) {
                 if (!cli_parse_int(a, val, 1, MAX_REPEAT, &v)) return -1;
                 o->repeat = (int)v;
+            } else if (!strcmp(a, "--mask-block")) {
+                if (!cli_parse_int(a, val, 1, SDGP_MASK_BLOCK_MAX, &v)) return -1;
+                o->mask_block = (int)v;
             } else {
                 sdgp_error e;
                 if (sdgp_isa_parse(val, &o->isa, &e) != SDGP_OK) {
@@ -354,6 +361,8 @@ static sdgp_status time_rounds(bench_ctx *c, const options *o, int threads, sdgp
         for (int i = 0; i < o->nnm; i++) {
             sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, o->n[i], o->m[i]);
             cfg.threads = threads;
+            cfg.mask_block = o->mask_block;
+            cfg.mask_line = g->Wo; /* pixel domain: blocks along a row of dO */
             if (c->plan[i]) {
                 t0 = cli_now();
                 if ((st = sdgp_prune(&cfg, c->dO, g->B, (int64_t)g->Ho * g->Wo, g->Cout, NULL, &c->nm[i], e)) != SDGP_OK)
@@ -457,9 +466,9 @@ static void print_row(const options *o, const layer_times *t, int i, int domain,
     char b1[32], b2[32], b3[32], b4[32];
     if (o->json) {
         printf("{\"layer\":\"%s\",\"shape\":\"%d,%d,%d,%d,%d,%d,%d,%d\",\"count\":%d,\"nm\":\"%d:%d\",\"threads\":%d,"
-               "\"isa\":\"%s\",\"domain\":\"%s\",",
+               "\"isa\":\"%s\",\"domain\":\"%s\",\"mask_block\":%d,",
                l->name, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->stride, l->pad, l->count, o->n[i], o->m[i],
-               t->threads, d->isa, domain_name(domain));
+               t->threads, d->isa, domain_name(domain), o->mask_block);
         if (domain == DOM_AUTO) printf("\"auto_pick\":\"%s\",", pick_wino ? "winograd" : "pixel");
         printf("\"dense_ms\":%.3f,\"dense_direct_ms\":%.3f,\"dense_winograd_ms\":%s,\"best_dense_ms\":%.3f,"
                "\"sparse_ms\":%.3f,\"prune_ms\":%.3f,\"speedup\":%.3f,\"speedup_vs_best\":%.3f,\"gflops_useful\":%.2f,"
@@ -595,10 +604,10 @@ static void print_total(const options *o, const total *t, const char *isa) {
     char b1[32], note[64] = "";
     const double wino = t->wino_missing ? -1 : t->wino; /* a partial sum would compare unlike sets */
     if (o->json) {
-        printf("{\"layer\":\"%s/total\",\"nm\":\"%d:%d\",\"threads\":%d,\"isa\":\"%s\",\"domain\":\"%s\",\"dense_ms\":%.3f,"
+        printf("{\"layer\":\"%s/total\",\"nm\":\"%d:%d\",\"threads\":%d,\"isa\":\"%s\",\"domain\":\"%s\",\"mask_block\":%d,\"dense_ms\":%.3f,"
                "\"dense_direct_ms\":%.3f,\"dense_winograd_ms\":%s,\"best_dense_ms\":%.3f,\"sparse_ms\":%.3f,"
                "\"prune_ms\":%.3f,\"speedup\":%.3f,\"speedup_vs_best\":%.3f,\"layers\":%d,\"model_layers\":%d",
-               t->model, t->n, t->m, t->threads, isa, domain_name(t->domain), t->direct, t->direct,
+               t->model, t->n, t->m, t->threads, isa, domain_name(t->domain), o->mask_block, t->direct, t->direct,
                num_or(b1, sizeof b1, "%.3f", wino, "null"), t->best, t->sparse, t->prune, vs_direct, vs_best, t->layers, all);
         if (t->domain == DOM_AUTO) printf(",\"auto_winograd_layers\":%d", t->picked_wino);
         printf("}\n");

@@ -40,6 +40,8 @@ typedef struct {
     int conv_ws_mb;
     sdgp_prune_domain domains[SDGP_DOMAIN_AUTO + 1]; /* each measured in the same run */
     int n_domains;
+    long blocks[8]; /* --mask-block list, each measured in the same run */
+    int n_blocks;
     int batch; /* 0: each model's own batch */
 } options;
 
@@ -210,6 +212,7 @@ static void usage(FILE *f, const char *cmd) {
             "  --conv-algo A          our dense convolutions: direct | winograd | auto [%s]\n"
             "  --conv-workspace MB    workspace limit per conv pass (0: none) [%d]\n"
             "  --sdgp-domain LIST     where SDGP prunes 3x3 layers: pixel | winograd | auto, or a list [%s]\n"
+            "  --mask-block LIST      rows sharing one N:M mask (1: a mask per row), or a list, e.g. 1,4,8 [%d]\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
@@ -222,6 +225,7 @@ static void usage(FILE *f, const char *cmd) {
                   "pruning and backward-weights times, from timed training steps.",
             strcmp(cmd, "step") == 0 ? "none" : "magnitude", sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
             sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
+            sdgp_model_config_default().prune.mask_block,
             default_torch_script());
 }
 
@@ -237,6 +241,8 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->conv_ws_mb = sdgp_model_config_default().conv_workspace_mb;
     o->domains[0] = sdgp_model_config_default().domain;
     o->n_domains = 1;
+    o->blocks[0] = sdgp_model_config_default().prune.mask_block;
+    o->n_blocks = 1;
     if (layers) o->fns[o->n_fns++] = SDGP_PRUNE_MAGNITUDE;
     const char *nm_list = "2:4,1:4,2:8,4:32";
     for (int i = 1; i < argc; i++) {
@@ -263,6 +269,11 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         } else if (!strcmp(a, "--python")) o->python = v, i++;
         else if (!strcmp(a, "--torch-script")) o->torch_script = v, i++;
         else if (!strcmp(a, "--nm")) nm_list = v, i++;
+        else if (!strcmp(a, "--mask-block")) {
+            o->n_blocks = cli_parse_int_list(a, v, 1, SDGP_MASK_BLOCK_MAX, o->blocks, 8);
+            if (!o->n_blocks) return 0;
+            i++;
+        }
         else if (!strcmp(a, "--sdgp-domain")) {
             char buf[64];
             snprintf(buf, sizeof buf, "%s", v);
@@ -365,10 +376,11 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                    bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, ours.rss_mb);
         fflush(stdout);
         for (int f = 0; f < o.n_fns; f++)
-            for (int q = 0; q < o.n_nm * o.n_domains; q++) { /* each n:m, then each domain */
-                const int k = q / o.n_domains, di = q % o.n_domains;
+            for (int q = 0; q < o.n_nm * o.n_domains * o.n_blocks; q++) { /* each n:m, then each domain, block */
+                const int k = q / (o.n_domains * o.n_blocks), di = q / o.n_blocks % o.n_domains, bi = q % o.n_blocks;
                 sdgp_model_config pc = mc;
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
+                pc.prune.mask_block = (int)o.blocks[bi];
                 pc.domain = o.domains[di];
                 result sd;
                 if (!run_child_ours(&pc, o.steps, 0, &sd)) {
@@ -378,14 +390,14 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 }
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                           "\"sdgp_domain\":\"%s\",\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
+                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
                            "\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f}\n",
                            bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
-                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
+                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
                            torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb);
                 else
-                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s %8.1f ms  vs our dense x%.3f  kernels %s%s", bm->name,
-                           sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), sd.ms,
+                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d %8.1f ms  vs our dense x%.3f  kernels %s%s", bm->name,
+                           sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sd.ms,
                            ours.ms / sd.ms, sd.kernels, o.torch ? "" : "\n");
                 if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd.ms);
                 fflush(stdout);
@@ -414,10 +426,11 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
             return 1;
         }
         for (int f = 0; f < o.n_fns; f++)
-            for (int q = 0; q < o.n_nm * o.n_domains; q++) { /* each n:m, then each domain */
-                const int k = q / o.n_domains, di = q % o.n_domains;
+            for (int q = 0; q < o.n_nm * o.n_domains * o.n_blocks; q++) { /* each n:m, then each domain, block */
+                const int k = q / (o.n_domains * o.n_blocks), di = q / o.n_blocks % o.n_domains, bi = q % o.n_blocks;
                 sdgp_model_config pc = mc;
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
+                pc.prune.mask_block = (int)o.blocks[bi];
                 pc.sparse = SDGP_SPARSE_ON;
                 pc.domain = o.domains[di];
                 result sp;
@@ -429,10 +442,10 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                     const double *d = dense.layer[l], *s = sp.layer[l];
                     if (o.json)
                         printf("{\"model\":\"%s\",\"layer\":\"conv%d\",\"threads\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                               "\"sdgp_domain\":\"%s\",\"kernel\":\"%s\",\"fwd_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,"
+                               "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"kernel\":\"%s\",\"fwd_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,"
                                "\"bwd_data_sparse_ms\":%.3f,\"prune_ms\":%.3f,\"bwd_weights_ms\":%.3f}\n",
                                bm->name, l, o.threads, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
-                               sdgp_prune_domain_name(pc.domain), sp.kernel_name[l], d[0], d[1], l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
+                               sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sp.kernel_name[l], d[0], d[1], l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
                     else
                         printf("%-24s conv%d  %s %d:%d  fwd %7.2f  bwd-data dense %7.2f  %-8s %7.2f (+prune %5.2f)  "
                                "bwd-weights %7.2f ms\n",

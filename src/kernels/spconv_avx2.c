@@ -60,3 +60,61 @@ void spconv_tile_avx2(const spconv_tile *t) {
     default: tile_nv(t, 4); break;
     }
 }
+
+/* ---- shared masks (spconv_internal.h): the AVX-512 design (spconv_avx512.c) with ymm vectors;
+ * NX*NV <= 8 accumulators + NV panel vectors + a broadcast fit the 16 registers. ---- */
+typedef float float_alias __attribute__((may_alias));
+
+static inline __attribute__((always_inline)) void shared_nx(const spconv_tile *t, const int NX, const int NV) {
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * (NV - 1)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const int ne = t->ne;
+    for (int zy = 0; zy < t->nz * t->ny; zy++) {
+        const int z = zy / t->ny, y = zy % t->ny;
+        const spconv_entry *pix = t->ent + y * t->e_sy + z * t->e_sz;
+        __m256 acc[SPCONV_SHARED_MAX_NX][4];
+        for (int x = 0; x < NX; x++)
+            for (int q = 0; q < NV; q++) acc[x][q] = _mm256_setzero_ps();
+        for (int tap = 0; tap < t->ntaps; tap++) {
+            const spconv_entry *E = pix + t->tap_ent[tap];
+            const char *panel = (const char *)t->tap_panel[tap];
+            for (int e = 0; e < ne; e++) {
+                const float *w = (const float *)(panel + spconv_entry_offset(E[e]));
+                __m256 wv[4];
+                for (int q = 0; q < NV; q++) wv[q] = _mm256_load_ps(w + 8 * q);
+                for (int x = 0; x < NX; x++) {
+                    const __m256 v = _mm256_broadcast_ss((const float_alias *)(E + x * t->e_sx + e));
+                    for (int q = 0; q < NV; q++) acc[x][q] = _mm256_fmadd_ps(v, wv[q], acc[x][q]);
+                }
+            }
+        }
+        for (int x = 0; x < NX; x++) {
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
+            if (!t->overwrite) {
+                for (int q = 0; q < NV - 1; q++) acc[x][q] = _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), acc[x][q]);
+                acc[x][NV - 1] = _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), acc[x][NV - 1]);
+            }
+            for (int q = 0; q < NV - 1; q++) _mm256_storeu_ps(d + 8 * q, acc[x][q]);
+            _mm256_maskstore_ps(d + 8 * (NV - 1), tail, acc[x][NV - 1]);
+        }
+    }
+}
+
+#define SHARED_CASE(NX, NV) \
+    case NX: shared_nx(t, NX, NV); return;
+
+void spconv_tile_shared_avx2(const spconv_tile *t) {
+    switch ((t->ncols + 7) / 8) {
+    case 1:
+        switch (t->nx) { SHARED_CASE(1, 1) SHARED_CASE(2, 1) SHARED_CASE(3, 1) SHARED_CASE(4, 1) SHARED_CASE(5, 1) SHARED_CASE(6, 1) SHARED_CASE(7, 1) SHARED_CASE(8, 1) }
+        return;
+    case 2:
+        switch (t->nx) { SHARED_CASE(1, 2) SHARED_CASE(2, 2) SHARED_CASE(3, 2) SHARED_CASE(4, 2) }
+        return;
+    case 3:
+        switch (t->nx) { SHARED_CASE(1, 3) SHARED_CASE(2, 3) }
+        return;
+    default:
+        switch (t->nx) { SHARED_CASE(1, 4) SHARED_CASE(2, 4) }
+        return;
+    }
+}

@@ -75,3 +75,64 @@ void spconv_tile_avx512(const spconv_tile *t) {
     default: tile_nv(t, 8); break;
     }
 }
+
+/* ---- shared masks (spconv_internal.h): nx pixels share the offsets of pixel x = 0 ----
+ * Per entry: NV panel vectors loaded once into registers, then per pixel one broadcast of its
+ * value from memory and NV register-only FMAs: NX*NV FMAs for NV + NX loads, where the per-row
+ * kernel needs a load per FMA. NX*NV <= 24 accumulators (one chain each; >= 8 chains cover the FMA
+ * latency when NX*NV >= 8). */
+typedef float float_alias __attribute__((may_alias));
+
+static inline __attribute__((always_inline)) void shared_nx(const spconv_tile *t, const int NX, const int NV) {
+    const __mmask16 tail = (__mmask16)(0xFFFFu >> (16 * NV - t->ncols));
+    const int ne = t->ne;
+    for (int zy = 0; zy < t->nz * t->ny; zy++) {
+        const int z = zy / t->ny, y = zy % t->ny;
+        const spconv_entry *pix = t->ent + y * t->e_sy + z * t->e_sz;
+        __m512 acc[SPCONV_SHARED_MAX_NX][4];
+        for (int x = 0; x < NX; x++)
+            for (int q = 0; q < NV; q++) acc[x][q] = _mm512_setzero_ps();
+        for (int tap = 0; tap < t->ntaps; tap++) {
+            const spconv_entry *E = pix + t->tap_ent[tap];
+            const char *panel = (const char *)t->tap_panel[tap];
+            for (int e = 0; e < ne; e++) {
+                const float *w = (const float *)(panel + spconv_entry_offset(E[e]));
+                __m512 wv[4];
+                for (int q = 0; q < NV; q++) wv[q] = _mm512_load_ps(w + 16 * q);
+                for (int x = 0; x < NX; x++) {
+                    const __m512 v = _mm512_set1_ps(*(const float_alias *)(E + x * t->e_sx + e));
+                    for (int q = 0; q < NV; q++) acc[x][q] = _mm512_fmadd_ps(v, wv[q], acc[x][q]);
+                }
+            }
+        }
+        for (int x = 0; x < NX; x++) {
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
+            if (!t->overwrite) {
+                for (int q = 0; q < NV - 1; q++) acc[x][q] = _mm512_add_ps(_mm512_loadu_ps(d + 16 * q), acc[x][q]);
+                acc[x][NV - 1] = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, d + 16 * (NV - 1)), acc[x][NV - 1]);
+            }
+            for (int q = 0; q < NV - 1; q++) _mm512_storeu_ps(d + 16 * q, acc[x][q]);
+            _mm512_mask_storeu_ps(d + 16 * (NV - 1), tail, acc[x][NV - 1]);
+        }
+    }
+}
+
+#define SHARED_CASE(NX, NV) \
+    case NX: shared_nx(t, NX, NV); return;
+
+void spconv_tile_shared_avx512(const spconv_tile *t) {
+    switch ((t->ncols + 15) / 16) {
+    case 1:
+        switch (t->nx) { SHARED_CASE(1, 1) SHARED_CASE(2, 1) SHARED_CASE(3, 1) SHARED_CASE(4, 1) SHARED_CASE(5, 1) SHARED_CASE(6, 1) SHARED_CASE(7, 1) SHARED_CASE(8, 1) }
+        return;
+    case 2:
+        switch (t->nx) { SHARED_CASE(1, 2) SHARED_CASE(2, 2) SHARED_CASE(3, 2) SHARED_CASE(4, 2) SHARED_CASE(5, 2) SHARED_CASE(6, 2) SHARED_CASE(7, 2) SHARED_CASE(8, 2) }
+        return;
+    case 3:
+        switch (t->nx) { SHARED_CASE(1, 3) SHARED_CASE(2, 3) SHARED_CASE(3, 3) SHARED_CASE(4, 3) SHARED_CASE(5, 3) SHARED_CASE(6, 3) SHARED_CASE(7, 3) SHARED_CASE(8, 3) }
+        return;
+    default:
+        switch (t->nx) { SHARED_CASE(1, 4) SHARED_CASE(2, 4) SHARED_CASE(3, 4) SHARED_CASE(4, 4) SHARED_CASE(5, 4) SHARED_CASE(6, 4) }
+        return;
+    }
+}

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sdgp/conv.h"
+#include "sdgp/sparse.h"
 
 /* Panels store rows of ldp = round_up(nr, SPCONV_LDP_ALIGN) floats for every column block (the
  * narrower last block too, so one entry offset serves all blocks), 64-byte aligned, zero padded:
@@ -82,12 +83,32 @@ typedef struct {
 
 typedef void (*spconv_tile_fn)(const spconv_tile *t);
 
-/* One ISA's kernels. nr: the widest column block the tile kernel takes. */
+/* Shared masks (mask blocks, README.md): the tile_shared kernels compute the same sum for calls
+ * whose nx pixels share their entries' offsets: for every (y, z) and tap, entry e of pixel
+ * (x, y, z) has the panel offset of entry e of pixel (0, y, z) (values differ). They read the
+ * offsets of x = 0 only and load each panel row into registers once for all nx pixels, so the
+ * FMAs need no loads of their own (the per-row kernel's bound). Limits: ncols <=
+ * SPCONV_SHARED_MAX_NR and nx <= spconv_shared_nx(k, ncols). Summation: per pixel, taps in list
+ * order, entries in index order, one chain per vector; so a pixel's result does not depend on nx
+ * (nor on the caller's split of a block into calls). */
+#define SPCONV_SHARED_MAX_NR 64
+#define SPCONV_SHARED_MAX_NX 8
+
+/* One ISA's kernels. nr: the widest column block the tile kernel takes; vec: floats per vector;
+ * shared_acc: vector accumulators tile_shared may hold (nx * vectors of a row). */
 typedef struct {
     sdgp_isa isa;
     int nr;
     spconv_tile_fn tile;
+    spconv_tile_fn tile_shared;
+    int vec, shared_acc;
 } spconv_kernels;
+
+/* The most pixels one tile_shared call may take at this column width. */
+static inline int spconv_shared_nx(const spconv_kernels *k, int ncols) {
+    const int nv = (ncols + k->vec - 1) / k->vec, nx = k->shared_acc / nv;
+    return nx < SPCONV_SHARED_MAX_NX ? nx : SPCONV_SHARED_MAX_NX;
+}
 
 /* The kernels of a resolved ISA path (spconv.c: the one table of micro-kernels and widths). */
 const spconv_kernels *spconv_kernels_for(sdgp_isa isa);
@@ -100,6 +121,9 @@ sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_
 void spconv_tile_ref(const spconv_tile *t);
 void spconv_tile_avx2(const spconv_tile *t);
 void spconv_tile_avx512(const spconv_tile *t);
+void spconv_tile_shared_ref(const spconv_tile *t);
+void spconv_tile_shared_avx2(const spconv_tile *t);
+void spconv_tile_shared_avx512(const spconv_tile *t);
 
 /* Blocking parameters of a plan (chosen in create; overridable for tuning experiments). */
 typedef struct {

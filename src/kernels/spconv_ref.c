@@ -24,3 +24,30 @@ void spconv_tile_ref(const spconv_tile *t) {
             for (int c = 0; c < ncols; c++) d[c] = t->overwrite ? acc[c] : d[c] + acc[c];
         }
 }
+
+/* Shared masks (spconv_internal.h): the offsets of pixel (0, y, z), each pixel's own values, one
+ * sum per pixel in entry order (the vector kernels' order, up to their FMA rounding). */
+void spconv_tile_shared_ref(const spconv_tile *t) {
+    const int ncols = t->ncols, ne = t->ne;
+    float acc[SPCONV_SHARED_MAX_NX][NR_MAX];
+    for (int zy = 0; zy < t->nz * t->ny; zy++) {
+        const int z = zy / t->ny, y = zy % t->ny;
+        for (int x = 0; x < t->nx; x++)
+            for (int c = 0; c < ncols; c++) acc[x][c] = 0.0f;
+        for (int tap = 0; tap < t->ntaps; tap++) {
+            const spconv_entry *E = t->ent + t->tap_ent[tap] + y * t->e_sy + z * t->e_sz;
+            const char *panel = (const char *)t->tap_panel[tap];
+            for (int e = 0; e < ne; e++) {
+                const float *w = (const float *)(panel + spconv_entry_offset(E[e]));
+                for (int x = 0; x < t->nx; x++) {
+                    const float v = spconv_entry_value(E[x * t->e_sx + e]);
+                    for (int c = 0; c < ncols; c++) acc[x][c] += v * w[c];
+                }
+            }
+        }
+        for (int x = 0; x < t->nx; x++) {
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
+            for (int c = 0; c < ncols; c++) d[c] = t->overwrite ? acc[x][c] : d[c] + acc[x][c];
+        }
+    }
+}

@@ -1,5 +1,5 @@
 /* SDGP in the Winograd domain: F(2x2,3x3) backward-data with N:M pruning of the transformed
- * gradient V (include/sdgp/conv.h states what is computed; README.md has the design and the
+ * gradient V (include/sdgp/sparse.h states what is computed; README.md has the design and the
  * measurements).
  *
  * Backward-data of a 3x3 stride-1 convolution with padding p is the 3x3 correlation of dO, padded
@@ -193,6 +193,8 @@ typedef struct {
     const sdgp_prune_cfg *cfg;
     sdgp_philox_key key;
     int identity; /* n == m: every value kept (fn NONE needs such a plan) */
+    int block;    /* tiles of a tile row sharing one mask (1: a mask per row) */
+    const prune_kernels *pk; /* the plan's ISA kernels, or the shared-mask ones */
     const float *cscale;
 } wino_prune;
 
@@ -214,6 +216,9 @@ static prune_job image_job(const sdgp_sparse_wino *p, const wino_prune *wp, cons
     j.idx = idx;
     j.key = wp->key;
     j.group0 = (uint64_t)(((int64_t)e * p->g.B + b) * p->T) * (uint64_t)(p->g.Cout / p->m);
+    j.block = wp->block;
+    j.line = p->tw;
+    j.rank = p->pk;
     return j;
 }
 
@@ -226,25 +231,25 @@ static int prune_image(const sdgp_sparse_wino *p, const wino_prune *wp, unsigned
         prune_identity_rows(&j, 0, rows);
         return 0;
     }
-    if (wp->cfg->fn != SDGP_PRUNE_RESCALED) return p->pk->prune(&j, 0, rows);
+    if (wp->cfg->fn != SDGP_PRUNE_RESCALED) return wp->pk->prune(&j, 0, rows);
     j.scale_bstride = 0;
     if (wp->cscale) { /* channel scope: factors of the whole call */
         j.scale = wp->cscale;
-        return p->pk->prune(&j, 0, rows);
+        return wp->pk->prune(&j, 0, rows);
     }
     /* sample-channel scope: the image's sums (leaving keep masks), its factors, then the rows */
     double *dense = (double *)(tb + p->o_dense), *kept = (double *)(tb + p->o_kept);
     float *scale = (float *)(tb + p->o_scale);
     j.keep = (uint16_t *)(tb + p->o_keep);
     j.keep_r0 = 0;
-    p->pk->sums(&j, 0, dense, kept);
+    wp->pk->sums(&j, 0, dense, kept);
     int bad = 0;
     for (int64_t c = 0; c < C; c++) {
         bad |= !isfinite(dense[c]);
         scale[c] = prune_rescale_factor(dense[c], kept[c]);
     }
     j.scale = scale;
-    return p->pk->prune(&j, 0, rows) | bad;
+    return wp->pk->prune(&j, 0, rows) | bad;
 }
 
 /* Rescaled, channel scope: one factor per output channel over every (e, b, tile), from per-image
@@ -260,7 +265,7 @@ static int channel_scope_factors(sdgp_sparse_wino *p, const wino_prune *wp, cons
         p->loops->transform(p, v, dO, b, e);
         prune_job j = image_job(p, wp, v, NULL, NULL, b, e);
         j.keep = (uint16_t *)(tb + p->o_keep);
-        p->pk->sums(&j, 0, p->csums + eb * 2 * C, p->csums + (eb * 2 + 1) * C);
+        wp->pk->sums(&j, 0, p->csums + eb * 2 * C, p->csums + (eb * 2 + 1) * C);
     }
     int bad = 0;
     for (int64_t c = 0; c < C; c++) {
@@ -273,6 +278,27 @@ static int channel_scope_factors(sdgp_sparse_wino *p, const wino_prune *wp, cons
         p->cscale[c] = prune_rescale_factor(d, k);
     }
     return bad;
+}
+
+/* The call t (all rows of the unit) with shared masks: blocks of `block` tiles along each tile
+ * row, each split evenly into calls of at most spconv_shared_nx pixels; one call covers the same
+ * columns of every tile row of the unit (ny = rows / tw lines). */
+static void gemm_shared(const sdgp_sparse_wino *p, const spconv_tile *all, int block, int64_t nimg) {
+    const int nxmax = spconv_shared_nx(&p->k, all->ncols);
+    spconv_tile t = *all;
+    t.ny = (int)(nimg * p->th);
+    t.dd_sy = p->tw * all->dd_sx;
+    t.e_sy = p->tw * all->e_sx;
+    for (int x0 = 0; x0 < p->tw; x0 += block) {
+        const int len = p->tw - x0 < block ? p->tw - x0 : block, parts = (len + nxmax - 1) / nxmax;
+        for (int part = 0; part < parts; part++) {
+            const int s0 = x0 + len * part / parts, s1 = x0 + len * (part + 1) / parts;
+            t.dd = all->dd + s0 * all->dd_sx;
+            t.ent = all->ent + s0 * all->e_sx;
+            t.nx = s1 - s0;
+            p->k.tile_shared(&t);
+        }
+    }
 }
 
 /* One work unit: images [b0, b1). First every element's V rows are transformed, pruned and
@@ -313,7 +339,10 @@ static int run_unit(const sdgp_sparse_wino *p, const wino_prune *wp, float *dD, 
                     spconv_tile t = {.dd = M + bb * rows * p->ldp, .dd_sx = p->ldp, .ent = ent + e * rows * slots, .e_sx = slots,
                                      .ntaps = 1, .tap_ent = &tap_ent, .tap_panel = &tap_panel, .ne = (int)(kc / p->m * p->n),
                                      .nx = (int)rows, .ny = 1, .nz = 1, .ncols = (int)ncols, .overwrite = k0 == 0};
-                    p->k.tile(&t);
+                    if (wp->block > 1)
+                        gemm_shared(p, &t, wp->block, nimg);
+                    else
+                        p->k.tile(&t);
                 }
             }
             p->loops->scatter_row(p, dD, M, b0, nimg, a, c0, ncols, ai == 0);
@@ -330,12 +359,17 @@ sdgp_status sdgp_sparse_wino_data(sdgp_sparse_wino *p, float *dD, const float *d
     if (cfg->n != p->n || cfg->m != p->m || cfg->axis != SDGP_AXIS_CHANNEL)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_wino_data: pruning %d:%d along %s, but the plan was made for %d:%d along channels",
                          cfg->n, cfg->m, cfg->axis == SDGP_AXIS_CHANNEL ? "channels" : "rows", p->n, p->m);
-    sdgp_status st = sdgp_prune_check(cfg, (int64_t)WE * p->g.B, p->T, p->g.Cout, err);
+    /* blocks are tiles of a tile row: the line is tw whatever the caller's (pixel) line */
+    sdgp_prune_cfg vcfg = *cfg;
+    vcfg.mask_line = p->tw;
+    sdgp_status st = sdgp_prune_check(&vcfg, (int64_t)WE * p->g.B, p->T, p->g.Cout, err);
     if (st != SDGP_OK) return st;
     if (cfg->fn == SDGP_PRUNE_NONE && cfg->n != cfg->m)
         return sdgp_fail(err, SDGP_ERR_INVALID,
                          "sparse_wino_data: fn none keeps every value, so it needs a plan with n = m (this one is %d:%d)", p->n, p->m);
-    wino_prune wp = {.cfg = cfg, .key = sdgp_philox_make_key(cfg->seed, cfg->step, cfg->layer), .identity = cfg->n == cfg->m};
+    wino_prune wp = {.cfg = cfg, .key = sdgp_philox_make_key(cfg->seed, cfg->step, cfg->layer), .identity = cfg->n == cfg->m,
+                     .block = cfg->mask_block > 1 ? cfg->mask_block : 1};
+    wp.pk = wp.block > 1 ? &prune_kernels_block : p->pk;
     int bad = 0;
     if (!wp.identity && cfg->fn == SDGP_PRUNE_RESCALED && cfg->scope == SDGP_SCOPE_CHANNEL) {
         if (!p->csums) {

@@ -507,6 +507,8 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     if (cfg->num_classes < 2 || cfg->num_classes > 100000)
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: %d classes out of range [2, 100000]", cfg->num_classes);
     if (!(cfg->width > 0.0f && cfg->width <= 16.0f)) return sdgp_fail(err, SDGP_ERR_INVALID, "model: width %g out of range (0, 16]", cfg->width);
+    if (cfg->prune.mask_block < 0 || cfg->prune.mask_block > SDGP_MASK_BLOCK_MAX)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: mask block %d is out of range [1, %d]", cfg->prune.mask_block, SDGP_MASK_BLOCK_MAX);
     if (cfg->prune.fn != SDGP_PRUNE_NONE) {
         sdgp_status st = sdgp_prune_check(&cfg->prune, 1, 1, cfg->prune.m, err);
         if (st != SDGP_OK) return st;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "model/model_internal.h"
+#include "sdgp/sparse.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -28,7 +29,9 @@ static sdgp_status prune_pixels(sdgp_model *m, const op *o, const float *dz, con
     double t0 = now_ms();
     m->nm.rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     m->nm.C = o->geom.Cout;
-    sdgp_status st = sdgp_prune(pc, dz, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, compressed ? NULL : m->scratch2,
+    sdgp_prune_cfg c = *pc;
+    c.mask_line = o->geom.Wo; /* shared masks: blocks of pixels along a row of dL/dO */
+    sdgp_status st = sdgp_prune(&c, dz, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, compressed ? NULL : m->scratch2,
                                 compressed ? &m->nm : NULL, err);
     *prune_ms = now_ms() - t0;
     return st;

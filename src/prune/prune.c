@@ -20,6 +20,7 @@ sdgp_prune_cfg sdgp_prune_cfg_make(sdgp_prune_fn fn, int n, int m) {
     c.axis = SDGP_AXIS_CHANNEL;
     c.scope = SDGP_SCOPE_SAMPLE_CHANNEL;
     c.isa = SDGP_ISA_AUTO;
+    c.mask_block = 1;
     return c;
 }
 
@@ -101,6 +102,17 @@ sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, in
     if (B > INT64_MAX / P) return sdgp_fail(err, SDGP_ERR_NOMEM, "prune: B=%lld x P=%lld overflows", (long long)B, (long long)P);
     sdgp_status st = check_shape(cfg->axis, cfg->n, cfg->m, B * P, C, err);
     if (st) return st;
+    if (cfg->mask_block < 0 || cfg->mask_block > SDGP_MASK_BLOCK_MAX)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "prune: mask_block=%d is out of range [1, %d]", cfg->mask_block, SDGP_MASK_BLOCK_MAX);
+    if (cfg->mask_block > 1) {
+        if (cfg->axis != SDGP_AXIS_CHANNEL)
+            return sdgp_fail(err, SDGP_ERR_INVALID, "prune: mask_block=%d shares masks between rows, so it needs the channel axis", cfg->mask_block);
+        if (cfg->mask_line < 0 || (cfg->mask_line > 0 && P % cfg->mask_line))
+            return sdgp_fail(err, SDGP_ERR_INVALID, "prune: mask_line=%lld must divide the P=%lld positions of a sample", (long long)cfg->mask_line,
+                             (long long)P);
+        if (cfg->fn == SDGP_PRUNE_MVUE_APPROX && cfg->n != cfg->m)
+            return sdgp_fail(err, SDGP_ERR_INVALID, "prune: mvue-approx has no shared-mask form (mask_block=%d); use mvue", cfg->mask_block);
+    }
     if (cfg->fn == SDGP_PRUNE_MVUE_APPROX && cfg->n != cfg->m && !(cfg->n == 2 && cfg->m == 4))
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "prune: mvue-approx supports only 2:4 (got %d:%d); use mvue for other N:M", cfg->n, cfg->m);
     return SDGP_OK;
@@ -400,6 +412,12 @@ sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int
     if (cfg->fn == SDGP_PRUNE_NONE || cfg->n == cfg->m) {
         prune_identity(&j, nt);
         return SDGP_OK;
+    }
+    if (cfg->mask_block > 1) {
+        j.rank = K;
+        K = &prune_kernels_block;
+        j.block = cfg->mask_block;
+        j.line = cfg->mask_line ? cfg->mask_line : P;
     }
     if (cfg->fn == SDGP_PRUNE_RESCALED) return prune_rescaled(K, &j, nt, cfg->scope, err);
 

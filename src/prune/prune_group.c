@@ -263,6 +263,30 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Sorts breaks[0..count) and drops repeats (insertion sort: at most m entries); the new count. */
+static int sort_unique(double *breaks, int count) {
+    for (int i = 1; i < count; i++)
+        for (int k = i; k > 0 && cmp_double(&breaks[k - 1], &breaks[k]) > 0; k--) {
+            double t = breaks[k];
+            breaks[k] = breaks[k - 1];
+            breaks[k - 1] = t;
+        }
+    int w = 0;
+    for (int i = 0; i < count; i++)
+        if (w == 0 || breaks[i] != breaks[w - 1]) breaks[w++] = breaks[i];
+    return w;
+}
+
+/* The fractional parts of a systematic plan's unsaturated cumulative sums: where u changes it. */
+static int systematic_breaks(double *breaks, const mvue_plan *p, int m) {
+    int count = 0;
+    for (int i = 0; i < m; i++) {
+        double f = p->C[i] - floor(p->C[i]);
+        if (!(p->saturated >> i & 1) && f > 0) breaks[count++] = f;
+    }
+    return count;
+}
+
 int prune_mvue_breaks(double *breaks, const float *x, int n, int m) {
     mvue_plan p;
     mvue_plan_make(&p, x, n, m);
@@ -274,22 +298,56 @@ int prune_mvue_breaks(double *breaks, const float *x, int n, int m) {
             if (b > 0 && b < 1) breaks[count++] = b;
         }
     } else if (p.kind == PLAN_SYSTEMATIC) {
-        for (int i = 0; i < m; i++) {
-            double f = p.C[i] - floor(p.C[i]);
-            if (!(p.saturated >> i & 1) && f > 0) breaks[count++] = f;
+        count = systematic_breaks(breaks, &p, m);
+    }
+    return sort_unique(breaks, count);
+}
+
+
+/* ---- MVUE of a block sharing one mask ---- */
+
+/* The block's plan from its norms: PLAN_IDENTITY (at most n nonzero) or PLAN_SYSTEMATIC. */
+static void block_plan_make(mvue_plan *p, const double *a, int n, int m) {
+    int nnz = 0;
+    for (int i = 0; i < m; i++) nnz += a[i] != 0;
+    if (nnz <= n)
+        p->kind = PLAN_IDENTITY;
+    else
+        plan_systematic(p, a, n, m);
+}
+
+uint64_t prune_mvue_block_mask(double *inv, const double *a, int n, int m, double u) {
+    mvue_plan p;
+    block_plan_make(&p, a, n, m);
+    uint64_t mask = 0;
+    if (p.kind == PLAN_IDENTITY) {
+        int kept = 0;
+        for (int i = 0; i < m; i++)
+            if (a[i] != 0) mask |= 1ull << i, kept++;
+        for (int i = 0; i < m && kept < n; i++)
+            if (!(mask >> i & 1)) mask |= 1ull << i, kept++;
+        for (int i = 0; i < m; i++) inv[i] = 1.0;
+        return mask;
+    }
+    /* kept unsaturated i: P_i = a_i / T (T = 1/c), so 1/P_i = T / a_i */
+    double next = u;
+    for (int i = 0; i < m; i++) {
+        if (p.saturated >> i & 1) {
+            mask |= 1ull << i;
+            inv[i] = 1.0;
+        } else if (next < p.C[i]) {
+            mask |= 1ull << i;
+            inv[i] = p.T / a[i];
+            next += 1.0;
         }
     }
-    /* sort + dedupe (insertion sort: at most m entries) */
-    for (int i = 1; i < count; i++)
-        for (int k = i; k > 0 && cmp_double(&breaks[k - 1], &breaks[k]) > 0; k--) {
-            double t = breaks[k];
-            breaks[k] = breaks[k - 1];
-            breaks[k - 1] = t;
-        }
-    int w = 0;
-    for (int i = 0; i < count; i++)
-        if (w == 0 || breaks[i] != breaks[w - 1]) breaks[w++] = breaks[i];
-    return w;
+    return mask;
+}
+
+int prune_mvue_block_breaks(double *breaks, const double *a, int n, int m) {
+    mvue_plan p;
+    block_plan_make(&p, a, n, m);
+    return sort_unique(breaks, p.kind == PLAN_SYSTEMATIC ? systematic_breaks(breaks, &p, m) : 0);
 }
 
 /* ---- approximate 2:4 MVUE (Horvitz-Thompson) ---- */

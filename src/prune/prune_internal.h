@@ -45,6 +45,15 @@ int prune_mvue_group(float *y, const float *x, int n, int m, double u);
  * and returns their count; -1 on a non-finite value. */
 int prune_mvue_breaks(double *breaks, const float *x, int n, int m);
 
+/* MVUE of a block sharing one mask: a[0..m) = the L2 norms of the block's channels (finite,
+ * >= 0). Water-filling P_i = min(1, c a_i), sum P_i = n, then systematic sampling in index order
+ * with the uniform u. Writes inv[i] = 1 / P_i for kept i (1 for saturated ones) and returns the
+ * kept set (exactly n bits; with at most n nonzero a_i: those, padded with the lowest-index
+ * zero ones to n, inv = 1). */
+uint64_t prune_mvue_block_mask(double *inv, const double *a, int n, int m, double u);
+/* The points in (0, 1) where prune_mvue_block_mask's outcome may change; returns their count. */
+int prune_mvue_block_breaks(double *breaks, const double *a, int n, int m);
+
 /* Approximate 2:4 MVUE: i1 is the first index whose running sum of a = |x| (index order)
  * exceeds u1 * S; i2 likewise among the other three with u2 and their sum. Kept values are
  * x_i / p_i, p_i the true inclusion probability (Horvitz-Thompson). At most 2 nonzeros: y = x.
@@ -63,6 +72,8 @@ static inline double prune_group_u(sdgp_philox_key key, uint64_t group, int word
 int prune_compress_group(float *vals, uint8_t *idx, int64_t stride, const float *y, int n, int m);
 
 /* ---- kernels (prune_ref.c, prune_avx2.c, prune_avx512.c) ---- */
+
+typedef struct prune_kernels prune_kernels;
 
 typedef struct {
     sdgp_prune_fn fn;     /* RANDOM, MAGNITUDE, RESCALED, MVUE, MVUE_APPROX (n < m) */
@@ -87,18 +98,27 @@ typedef struct {
      * for prune() of the same kernel table: the second pass then skips the ranking. */
     uint16_t *keep;
     int64_t keep_r0;
+    /* Shared masks (prune_kernels_block only): rows per block, positions per line (divides P),
+     * and the ISA kernels that rank a block's row of summed magnitudes. */
+    int block;
+    int64_t line;
+    const prune_kernels *rank;
 } prune_job;
 
-typedef struct {
+struct prune_kernels {
     /* Prunes tiles [t0, t1): rows for the channel axis, row groups (m rows each) for the row
      * axis. Returns 1 when a MVUE group held a non-finite value (outputs then unspecified). */
     int (*prune)(const prune_job *j, int64_t t0, int64_t t1);
     /* Rescale pass 1 for sample b: dense[c] = sum_p |x|, kept[c] = sum_p |x| over positions the
      * magnitude rule keeps, both over the P rows of sample b in row order (double). */
     void (*sums)(const prune_job *j, int64_t b, double *dense, double *kept);
-} prune_kernels;
+};
 
 extern const prune_kernels prune_kernels_ref;
+/* Shared masks (prune_block.c, portable C): prune() takes rows [t0, t1) and prunes every block
+ * that starts in that range, whole (so a split at any row is disjoint and complete); sums()
+ * leaves no keep masks. keep is never read. */
+extern const prune_kernels prune_kernels_block;
 extern const prune_kernels prune_kernels_avx2;
 extern const prune_kernels prune_kernels_avx512;
 

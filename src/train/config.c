@@ -93,6 +93,8 @@ static const field fields[] = {
     {"sparse-kernel", F_ENUM, OFF(model.sparse), 0, 0, 0, sparse_names, "auto | on | off"},
     {"sdgp-domain", F_ENUM, OFF(model.domain), 0, 0, 0, sdgp_prune_domain_names,
      "pixel | winograd | auto: prune dL/dO itself, or its F(2x2,3x3) transform in 3x3 layers (auto: per layer the faster)"},
+    {"mask-block", F_INT, OFF(model.prune.mask_block), 0, 1, SDGP_MASK_BLOCK_MAX, NULL,
+     "rows sharing one N:M mask: P pixels along a row of dL/dO (pixel), P tiles along a tile row (winograd); 1: a mask per row"},
     {"prune-wgrad", F_PRUNE_FN, OFF(model.prune_wgrad.fn), 0, 0, 0, NULL, "none | mvue | ...: weight-gradient pruning along positions"},
     {"nm-wgrad", F_NM, OFF(model.prune_wgrad.n), 0, 0, 0, NULL, "N:M of the weight-gradient pruning"},
     {"isa", F_ISA, OFF(model.prune.isa), 0, 0, 0, NULL, "auto | ref | avx2 | avx512: kernels of pruning and sparse conv"},

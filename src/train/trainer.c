@@ -207,8 +207,9 @@ static void report_layers(run *r) {
     }
     fprintf(r->out, "\n");
     if (r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
-    fprintf(r->out, "pruning dL/dO: %s %d:%d, domain %s; data gradient per layer:", sdgp_prune_fn_name(r->cfg->model.prune.fn),
-            r->cfg->model.prune.n, r->cfg->model.prune.m, sdgp_prune_domain_name(r->cfg->model.domain));
+    fprintf(r->out, "pruning dL/dO: %s %d:%d, domain %s, mask block %d; data gradient per layer:",
+            sdgp_prune_fn_name(r->cfg->model.prune.fn), r->cfg->model.prune.n, r->cfg->model.prune.m,
+            sdgp_prune_domain_name(r->cfg->model.domain), r->cfg->model.prune.mask_block > 1 ? r->cfg->model.prune.mask_block : 1);
     for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
         const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
         /* sparse: pixel-domain kernel; winograd: Winograd-domain kernel; pruned+dense: oneDNN on the pruned tensor */
