@@ -26,77 +26,72 @@ static int64_t next_block_start(const prune_job *j, int64_t r) {
     return r + (to_block < to_line ? to_block : to_line);
 }
 
-/* Channels are handled in slices of whole groups, at most SLICE, so the per-block workspace is a
- * few KiB on the stack (no allocation in a kernel that runs per image). */
+/* Channels are handled in slices of whole groups, at most SLICE, and blocks in batches of at most
+ * BATCH, so the workspace is a few tens of KiB on the stack (no allocation in a kernel that runs
+ * per image), and the magnitude ranking runs once per batch: the ISA kernels have a per-call set-up
+ * that would dominate if called for every block. */
 #define SLICE 512
+#define BATCH 8
 
 typedef struct {
     int64_t r0, len, c0, c1; /* the block's rows, the slice's channels */
-    float s[SLICE];          /* magnitude rules: sum |x| per channel */
     double s2[SLICE];        /* MVUE: sum x^2 per channel */
     int32_t kept[SLICE];     /* per slot of the slice (n per group): the kept channel */
+    uint8_t kidx[SLICE];     /* its index within the group */
     float f[SLICE];          /* its factor: 1, or the rescale factor */
     double inv[SLICE];       /* MVUE: its 1 / P_i */
 } block_slice;
 
-/* Per-channel sums over the block's rows, in row order: sum |x| in float for the magnitude rules
- * (ranked by prune_magnitude_mask like single rows: NaN first, ties to the lower index), sum x^2
- * in double for MVUE (x*x of a float is exact in double; its probabilities follow the L2 norms). */
-static void block_scores(const prune_job *j, block_slice *b) {
+/* MVUE: per-channel sums of x^2 over the block's rows, in row order, in double (x*x of a float is
+ * exact in double); the probabilities follow these L2 norms. */
+static void block_squares(const prune_job *j, block_slice *b) {
     const int64_t w = b->c1 - b->c0;
-    if (j->fn == SDGP_PRUNE_MVUE) {
-        for (int64_t c = 0; c < w; c++) b->s2[c] = 0;
-        for (int64_t r = b->r0; r < b->r0 + b->len; r++) {
-            const float *x = j->x + r * j->C + b->c0;
-            for (int64_t c = 0; c < w; c++) b->s2[c] += (double)x[c] * (double)x[c];
-        }
-    } else {
-        for (int64_t c = 0; c < w; c++) b->s[c] = 0;
-        for (int64_t r = b->r0; r < b->r0 + b->len; r++) {
-            const float *x = j->x + r * j->C + b->c0;
-            for (int64_t c = 0; c < w; c++) b->s[c] += fabsf(x[c]);
-        }
+    for (int64_t c = 0; c < w; c++) b->s2[c] = 0;
+    for (int64_t r = b->r0; r < b->r0 + b->len; r++) {
+        const float *x = j->x + r * j->C + b->c0;
+        for (int64_t c = 0; c < w; c++) b->s2[c] += (double)x[c] * (double)x[c];
     }
 }
 
-/* The magnitude masks of the slice's groups: the block's row of sums pruned as one row by the
- * ISA's (vectorised) magnitude kernel, whose kept set is that of prune_magnitude_mask. */
-static void rank_scores(const prune_job *j, const block_slice *b, uint64_t *masks) {
-    const int n = j->n, m = j->m;
-    const int64_t w = b->c1 - b->c0, ng = w / m;
-    float vals[SLICE];
-    uint8_t idx[SLICE];
-    prune_job r;
-    memset(&r, 0, sizeof r);
-    r.fn = SDGP_PRUNE_MAGNITUDE;
-    r.axis = SDGP_AXIS_CHANNEL;
-    r.n = n;
-    r.m = m;
-    r.B = r.P = r.rows = 1;
-    r.C = w;
-    r.x = b->s;
-    r.vals = vals;
-    r.idx = idx;
-    j->rank->prune(&r, 0, 1);
-    for (int64_t g = 0; g < ng; g++) {
-        masks[g] = 0;
-        for (int k = 0; k < n; k++) masks[g] |= 1ull << idx[g * n + k];
+/* Magnitude rules: the batch's rows of sums |x| (float, row order; s: nb x w) pruned as nb rows by
+ * the ISA's (vectorised) magnitude kernel, whose kept set is prune_magnitude_mask's: NaN first,
+ * ties to the lower index. idx: nb x (w/m*n) kept positions within their groups. */
+static void rank_batch(const prune_job *j, float *s, uint8_t *idx, float *vals, const int64_t *r0, const int64_t *len, int nb,
+                       int64_t c0, int64_t w) {
+    for (int k = 0; k < nb; k++) {
+        float *sk = s + k * w;
+        for (int64_t c = 0; c < w; c++) sk[c] = 0;
+        for (int64_t r = r0[k]; r < r0[k] + len[k]; r++) {
+            const float *x = j->x + r * j->C + c0;
+            for (int64_t c = 0; c < w; c++) sk[c] += fabsf(x[c]);
+        }
     }
+    prune_job rj;
+    memset(&rj, 0, sizeof rj);
+    rj.fn = SDGP_PRUNE_MAGNITUDE;
+    rj.axis = SDGP_AXIS_CHANNEL;
+    rj.n = j->n;
+    rj.m = j->m;
+    rj.B = 1;
+    rj.P = rj.rows = nb;
+    rj.C = w;
+    rj.x = s;
+    rj.vals = vals;
+    rj.idx = idx;
+    j->rank->prune(&rj, 0, nb);
 }
 
-/* The slots of the slice: kept channels (n per group, increasing) and their factors. Returns 1
- * on a non-finite MVUE norm. */
-static int block_masks(const prune_job *j, block_slice *b) {
+/* The slots of the slice: kept channels (n per group, increasing) and their factors; `ranked` is
+ * the block's row of rank_batch for the magnitude rules. Returns 1 on a non-finite MVUE norm. */
+static int block_masks(const prune_job *j, block_slice *b, const uint8_t *ranked) {
     const int n = j->n, m = j->m;
     const int64_t G = j->C / m, g0 = b->c0 / m, ng = (b->c1 - b->c0) / m;
     const float *sc = j->fn == SDGP_PRUNE_RESCALED && j->scale ? j->scale + (b->r0 / j->P) * j->scale_bstride : NULL;
-    uint64_t ranked[SLICE];
-    if (j->fn != SDGP_PRUNE_RANDOM) block_scores(j, b);
-    if (j->fn == SDGP_PRUNE_MAGNITUDE || j->fn == SDGP_PRUNE_RESCALED) rank_scores(j, b, ranked);
+    if (j->fn == SDGP_PRUNE_MVUE) block_squares(j, b);
     for (int64_t g = 0; g < ng; g++) {
         const uint64_t group = j->group0 + (uint64_t)(b->r0 * G + g0 + g);
         double inv[SDGP_NM_MAX_M];
-        uint64_t mask;
+        uint64_t mask = 0;
         switch (j->fn) {
         case SDGP_PRUNE_RANDOM: mask = prune_random_mask(j->key, group, n, m); break;
         case SDGP_PRUNE_MVUE: {
@@ -108,12 +103,15 @@ static int block_masks(const prune_job *j, block_slice *b) {
             mask = prune_mvue_block_mask(inv, a, n, m, prune_group_u(j->key, group, 0));
             break;
         }
-        default: mask = ranked[g]; break; /* magnitude, rescaled */
+        default: /* magnitude, rescaled */
+            for (int k = 0; k < n; k++) mask |= 1ull << ranked[g * n + k];
+            break;
         }
         for (int k = 0; mask; k++, mask &= mask - 1) {
             const int i = __builtin_ctzll(mask);
             const int64_t c = b->c0 + g * m + i, slot = g * n + k;
             b->kept[slot] = (int32_t)c;
+            b->kidx[slot] = (uint8_t)i;
             b->f[slot] = sc ? sc[c] : 1.0f; /* the rows of a block are in one sample: one factor */
             if (j->fn == SDGP_PRUNE_MVUE) b->inv[slot] = inv[i];
         }
@@ -141,50 +139,63 @@ static void block_write(const prune_job *j, const block_slice *b) {
         }
         if (j->vals) {
             memcpy(j->vals + r * slots + s0, y, (size_t)ns * sizeof *y);
-            for (int64_t k = 0; k < ns; k++) j->idx[r * slots + s0 + k] = (uint8_t)(b->kept[k] % m);
+            memcpy(j->idx + r * slots + s0, b->kidx, (size_t)ns);
         }
     }
 }
 
-/* Channels per slice: whole groups, at most SLICE. */
-static int64_t slice_width(const prune_job *j) { return SLICE / j->m * j->m; }
+/* Rescale pass 1 over the slice of one block: dense and kept sums of |x|, rows in order. */
+static void block_add_sums(const prune_job *j, const block_slice *b, double *dense, double *kept) {
+    const int64_t ns = (b->c1 - b->c0) / j->m * j->n;
+    for (int64_t q = b->r0; q < b->r0 + b->len; q++) {
+        const float *x = j->x + q * j->C;
+        for (int64_t c = b->c0; c < b->c1; c++) dense[c] += fabs((double)x[c]);
+        for (int64_t k = 0; k < ns; k++) kept[b->kept[k]] += fabs((double)x[b->kept[k]]);
+    }
+}
 
-static int block_prune(const prune_job *j, int64_t t0, int64_t t1) {
+/* Every block that starts in rows [t0, t1), whole: written (dense == NULL) or added to the rescale
+ * sums. Returns 1 on a non-finite MVUE norm. */
+static int run_blocks(const prune_job *j, int64_t t0, int64_t t1, double *dense, double *kept) {
+    const int64_t sw = SLICE / j->m * j->m;
+    const int magnitude = j->fn == SDGP_PRUNE_MAGNITUDE || j->fn == SDGP_PRUNE_RESCALED;
     block_slice b;
+    float s[BATCH * SLICE], vals[BATCH * SLICE];
+    uint8_t ranked[BATCH * SLICE];
+    int64_t r0[BATCH], len[BATCH];
     int bad = 0;
-    const int64_t sw = slice_width(j);
-    for (int64_t r = next_block_start(j, t0); r < t1; r = next_block_start(j, r + block_rows(j, r))) {
-        b.r0 = r;
-        b.len = block_rows(j, r);
-        for (b.c0 = 0; b.c0 < j->C; b.c0 = b.c1) {
-            b.c1 = b.c0 + sw < j->C ? b.c0 + sw : j->C;
-            if (block_masks(j, &b))
-                bad = 1;
-            else
-                block_write(j, &b);
+    for (int64_t r = next_block_start(j, t0); r < t1;) {
+        int nb = 0;
+        for (; nb < BATCH && r < t1; nb++) {
+            r0[nb] = r;
+            len[nb] = block_rows(j, r);
+            r = next_block_start(j, r + len[nb]);
+        }
+        for (int64_t c0 = 0, c1; c0 < j->C; c0 = c1) {
+            c1 = c0 + sw < j->C ? c0 + sw : j->C;
+            const int64_t ns = (c1 - c0) / j->m * j->n;
+            if (magnitude) rank_batch(j, s, ranked, vals, r0, len, nb, c0, c1 - c0);
+            for (int k = 0; k < nb; k++) {
+                b.r0 = r0[k], b.len = len[k], b.c0 = c0, b.c1 = c1;
+                if (block_masks(j, &b, ranked + k * ns)) {
+                    bad = 1;
+                    continue;
+                }
+                if (dense)
+                    block_add_sums(j, &b, dense, kept);
+                else
+                    block_write(j, &b);
+            }
         }
     }
     return bad;
 }
 
+static int block_prune(const prune_job *j, int64_t t0, int64_t t1) { return run_blocks(j, t0, t1, NULL, NULL); }
+
 static void block_sums(const prune_job *j, int64_t bi, double *dense, double *kept) {
-    const int64_t C = j->C, P = j->P, sw = slice_width(j), ns = sw / j->m * j->n;
-    block_slice b;
-    for (int64_t c = 0; c < C; c++) dense[c] = kept[c] = 0;
-    for (int64_t r = bi * P; r < (bi + 1) * P; r += block_rows(j, r)) {
-        b.r0 = r;
-        b.len = block_rows(j, r);
-        for (b.c0 = 0; b.c0 < C; b.c0 = b.c1) {
-            b.c1 = b.c0 + sw < C ? b.c0 + sw : C;
-            block_masks(j, &b);
-            const int64_t nk = b.c1 - b.c0 < sw ? (b.c1 - b.c0) / j->m * j->n : ns;
-            for (int64_t q = r; q < r + b.len; q++) {
-                const float *x = j->x + q * C;
-                for (int64_t c = b.c0; c < b.c1; c++) dense[c] += fabs((double)x[c]);
-                for (int64_t k = 0; k < nk; k++) kept[b.kept[k]] += fabs((double)x[b.kept[k]]);
-            }
-        }
-    }
+    for (int64_t c = 0; c < j->C; c++) dense[c] = kept[c] = 0;
+    run_blocks(j, bi * j->P, (bi + 1) * j->P, dense, kept);
 }
 
 const prune_kernels prune_kernels_block = {block_prune, block_sums};
