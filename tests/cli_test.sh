@@ -65,6 +65,8 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
   # shared masks: the start-up line names the block; limits and functions without a block form are refused
   expect 0 "domain winograd, mask block 4; data gradient per layer: conv0=dense conv1=winograd" -- "$SDGP" train --model smallcnn \
     --batch-size 64 --max-steps 2 --no-tta --prune rescaled --nm 2:4 --sdgp-domain winograd --mask-block 4 --threads 2
+  expect 0 "domain pixel, mask block 4; data gradient per layer: conv0=dense conv1=sparse" -- "$SDGP" train --model smallcnn \
+    --batch-size 64 --max-steps 2 --no-tta --prune mvue --nm 2:4 --mask-block 4 --sparse-kernel on --threads 2
   expect 2 "mask-block: 0 is out of range" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude --mask-block 0
   expect 2 "mvue-approx has no shared-mask form" -- "$SDGP" train --model smallcnn --max-steps 1 --prune mvue-approx --mask-block 2
   # a truncated checkpoint is never taken for good

@@ -149,6 +149,63 @@ TEST_CASE(sparse_matches_naive_every_isa_and_thread_count) {
  * chunks, single taps / kernel rows / all taps per register pass, row-band units of a few pixels.
  * Blockings that differ only in the column blocks and the units (same chunks and tap groups)
  * give bitwise the same result. */
+/* Shared masks: dO pruned by sdgp_prune with mask blocks of P pixels along its rows; with
+ * sdgp_sparse_bwd_set_mask_block(P) stride-1 plans run the shared-mask kernel (others ignore it).
+ * Against the naive loop on the decompressed dO, every ISA, 1 and 2 threads (bitwise equal), the
+ * default blocking and all taps in one group (tg = 0: calls split by tap column). */
+TEST_CASE(sparse_shared_masks_match_naive) {
+    const int blocks[] = {2, 3, 5, 16};
+    for (int si = 0; si < NSHAPES; si++) {
+        problem pb;
+        REQUIRE(problem_make(&pb, shapes[si], 3000 + (uint64_t)si), "shape %d", si);
+        const sdgp_conv_geom *g = &pb.g;
+        float *d1 = test_xmalloc((size_t)pb.nD * 4), *d2 = test_xmalloc((size_t)pb.nD * 4);
+        for (int bi = 0; bi < 4; bi++) {
+            sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, pb.n, pb.m);
+            cfg.mask_block = blocks[bi];
+            cfg.mask_line = g->Wo;
+            sdgp_error e;
+            REQUIRE(sdgp_prune(&cfg, pb.dO, g->B, (int64_t)g->Ho * g->Wo, g->Cout, pb.pruned, &pb.nm, &e) == SDGP_OK, "%s", e.msg);
+            sdgp_conv_backward_data_naive(pb.ref, pb.pruned, pb.w, g);
+            for (int isa = 0; isa < SDGP_ISA_COUNT; isa++)
+                for (int tgi = 0; tgi < 2; tgi++) {
+                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                    float *out[2] = {d1, d2};
+                    int ok = 1;
+                    for (int th = 0; th < 2 && ok; th++) {
+                        sdgp_sparse_bwd *p = NULL;
+                        ok = sdgp_sparse_bwd_create(&p, g, pb.n, pb.m, (sdgp_isa)isa, th + 1, &e) == SDGP_OK &&
+                             sdgp_sparse_bwd_set_mask_block(p, blocks[bi], &e) == SDGP_OK;
+                        if (ok && tgi) {
+                            spconv_blocking b = p->blk;
+                            b.tg = 0;
+                            ok = spconv_set_blocking(p, &b, &e) == SDGP_OK;
+                        }
+                        for (int64_t i = 0; i < pb.nD; i++) out[th][i] = NAN;
+                        ok = ok && sdgp_sparse_bwd_pack(p, pb.w, &e) == SDGP_OK && sdgp_sparse_bwd_data(p, out[th], &pb.nm, &e) == SDGP_OK;
+                        CHECK(ok, "shape %d block %d: %s", si, blocks[bi], e.msg);
+                        sdgp_sparse_bwd_destroy(p);
+                    }
+                    if (!ok) continue;
+                    const double err = test_rel_err(d1, pb.ref, (size_t)pb.nD);
+                    CHECK(err <= 1e-5, "shape %d block %d isa %s tg %s: rel err %.3g", si, blocks[bi], sdgp_isa_name((sdgp_isa)isa),
+                          tgi ? "all" : "default", err);
+                    CHECK(test_bitwise_equal(d1, d2, (size_t)pb.nD * 4), "shape %d block %d isa %s: 1 and 2 threads differ", si,
+                          blocks[bi], sdgp_isa_name((sdgp_isa)isa));
+                }
+        }
+        free(d1), free(d2);
+        problem_free(&pb);
+    }
+    sdgp_sparse_bwd *p = NULL;
+    sdgp_error e;
+    sdgp_conv_geom g;
+    REQUIRE(sdgp_conv_geom_init(&g, 1, 4, 4, 8, 8, 3, 3, 1, 1, NULL) == SDGP_OK && sdgp_sparse_bwd_create(&p, &g, 2, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_OK, "plan");
+    CHECK(sdgp_sparse_bwd_set_mask_block(p, 0, &e) == SDGP_ERR_INVALID && strstr(e.msg, "block=0"), "block 0: %s", e.msg);
+    CHECK(sdgp_sparse_bwd_set_mask_block(NULL, 2, &e) == SDGP_ERR_INVALID, "NULL plan");
+    sdgp_sparse_bwd_destroy(p);
+}
+
 TEST_CASE(sparse_blocking_variants) {
     const shape s[] = {{2, 9, 11, 70, 48, 3, 3, 1, 1, 2, 8}, {1, 12, 9, 40, 24, 5, 5, 2, 2, 1, 4}};
     for (int si = 0; si < 2; si++) {
@@ -316,6 +373,7 @@ TEST_CASE(plan_and_input_errors) {
 
 int main(void) {
     RUN(sparse_matches_naive_every_isa_and_thread_count);
+    RUN(sparse_shared_masks_match_naive);
     RUN(sparse_blocking_variants);
     RUN(sparse_matches_onednn_on_pruned_tensor);
     RUN(sparse_repack_and_reuse);

@@ -38,6 +38,14 @@ SDGP_API sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sd
  * B*Ho*Wo, C = Cout). The result is bitwise the same for every thread count; relative error
  * against the dense product <= ~1e-6 (fp32 FMAs, the sum order of README.md). */
 SDGP_API sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, sdgp_error *err);
+/* Shared masks: the dO of later sdgp_sparse_bwd_data calls comes in blocks of `block` consecutive
+ * pixels along each row of dO whose slots hold the same indices (sdgp_prune with mask_block =
+ * block and mask_line = Wo writes them so; a dO without that structure gives a wrong result).
+ * Stride-1 plans then run the shared-mask micro-kernel, which loads each kept weight row once per
+ * block instead of once per pixel; other plans ignore it. block 1 (the default): a mask per row.
+ * The sum order changes (README.md), the result stays bitwise the same for every thread count.
+ * SDGP_ERR_INVALID for block outside [1, SDGP_MASK_BLOCK_MAX]. */
+SDGP_API sdgp_status sdgp_sparse_bwd_set_mask_block(sdgp_sparse_bwd *p, int block, sdgp_error *err);
 
 /* ---- SDGP in the Winograd domain: dD = A^T [ prune(V) x U ] A ----
  * For 3x3 stride-1 convolutions (pad 0, 1 or 2). Backward-data is a 3x3 correlation of the

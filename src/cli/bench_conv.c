@@ -308,7 +308,8 @@ static sdgp_status create_sparse(bench_ctx *c, const options *o, const bench_lay
     for (int i = 0; i < o->nnm; i++) {
         if (pixel) {
             if ((st = sdgp_nm_alloc(&c->nm[i], SDGP_AXIS_CHANNEL, o->n[i], o->m[i], c->rows, c->g.Cout, e)) != SDGP_OK ||
-                (st = sdgp_sparse_bwd_create(&c->plan[i], &c->g, o->n[i], o->m[i], o->isa, threads, e)) != SDGP_OK)
+                (st = sdgp_sparse_bwd_create(&c->plan[i], &c->g, o->n[i], o->m[i], o->isa, threads, e)) != SDGP_OK ||
+                (st = sdgp_sparse_bwd_set_mask_block(c->plan[i], o->mask_block, e)) != SDGP_OK)
                 return st;
         }
         if (!wino || !sdgp_sparse_wino_supports(&c->g)) continue;

@@ -198,6 +198,7 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
     p->threads = threads ? threads : omp_get_max_threads();
     p->k = kernel_table[resolved];
     p->slots = (int64_t)g->Cout / m * n;
+    p->mask_block = 1;
     p->blk = default_blocking(p);
     p->slot_base = alloc64((size_t)p->slots * sizeof(int32_t));
     p->row_runs = malloc((size_t)g->H * sizeof *p->row_runs);
@@ -254,6 +255,34 @@ static void run_block(const sdgp_sparse_bwd *p, spconv_tile *t, int nt, uint8_t 
     *written = 1;
 }
 
+/* Shared masks (stride 1): the taps of t (tap_ent/tap_panel: nt taps, all of one tap column j, so
+ * every pixel of the call reads its source pixel at the same column shift) over the column run C,
+ * cut where the source pixels (w + pad - j) cross a mask block of their dO row, then into calls of
+ * at most spconv_shared_nx pixels. Each call's pixels share their entries' offsets. */
+static void run_shared(const sdgp_sparse_bwd *p, spconv_tile *t, int nt, const int64_t *tap_ent, int overwrite, float *dD,
+                       int64_t b0, int64_t hs, const spconv_run *C, int64_t src0, int64_t c0) {
+    const sdgp_conv_geom *g = &p->g;
+    const int64_t P = p->mask_block, nxmax = spconv_shared_nx(&p->k, t->ncols);
+    int64_t ent[SPCONV_MAX_TAPS];
+    const int64_t *saved = t->tap_ent;
+    t->tap_ent = ent;
+    t->ntaps = nt;
+    t->overwrite = overwrite;
+    for (int64_t x0 = 0, x1; x0 < C->count; x0 = x1) {
+        const int64_t src = src0 + x0, end = x0 + (src / P + 1) * P - src; /* the block's end */
+        x1 = end < C->count ? end : C->count;
+        const int64_t parts = (x1 - x0 + nxmax - 1) / nxmax;
+        for (int64_t q = 0; q < parts; q++) {
+            const int64_t xa = x0 + (x1 - x0) * q / parts, xb = x0 + (x1 - x0) * (q + 1) / parts;
+            for (int k = 0; k < nt; k++) ent[k] = tap_ent[k] + xa * p->slots;
+            t->nx = (int)(xb - xa);
+            t->dd = dD + ((b0 * g->H + hs) * g->W + C->start + xa) * g->Cin + c0;
+            p->k.tile_shared(t);
+        }
+    }
+    t->tap_ent = saved;
+}
+
 /* One column block nb of a unit: images [b0, b1), dD rows [h0, h1); ent holds the unit's
  * entries, dO rows ho_lo .. ho_lo+nho-1 of each image. */
 static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_entry *ent, int64_t b0, int64_t b1, int64_t h0,
@@ -263,6 +292,9 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
     const int64_t c0 = (int64_t)nb * p->blk.nr, ncols = Cin - c0 < p->blk.nr ? Cin - c0 : p->blk.nr;
     const int64_t slots = p->slots, T = (int64_t)g->kh * g->kw, tg = p->blk.tg ? p->blk.tg : T;
     const float *wblock = p->wp + (int64_t)nb * T * Cout * p->ldp;
+    /* shared masks: stride 1 (a pixel run reads a run of source pixels) and a width the shared
+     * kernels take */
+    const int shared = p->mask_block > 1 && s == 1 && ncols <= SPCONV_SHARED_MAX_NR;
 
     /* The first call that reaches a block stores (overwrite); only blocks that no tap reaches
      * (possible when stride > kernel) are zeroed here. */
@@ -303,6 +335,22 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
                     uint8_t *wr = &written[ri * p->ncol_runs + ci];
                     t.nx = C->count;
                     t.ny = (int)(y1 - y0);
+                    if (shared) { /* one pass per tap column j: its taps share the column shift */
+                        int any = 0;
+                        for (int64_t j = 0; j < g->kw; j++) {
+                            int nt = 0;
+                            for (int64_t tap = tap0; tap < tap1; tap++) {
+                                const int64_t i = tap / g->kw;
+                                if (tap % g->kw != j || !((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
+                                tap_ent[nt] = ((hs + pad - i - ho_lo) * Wo + ws + pad - j) * slots + e0;
+                                tap_panel[nt] = wblock + tap * Cout * p->ldp;
+                                if (++nt == SPCONV_MAX_TAPS) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, b0, hs, C, ws + pad - j, c0), nt = 0, any = 1;
+                            }
+                            if (nt) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, b0, hs, C, ws + pad - j, c0), any = 1;
+                        }
+                        *wr |= (uint8_t)any;
+                        continue;
+                    }
                     int nt = 0;
                     for (int64_t tap = tap0; tap < tap1; tap++) {
                         const int64_t i = tap / g->kw, j = tap % g->kw;
@@ -334,6 +382,14 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *
     for (int64_t b = b0; b < b1; b++)
         spconv_pack_entries(ent + (b - b0) * img_entries, p, dO, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo);
     for (int nb = 0; nb < p->nblocks; nb++) run_block_column(p, dD, ent, b0, b1, h0, h1, ho_lo, nho, nb, written);
+}
+
+sdgp_status sdgp_sparse_bwd_set_mask_block(sdgp_sparse_bwd *p, int block, sdgp_error *err) {
+    if (!p) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_set_mask_block: NULL plan");
+    if (block < 1 || block > SDGP_MASK_BLOCK_MAX)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_set_mask_block: block=%d is out of range [1, %d]", block, SDGP_MASK_BLOCK_MAX);
+    p->mask_block = block;
+    return SDGP_OK;
 }
 
 sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, sdgp_error *err) {

@@ -158,6 +158,7 @@ struct sdgp_sparse_bwd {
     int nrow_runs, ncol_runs;
     uint8_t *written;  /* per thread: nrow_runs x ncol_runs flags of the unit in progress */
     int32_t *slot_base; /* per slot of a row: first channel of its group, (slot / n) * m */
+    int mask_block;    /* dO rows share masks in blocks of this many pixels (1: per row) */
     int packed;
 };
 

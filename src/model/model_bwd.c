@@ -56,7 +56,13 @@ static sdgp_status dense_pruned(sdgp_model *m, op *o, const float **used, sdgp_e
 /* ---- sparse: pixel-domain pruning + the N:M sparse kernel ---- */
 static sdgp_status sparse_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
-    return sdgp_sparse_bwd_create((sdgp_sparse_bwd **)plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+    sdgp_status st = sdgp_sparse_bwd_create((sdgp_sparse_bwd **)plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+    /* prune_pixels shares masks along rows of dL/dO (mask_line = Wo): the plan may rely on it */
+    if (st == SDGP_OK && pc->mask_block > 1 && (st = sdgp_sparse_bwd_set_mask_block(*plan, pc->mask_block, err)) != SDGP_OK) {
+        sdgp_sparse_bwd_destroy(*plan);
+        *plan = NULL;
+    }
+    return st;
 }
 static sdgp_status sparse_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
                               sdgp_error *err) {

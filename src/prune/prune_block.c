@@ -1,13 +1,13 @@
 /* Shared masks: N:M pruning where the rows of a block (consecutive positions of one line) keep
  * the same channels of every group (include/sdgp/prune.h states the rules). Portable C: the
  * decision is made once per block from per-channel sums over its rows, so its cost is divided by
- * the block size and the passes over x are plain streaming loops the compiler vectorises.
+ * the block size; the writing of each row gathers its kept values in scalar code, which is what
+ * this path costs (src/kernels/README.md, "Shared masks").
  *
  * Used through the prune_kernels_block table by sdgp_prune (cfg->mask_block > 1) and by the
  * Winograd-domain kernel, whose shared-mask micro-kernel loads each kept weight row once for
  * every row of a block (src/kernels/README.md). */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "prune/prune_internal.h"
