@@ -12,7 +12,7 @@
  *               never share memory and every dD value receives its terms in the same order
  *               whatever the thread count;
  *   element e = each of the 16: the unit's V_e (rows = tiles, along Cout) is transformed into the
- *               thread's buffer, pruned (an image at a time, as sdgp_prune prunes the whole V: same
+ *               thread's buffer, pruned (the unit's images in one call, as sdgp_prune prunes the whole V: same
  *               groups, counters and scopes) and packed into micro-kernel entries, kept for all e;
  *   column block nb (nr columns of Cin), then row a of A^T (order 1, 0, 2, 3), then bb: the sparse
  *               micro-kernel of sdgp_sparse_bwd, one "tap" whose panel is U_e's block, chunks of kc
@@ -198,18 +198,20 @@ typedef struct {
     const float *cscale;
 } wino_prune;
 
-/* A prune job over image b's rows of V_e (x, T x Cout) into vals/idx, as sdgp_prune would prune
- * those rows of the whole (16*B) x T x Cout tensor. */
-static prune_job image_job(const sdgp_sparse_wino *p, const wino_prune *wp, const float *x, float *vals, uint8_t *idx,
-                           int64_t b, int e) {
+/* A prune job over the rows of V_e of images b .. b+nimg-1 (x: nimg x T x Cout, contiguous, as V's
+ * rows are for a fixed e) into vals/idx, as sdgp_prune would prune those rows of the whole
+ * (16*B) x T x Cout tensor. */
+static prune_job images_job(const sdgp_sparse_wino *p, const wino_prune *wp, const float *x, float *vals, uint8_t *idx,
+                            int64_t b, int64_t nimg, int e) {
     prune_job j;
     memset(&j, 0, sizeof j);
     j.fn = wp->cfg->fn;
     j.axis = SDGP_AXIS_CHANNEL;
     j.n = p->n;
     j.m = p->m;
-    j.B = 1;
-    j.P = j.rows = p->T;
+    j.B = nimg;
+    j.P = p->T;
+    j.rows = nimg * p->T;
     j.C = p->g.Cout;
     j.x = x;
     j.vals = vals;
@@ -222,34 +224,40 @@ static prune_job image_job(const sdgp_sparse_wino *p, const wino_prune *wp, cons
     return j;
 }
 
-/* Prunes image b's V_e rows; returns 1 on a non-finite value (MVUE, rescaled). */
-static int prune_image(const sdgp_sparse_wino *p, const wino_prune *wp, unsigned char *tb, const float *x, float *vals,
-                       uint8_t *idx, int64_t b, int e) {
-    const int64_t C = p->g.Cout, rows = p->T;
-    prune_job j = image_job(p, wp, x, vals, idx, b, e);
+/* Prunes the V_e rows of images b .. b+nimg-1: one call for all of them (fewer per-call set-ups),
+ * but image by image for rescaled with the sample-channel scope, whose factors are per image.
+ * Returns 1 on a non-finite value (MVUE, rescaled). */
+static int prune_images(const sdgp_sparse_wino *p, const wino_prune *wp, unsigned char *tb, const float *x, float *vals,
+                        uint8_t *idx, int64_t b, int64_t nimg, int e) {
+    const int64_t C = p->g.Cout, T = p->T, slots = p->slots;
+    prune_job j = images_job(p, wp, x, vals, idx, b, nimg, e);
     if (wp->identity) {
-        prune_identity_rows(&j, 0, rows);
+        prune_identity_rows(&j, 0, j.rows);
         return 0;
     }
-    if (wp->cfg->fn != SDGP_PRUNE_RESCALED) return wp->pk->prune(&j, 0, rows);
+    if (wp->cfg->fn != SDGP_PRUNE_RESCALED) return wp->pk->prune(&j, 0, j.rows);
     j.scale_bstride = 0;
     if (wp->cscale) { /* channel scope: factors of the whole call */
         j.scale = wp->cscale;
-        return wp->pk->prune(&j, 0, rows);
+        return wp->pk->prune(&j, 0, j.rows);
     }
-    /* sample-channel scope: the image's sums (leaving keep masks), its factors, then the rows */
+    /* sample-channel scope, per image: its sums (leaving keep masks), its factors, then its rows */
     double *dense = (double *)(tb + p->o_dense), *kept = (double *)(tb + p->o_kept);
     float *scale = (float *)(tb + p->o_scale);
-    j.keep = (uint16_t *)(tb + p->o_keep);
-    j.keep_r0 = 0;
-    wp->pk->sums(&j, 0, dense, kept);
     int bad = 0;
-    for (int64_t c = 0; c < C; c++) {
-        bad |= !isfinite(dense[c]);
-        scale[c] = prune_rescale_factor(dense[c], kept[c]);
+    for (int64_t i = 0; i < nimg; i++) {
+        prune_job ji = images_job(p, wp, x + i * T * C, vals + i * T * slots, idx + i * T * slots, b + i, 1, e);
+        ji.keep = (uint16_t *)(tb + p->o_keep);
+        ji.keep_r0 = 0;
+        wp->pk->sums(&ji, 0, dense, kept);
+        for (int64_t c = 0; c < C; c++) {
+            bad |= !isfinite(dense[c]);
+            scale[c] = prune_rescale_factor(dense[c], kept[c]);
+        }
+        ji.scale = scale;
+        bad |= wp->pk->prune(&ji, 0, T);
     }
-    j.scale = scale;
-    return wp->pk->prune(&j, 0, rows) | bad;
+    return bad;
 }
 
 /* Rescaled, channel scope: one factor per output channel over every (e, b, tile), from per-image
@@ -263,7 +271,7 @@ static int channel_scope_factors(sdgp_sparse_wino *p, const wino_prune *wp, cons
         const int e = (int)(eb / B);
         const int64_t b = eb % B;
         p->loops->transform(p, v, dO, b, e);
-        prune_job j = image_job(p, wp, v, NULL, NULL, b, e);
+        prune_job j = images_job(p, wp, v, NULL, NULL, b, 1, e);
         j.keep = (uint16_t *)(tb + p->o_keep);
         wp->pk->sums(&j, 0, p->csums + eb * 2 * C, p->csums + (eb * 2 + 1) * C);
     }
@@ -319,10 +327,8 @@ static int run_unit(const sdgp_sparse_wino *p, const wino_prune *wp, float *dD, 
     const uint32_t row_bytes = (uint32_t)(p->ldp * sizeof(float));
     int bad = 0;
     for (int e = 0; e < WE; e++) {
-        for (int64_t i = 0; i < nimg; i++) {
-            p->loops->transform(p, v + i * T * C, dO, b0 + i, e);
-            bad |= prune_image(p, wp, tb, v + i * T * C, vals + i * T * slots, idx + i * T * slots, b0 + i, e);
-        }
+        for (int64_t i = 0; i < nimg; i++) p->loops->transform(p, v + i * T * C, dO, b0 + i, e);
+        bad |= prune_images(p, wp, tb, v, vals, idx, b0, nimg, e);
         p->loops->entries(ent + e * rows * slots, vals, idx, p->slot_base, rows, slots, row_bytes);
     }
     for (int nb = 0; nb < p->nblocks; nb++) {
