@@ -8,7 +8,7 @@ PACKAGES=(
   libdnnl-dev                        # oneDNN: dense convolutions, the baseline to beat
   zlib1g-dev                         # .gz data files
   clang libclang-rt-14-dev libomp-dev  # fuzzing (libFuzzer with OpenMP) and sanitizers
-  python3 python3-torch python3-numpy  # test oracle and benchmark peer
+  python3 python3-torch python3-numpy python3-torchvision  # test oracle, benchmark peer, Python package tests
   gnuplot-nox                        # figures
   dataset-fashion-mnist              # the default training data
 )

@@ -1,0 +1,37 @@
+"""sdgp for Python: N:M pruning of gradients and SDGP convolutions for PyTorch, on libsdgp (ctypes).
+
+    PYTHONPATH=python python3 -c "import sdgp; print(sdgp.library_path)"
+
+libsdgp is loaded from, in order: the environment variable SDGP_LIBRARY (a path; when set, nothing
+else is tried), python/sdgp/libsdgp.so (the build copies the library there), the system library
+path (ctypes.util.find_library("sdgp"), then "libsdgp.so" through the dynamic loader).
+
+    sdgp.prune(x, fn="magnitude", nm="2:4", ...)     numpy arrays and CPU torch tensors
+    sdgp.torch.convert_model(model, ...)             PyTorch models: SDGP backward for nn.Conv2d
+    python3 -m sdgp.bench                            plain vs converted training steps
+
+numpy is the only import of `import sdgp`; torch is imported by sdgp.torch.
+"""
+from ._lib import (InvalidArgumentError, NumericError, OutOfMemoryError, SdgpError, UnsupportedError,
+                   library_path)
+from ._prune import decompress, prune
+
+__all__ = ["prune", "decompress", "isa", "library_path", "SdgpError", "InvalidArgumentError",
+           "UnsupportedError", "NumericError", "OutOfMemoryError"]
+
+
+def isa():
+    """The kernel path libsdgp runs here: "ref", "avx2" or "avx512" (after SDGP_ISA)."""
+    import ctypes
+    from . import _lib
+    out, err = ctypes.c_int(), _lib.Error()
+    _lib.check(_lib.isa_resolve(_lib.ISA_AUTO, ctypes.byref(out), ctypes.byref(err)), err)
+    return _lib.isa_name(out.value).decode()
+
+
+def __getattr__(name):
+    # `sdgp.torch` without an explicit import, while `import sdgp` alone stays free of torch
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module 'sdgp' has no attribute %r" % name)

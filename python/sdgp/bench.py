@@ -1,0 +1,107 @@
+"""python3 -m sdgp.bench: a PyTorch training step, plain vs converted by sdgp.torch.convert_model.
+
+One JSON row per (model, n:m) on stdout:
+  {"model", "prune", "nm", "threads", "torch_ms", "converted_ms", "speedup", "sparse_layers", ...}
+torch_ms and converted_ms are medians of --steps timed steps (forward, cross-entropy, backward,
+SGD update) after --warmup steps (the converted model's first step includes its kernel
+measurement, so warmup >= 1). The plain model and the converted ones (copies of the same
+initial weights) take their steps round robin, so a drift of the machine's speed during the run
+hits all of them alike. sparse_layers: converted layers that chose the sparse kernel / converted
+layers.
+Progress goes to stderr.
+"""
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+from . import models
+from . import torch as sdgp_torch
+from . import isa as _isa
+
+MODELS = {"resnet18": lambda: models.resnet18(10, 3), "resnet9": lambda: models.resnet9(10, 3, 1.0)}
+
+
+class _Runner:
+    """One model with its optimizer: step() runs a training step and returns its wall time (ms)."""
+
+    def __init__(self, model, x, y):
+        self.model, self.x, self.y = model, x, y
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        self.times = []
+
+    def step(self):
+        t0 = time.perf_counter()
+        self.opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(self.model(self.x), self.y).backward()
+        self.opt.step()
+        return 1e3 * (time.perf_counter() - t0)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m sdgp.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="resnet18,resnet9", help="comma list of: " + ", ".join(MODELS))
+    ap.add_argument("--prune", default="rescaled", help="pruning function (default rescaled)")
+    ap.add_argument("--nm", default="2:4,1:4,4:32", help="comma list of N:M (default 2:4,1:4,4:32)")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
+    ap.add_argument("--batch", type=int, default=32, help="batch size (default 32), images 32x32x3")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps per configuration (default 10)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2, at least 1)")
+    ap.add_argument("--kernel", default="auto", choices=["auto", "sparse", "dense"],
+                    help="convert_model's kernel choice (default auto)")
+    ap.add_argument("--channels-last", action="store_true", help="run the models in channels_last memory format")
+    a = ap.parse_args(argv)
+    names = a.models.split(",")
+    for nme in names:
+        if nme not in MODELS:
+            ap.error("unknown model %r (expected %s)" % (nme, ", ".join(MODELS)))
+    if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 1:
+        ap.error("--threads, --batch, --steps and --warmup must be >= 1")
+    torch.set_num_threads(a.threads)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    print("sdgp.bench: torch %s, %d threads, sdgp ISA %s, batch %d, %d+%d steps" %
+          (torch.__version__, torch.get_num_threads(), _isa(), a.batch, a.warmup, a.steps), file=sys.stderr)
+    for name in names:
+        torch.manual_seed(0)
+        base = MODELS[name]().to(memory_format=fmt)
+        x = torch.randn(a.batch, 3, 32, 32).contiguous(memory_format=fmt)
+        y = torch.randint(0, 10, (a.batch,))
+        runners = {"plain": _Runner(copy.deepcopy(base), x, y)}
+        for nm in a.nm.split(","):
+            try:  # strict: a benchmark of a model with layers left plain would mislead
+                model = sdgp_torch.convert_model(copy.deepcopy(base), prune=a.prune, nm=nm, kernel=a.kernel, strict=True)
+            except (ValueError, TypeError) as e:
+                ap.error("%s: %s" % (name, e))
+            runners[nm] = _Runner(model, x, y)
+        for r in runners.values():  # the converted models' first step measures their kernels
+            for _ in range(a.warmup):
+                r.step()
+        # round robin, one step of each per round: a drift of the machine's speed hits all alike
+        for i in range(a.steps):
+            for r in runners.values():
+                r.times.append(r.step())
+        torch_ms = statistics.median(runners["plain"].times)
+        print("  %s plain: %.1f ms" % (name, torch_ms), file=sys.stderr)
+        for nm, r in runners.items():
+            if nm == "plain":
+                continue
+            ms = statistics.median(r.times)
+            rep = [row for row in sdgp_torch.layer_report(r.model) if row["converted"]]
+            sparse = sum(row["kernel"] == "sparse" for row in rep)
+            print("  %s %s %s: %.1f ms, sparse kernel on %d of %d layers" % (name, a.prune, nm, ms, sparse, len(rep)),
+                  file=sys.stderr)
+            print(json.dumps({"model": name, "prune": a.prune, "nm": nm, "threads": a.threads, "batch": a.batch,
+                              "torch_ms": round(torch_ms, 2), "converted_ms": round(ms, 2),
+                              "speedup": round(torch_ms / ms, 3), "sparse_layers": "%d/%d" % (sparse, len(rep)),
+                              "steps": a.steps}), flush=True)
+        del runners
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,387 @@
+"""SDGP for PyTorch models: nn.Conv2d layers whose backward prunes dL/dO to N:M along the channels
+and computes dL/dD on libsdgp's sparse backward-data kernel.
+
+    import sdgp.torch
+    model = sdgp.torch.convert_model(model, prune="rescaled", nm="2:4")
+
+What a converted layer computes (SdgpConv2d, a subclass of nn.Conv2d with the same parameters):
+  forward      torch's own conv2d (F.conv2d): bitwise what the plain layer computes;
+  dL/dW, dL/db torch's dense gradients of the *unpruned* dL/dO (aten.convolution_backward);
+  dL/dD        sdgp_prune(dL/dO) (NHWC, groups of m channels) x W: sdgp_sparse_bwd_* with the
+               weights packed at each backward, or, where that measured slower, the same pruned
+               dL/dO through torch's dense backward-data (kernel="auto", below).
+The pruning is keyed (seed, step, layer): `layer` is the conv's index in model.modules() order,
+`step` counts the layer's backward passes, so random/MVUE masks differ per step and layer and
+repeat run to run.
+
+kernel="auto" (default): at a layer's first backward both implementations run on its real dL/dO,
+three interleaved repetitions each (pruning, packing and the torch call included), and the layer
+keeps the faster one, as `sdgp train --sparse-kernel auto` does. The choice is made once per layer
+(other batch sizes reuse it); layer_report() shows it with the timings. "sparse" / "dense" force one.
+
+Threads: each backward uses torch.get_num_threads() threads (torch.set_num_threads sets both).
+Memory: per layer and geometry (up to 4 batch/image sizes) a plan holding the packed weights; per
+thread, buffers that all layers reuse, as large as the largest layer's dL/dO (NHWC copy, pruned),
+its compressed form and dL/dD.
+State dicts keep the names and tensors of the plain model (SdgpConv2d adds no parameter or
+buffer), so they load into the unconverted model and back; restore_model() undoes the conversion.
+Double backward (create_graph=True through a converted layer) is not supported.
+"""
+import copy
+import ctypes
+import threading
+import time
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import _lib
+
+__all__ = ["convert_model", "restore_model", "layer_report", "SdgpConv2d", "SdgpConversionWarning"]
+
+_PLAN_CACHE = 4  # geometries (batch size, image size, threads) kept per layer; the oldest is freed beyond
+
+
+class SdgpConversionWarning(UserWarning):
+    """convert_model left some nn.Conv2d layers dense (the message lists them and why)."""
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def _resolve_padding(conv):
+    """The symmetric padding sdgp's geometry has (one pad for both dimensions), or a reason why not."""
+    kh, kw = conv.kernel_size
+    p = conv.padding
+    if isinstance(p, str):
+        if p == "valid":
+            return 0, None
+        # 'same' (stride 1 only in torch) pads k-1 in total: symmetric only for odd kernels
+        if (kh - 1) % 2 or (kw - 1) % 2 or kh != kw:
+            return None, "padding='same' with a %dx%d kernel is not one symmetric pad" % (kh, kw)
+        return (kh - 1) // 2, None
+    ph, pw = _pair(p)
+    if ph != pw:
+        return None, "padding %s: the C API has one pad for both dimensions" % ((ph, pw),)
+    return ph, None
+
+
+def _ineligible(conv, m):
+    """Why this conv cannot run SDGP's backward, or None."""
+    if type(conv) is not nn.Conv2d:
+        return "%s is a subclass of nn.Conv2d (its forward may differ)" % type(conv).__name__
+    if conv.groups != 1:
+        return "groups=%d (the sparse kernel computes groups=1)" % conv.groups
+    if _pair(conv.dilation) != (1, 1):
+        return "dilation %s" % (tuple(conv.dilation),)
+    if conv.padding_mode != "zeros":
+        return "padding_mode=%r (only zero padding)" % conv.padding_mode
+    sh, sw = _pair(conv.stride)
+    if sh != sw:
+        return "stride %s: the C API has one stride for both dimensions" % ((sh, sw),)
+    pad, why = _resolve_padding(conv)
+    if why:
+        return why
+    kh, kw = conv.kernel_size
+    if pad >= kh or pad >= kw:
+        return "pad=%d is not smaller than the kernel %dx%d" % (pad, kh, kw)
+    if kh > 64 or kw > 64:
+        return "kernel %dx%d is larger than 64" % (kh, kw)
+    if conv.out_channels % m:
+        return "out_channels=%d is not a multiple of m=%d" % (conv.out_channels, m)
+    w = conv.weight
+    if w.dtype != torch.float32 or w.device.type != "cpu":
+        return "weights are %s on %s (float32 CPU only)" % (w.dtype, w.device)
+    return None
+
+
+_scratch_local = threading.local()
+
+
+def _scratch(slot, shape, dtype=torch.float32):
+    """A buffer that lives across calls, one per (thread, slot), shared by all converted layers: their
+    backward passes never overlap within a thread. Fresh large tensors cost page faults at every
+    call (glibc returns them to the kernel on free); measured here, 2048 faults (8 MB) took 26 ms
+    against 12 ms for the sparse kernel of that layer. Only for data that does not leave the call."""
+    pool = _scratch_local.__dict__.setdefault("pool", {})
+    numel = 1
+    for d in shape:
+        numel *= d
+    buf = pool.get(slot)
+    if buf is None or buf.dtype != dtype or buf.numel() < numel:
+        buf = pool[slot] = torch.empty(numel, dtype=dtype)
+    return buf[:numel].view(shape)
+
+
+class _Plan:
+    """A sparse backward-data plan for one geometry (it holds the packed weights)."""
+
+    def __init__(self, geom, n, m, threads):
+        err = _lib.Error()
+        self.ptr = ctypes.c_void_p()
+        _lib.check(_lib.sparse_bwd_create(ctypes.byref(self.ptr), ctypes.byref(geom), n, m, _lib.ISA_AUTO, threads,
+                                          ctypes.byref(err)), err)
+        self.rows, self.slots = geom.B * geom.Ho * geom.Wo, geom.Cout // m * n
+        self.nm = _lib.NMTensor(0, n, m, self.rows, geom.Cout, None, None)
+
+    def close(self):
+        if self.ptr and _lib is not None and _lib.sparse_bwd_destroy is not None:
+            _lib.sparse_bwd_destroy(self.ptr)
+        self.ptr = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+
+class _LayerState:
+    """Per converted layer: configuration, the kernel choice, plans per geometry, the step counter."""
+
+    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, stride, pad):
+        self.name, self.layer, self.fn, self.n, self.m = name, layer, fn, n, m
+        self.scope, self.seed, self.kernel, self.stride, self.pad = scope, seed, kernel, stride, pad
+        self.choice = None if kernel == "auto" else kernel  # "sparse" | "dense"
+        self.times_ms = None  # {"sparse": ms, "dense": ms} of the auto measurement
+        self.step = 0
+        self.plans = {}
+        self.lock = threading.Lock()  # a plan's buffers serve one call at a time
+
+    # copies (deepcopy of the model, pickling) get the configuration, never the C plans
+    def __deepcopy__(self, memo):
+        new = copy.copy(self)
+        new.plans, new.lock = {}, threading.Lock()
+        return new
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["plans"], d["lock"] = {}, None
+        return d
+
+    def __setstate__(self, d):
+        self.__dict__.update(d)
+        self.lock = threading.Lock()
+
+    def close(self):
+        for p in self.plans.values():
+            p.close()
+        self.plans = {}
+
+    def _plan(self, B, H, W, Cin, Cout, kh, kw, threads):
+        key = (B, H, W, Cin, Cout, kh, kw, threads)
+        p = self.plans.pop(key, None)
+        if p is None:
+            geom, err = _lib.ConvGeom(), _lib.Error()
+            _lib.check(_lib.conv_geom_init(ctypes.byref(geom), B, H, W, Cin, Cout, kh, kw, self.stride, self.pad,
+                                           ctypes.byref(err)), err)
+            p = _Plan(geom, self.n, self.m, threads)
+            while len(self.plans) >= _PLAN_CACHE:
+                self.plans.pop(next(iter(self.plans))).close()
+        self.plans[key] = p  # most recently used last
+        return p
+
+    def _cfg(self, threads):
+        return _lib.make_cfg(self.fn, self.n, self.m, 0, self.scope, self.seed, self.step, self.layer, threads)
+
+    def _sparse(self, goN, x_shape, x_cl, w, threads):
+        B, Ho, Wo, Cout = goN.shape
+        Cin, H, W = x_shape[1], x_shape[2], x_shape[3]
+        p = self._plan(B, H, W, Cin, Cout, w.shape[2], w.shape[3], threads)
+        values = _scratch("values", (p.rows * p.slots,))
+        index = _scratch("index", (p.rows * p.slots,), torch.uint8)
+        p.nm.values, p.nm.index = values.data_ptr(), index.data_ptr()
+        cfg, err = self._cfg(threads), _lib.Error()
+        _lib.check(_lib.prune(ctypes.byref(cfg), goN.data_ptr(), B, Ho * Wo, Cout, None, ctypes.byref(p.nm),
+                              ctypes.byref(err)), err)
+        _lib.check(_lib.sparse_bwd_pack(p.ptr, w.data_ptr(), ctypes.byref(err)), err)
+        # the gradient takes x's layout: elementwise backward ops (ReLU, add, BatchNorm) on tensors of
+        # mixed layouts ran up to 10x slower, far more than the transpose costs (ResNet-18, torch 1.13)
+        if x_cl:
+            dD = torch.empty((B, H, W, Cin), dtype=torch.float32)  # returned: a tensor of its own
+        else:
+            dD = _scratch("dD", (B, H, W, Cin))
+        _lib.check(_lib.sparse_bwd_data(p.ptr, dD.data_ptr(), ctypes.byref(p.nm), ctypes.byref(err)), err)
+        dD = dD.permute(0, 3, 1, 2)  # NCHW view of the NHWC result: channels_last strides
+        return dD if x_cl else dD.contiguous()
+
+    def _dense(self, goN, x, w, threads):
+        B, Ho, Wo, Cout = goN.shape
+        pruned = _scratch("pruned", goN.shape)
+        cfg, err = self._cfg(threads), _lib.Error()
+        _lib.check(_lib.prune(ctypes.byref(cfg), goN.data_ptr(), B, Ho * Wo, Cout, pruned.data_ptr(), None,
+                              ctypes.byref(err)), err)
+        pruned = pruned.permute(0, 3, 1, 2)
+        if not self._is_cl(x):  # torch's NCHW kernel on a channels_last dL/dO reorders into fresh memory
+            pruned = _scratch("pruned_nchw", pruned.shape).copy_(pruned)
+        return torch.ops.aten.convolution_backward(
+            pruned, x, w, None, (self.stride,) * 2, (self.pad,) * 2, (1, 1), False, (0, 0), 1, (True, False, False))[0]
+
+    @staticmethod
+    def _is_cl(x):
+        return not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+
+    def data_grad(self, go, x, w):
+        """dL/dD of the pruned dL/dO (go: NCHW, any strides)."""
+        threads = torch.get_num_threads()
+        goN = go.permute(0, 2, 3, 1)
+        if not goN.is_contiguous():  # NCHW dL/dO; channels_last ones are read in place
+            goN = _scratch("dO", goN.shape).copy_(goN)
+        w = w.contiguous()
+        with self.lock:
+            try:
+                if self.choice is None:
+                    return self._measure(goN, x, w, threads)
+                if self.choice == "sparse":
+                    return self._sparse(goN, x.shape, self._is_cl(x), w, threads)
+                return self._dense(goN, x, w, threads)
+            finally:
+                self.step += 1
+
+    def _measure(self, goN, x, w, threads):
+        best = {"sparse": float("inf"), "dense": float("inf")}
+        out = {}
+        for _ in range(3):  # interleaved: a noisy neighbour slows both alike
+            for k in ("sparse", "dense"):
+                t0 = time.perf_counter()
+                if k == "sparse":
+                    out[k] = self._sparse(goN, x.shape, self._is_cl(x), w, threads)
+                else:
+                    out[k] = self._dense(goN, x, w, threads)
+                best[k] = min(best[k], time.perf_counter() - t0)
+        self.choice = "sparse" if best["sparse"] <= best["dense"] else "dense"
+        self.times_ms = {k: 1e3 * v for k, v in best.items()}
+        if self.choice == "dense":
+            self.close()  # its plan is not needed any more
+        return out[self.choice]
+
+
+class _SdgpConvFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, conv):
+        ctx.save_for_backward(x, weight)
+        ctx.state = conv._sdgp
+        ctx.has_bias = bias is not None
+        return F.conv2d(x, weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, go):
+        x, w = ctx.saved_tensors
+        st = ctx.state
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        gx = gw = gb = None
+        if need_w or need_b:  # dense dL/dW and dL/db of the unpruned dL/dO, by torch
+            _, gw, gb = torch.ops.aten.convolution_backward(
+                go, x, w, [w.shape[0]] if ctx.has_bias else None, (st.stride,) * 2, (st.pad,) * 2, (1, 1), False,
+                (0, 0), 1, (False, need_w, need_b and ctx.has_bias))
+        if need_x:
+            gx = st.data_grad(go, x, w)
+        return gx, gw, gb, None
+
+
+class SdgpConv2d(nn.Conv2d):
+    """nn.Conv2d with SDGP's backward (module docstring). Made by convert_model, not constructed."""
+
+    def forward(self, x):
+        if not (torch.is_grad_enabled() and x.requires_grad):
+            return self._conv_forward(x, self.weight, self.bias)  # no data gradient: plain torch
+        if x.dtype != torch.float32 or x.device.type != "cpu" or self.weight.dtype != torch.float32 or \
+                self.weight.device.type != "cpu":
+            raise TypeError("sdgp layer %s: input %s on %s, weights %s on %s; SDGP's backward needs float32 CPU "
+                            "tensors (restore_model() gives back plain nn.Conv2d layers)" %
+                            (self._sdgp.name or "(model)", x.dtype, x.device, self.weight.dtype, self.weight.device))
+        return _SdgpConvFn.apply(x, self.weight, self.bias, self)
+
+    def extra_repr(self):
+        s = self._sdgp
+        return "%s, sdgp=%s %d:%d kernel=%s" % (super().extra_repr(), _lib.prune_fn_name(s.fn).decode(), s.n, s.m,
+                                                 s.choice or "auto (not measured yet)")
+
+
+def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=False, kernel="auto",
+                  scope="sample-channel", seed=0):
+    """Convert, in place, each eligible nn.Conv2d of model into an SdgpConv2d; return the model.
+
+    prune: "random", "magnitude", "rescaled", "mvue", "mvue-approx" (sdgp.prune's functions).
+    nm: "N:M"; a layer needs out_channels % M == 0.
+    first_layer: also convert the first nn.Conv2d (in model.modules() order). Off by default, as in
+        the paper and `sdgp train`: its input is normally the image, which needs no data gradient.
+    strict: raise ValueError if any other nn.Conv2d cannot be converted; otherwise those layers stay
+        plain and an SdgpConversionWarning lists them with the reason (layer_report() too).
+    kernel: "auto" (measure at the first backward, keep the faster), "sparse" or "dense".
+    scope, seed: the rescaled function's scope; the seed of the random functions.
+    Eligible: exactly nn.Conv2d, groups 1, dilation 1, zero padding, the same stride and pad in both
+    dimensions (pad < kernel), kernels up to 64x64 (rectangular too), float32 CPU weights.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError("sdgp.torch.convert_model: expected an nn.Module, got %s" % type(model).__name__)
+    n, m = _lib.parse_nm(nm)
+    fn = _lib.parse_fn(prune)
+    if fn == 0 and n != m:
+        raise ValueError("sdgp.torch.convert_model: prune='none' keeps dL/dO dense: use the plain model")
+    sc = _lib.parse_choice("scope", scope, _lib.SCOPE)
+    _lib.parse_choice("kernel", kernel, {"auto": 0, "sparse": 1, "dense": 2})
+    _lib.make_cfg(fn, n, m, seed=seed)  # validates seed
+    convs = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, nn.Conv2d)]
+    skipped = []
+    todo = []
+    for i, (name, conv) in enumerate(convs):
+        if isinstance(conv, SdgpConv2d):
+            raise ValueError("sdgp.torch.convert_model: layer %s is converted already" % (name or "(model)"))
+        if i == 0 and not first_layer:
+            continue
+        why = _ineligible(conv, m)
+        if why:
+            skipped.append((name or "(model)", why))
+        else:
+            todo.append((i, name, conv))
+    if skipped:
+        msg = "sdgp.torch.convert_model: %d conv layer(s) cannot be converted (plain torch): %s" % (
+            len(skipped), "; ".join("%s: %s" % s for s in skipped))
+        if strict:
+            raise ValueError(msg)
+        warnings.warn(msg, SdgpConversionWarning, stacklevel=2)
+    for i, name, conv in todo:
+        pad, _ = _resolve_padding(conv)
+        conv._sdgp = _LayerState(name, i, fn, n, m, sc, seed, kernel, _pair(conv.stride)[0], pad)
+        # the class swap keeps the object: its parameters (and an optimizer's references to
+        # them), hooks and state-dict names stay exactly the plain layer's
+        conv.__class__ = SdgpConv2d
+    return model
+
+
+def restore_model(model):
+    """Turn every SdgpConv2d of model back into a plain nn.Conv2d (in place); return the model."""
+    for mod in model.modules():
+        if isinstance(mod, SdgpConv2d):
+            mod._sdgp.close()
+            del mod._sdgp
+            mod.__class__ = nn.Conv2d
+    return model
+
+
+def layer_report(model):
+    """One dict per nn.Conv2d of model: name, converted, and for converted layers the n:m, the pruning
+    function, the kernel choice and the auto measurement (ms); for the others the reason."""
+    rows = []
+    first = True
+    ms = [mod._sdgp.m for mod in model.modules() if isinstance(mod, SdgpConv2d)]
+    m = ms[0] if ms else 1
+    for name, mod in model.named_modules():
+        if not isinstance(mod, nn.Conv2d):
+            continue
+        r = {"name": name or "(model)", "converted": isinstance(mod, SdgpConv2d)}
+        if r["converted"]:
+            s = mod._sdgp
+            r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(), kernel=s.choice or "auto",
+                     times_ms=s.times_ms, steps=s.step)
+        else:
+            why = _ineligible(mod, m)
+            r["reason"] = why or ("first layer (first_layer=False)" if first else "not converted")
+        first = False
+        rows.append(r)
+    return rows

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Smoke run of examples/torch_resnet18_fmnist.py: a few SDGP steps of ResNet-18 on Fashion-MNIST,
+# progress lines, the kernel report and a test accuracy. Exit 77 (skipped) without torchvision or
+# the data. Usage: python_example_test.sh PYTHON LIBSDGP_SO SOURCE_DIR
+set -u
+py=$1; lib=$2; src=$3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+"$py" -c "import torchvision" 2>/dev/null || { echo "SKIP: no torchvision (apt-get install python3-torchvision)"; exit 77; }
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
+SDGP_LIBRARY=$lib PYTHONPATH=$src/python "$py" "$src/examples/torch_resnet18_fmnist.py" --steps 4 --batch 16 \
+    --eval-images 100 --log-every 2 --threads 2 > "$T/out" 2>&1
+rc=$?
+cat "$T/out"
+[ $rc -eq 0 ] || fail "the example exited with $rc"
+grep -q '^ResNet-18 on Fashion-MNIST: SDGP rescaled 2:4' "$T/out" || fail "no header line"
+[ "$(grep -c '^step [0-9]*/4 .*loss [0-9.]* ' "$T/out")" -eq 2 ] || fail "expected 2 progress lines"
+grep -q '^sparse kernel on [0-9]* of 19 converted conv layers' "$T/out" || fail "no kernel report for 19 layers"
+grep -q '^test accuracy: [0-9.]* % on 100 images' "$T/out" || fail "no test accuracy"
+# bad input is an error message, not a traceback
+SDGP_LIBRARY=$lib PYTHONPATH=$src/python "$py" "$src/examples/torch_resnet18_fmnist.py" --data "$T/none" \
+    > "$T/bad" 2>&1 && fail "a missing data directory did not fail"
+grep -q "cannot read Fashion-MNIST" "$T/bad" && ! grep -q Traceback "$T/bad" || fail "bad --data: $(cat "$T/bad")"
+echo "1 passed, 0 failed"
