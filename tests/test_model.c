@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "model/model_internal.h" /* the plan of transient activations */
 #include "sdgp/train.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
@@ -143,6 +144,195 @@ TEST_CASE(bad_model_configs) {
     c = small_config(8);
     c.width = -1;
     CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "width"), "width: %s", err.msg);
+    c = small_config(8);
+    c.kind = (sdgp_model_kind)sdgp_model_zoo_count();
+    CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "unknown kind"), "kind: %s", err.msg);
+    c = small_config(8); /* ResNet-18's layer4 needs at least 8x8 (three stride-2 convs) */
+    c.kind = SDGP_MODEL_RESNET18;
+    c.height = c.width_px = 0;
+    CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID, "resnet18 on no input");
+}
+
+/* The registry: names are unique and parse back, the training configuration offers each (value
+ * and help), and a bad name is refused with the list. */
+TEST_CASE(model_registry) {
+    int n = sdgp_model_zoo_count();
+    CHECK(n >= 3 && sdgp_model_zoo(-1) == NULL && sdgp_model_zoo(n) == NULL, "count %d", n);
+    CHECK(!strcmp(sdgp_model_zoo(SDGP_MODEL_RESNET9)->name, "resnet9") && !strcmp(sdgp_model_zoo(SDGP_MODEL_SMALLCNN)->name, "smallcnn") &&
+              !strcmp(sdgp_model_zoo(SDGP_MODEL_RESNET18)->name, "resnet18"),
+          "the enum constants name their rows");
+    sdgp_error err;
+    const char *help = NULL;
+    char v[64];
+    int model_field = -1;
+    for (int i = 0; i < sdgp_train_config_field_count(); i++) {
+        sdgp_train_config d = sdgp_train_config_default();
+        if (!strcmp(sdgp_train_config_field(&d, i, &help, v, sizeof v), "model")) {
+            model_field = i;
+            break;
+        }
+    }
+    REQUIRE(model_field >= 0 && help, "no model field");
+    for (int k = 0; k < n; k++) {
+        const sdgp_model_info *mi = sdgp_model_zoo(k);
+        sdgp_model_kind kind;
+        CHECK(sdgp_model_kind_parse(mi->name, &kind, &err) == SDGP_OK && (int)kind == k, "parse %s", mi->name);
+        CHECK(mi->description && mi->description[0] && mi->height > 0 && mi->channels > 0, "%s: info", mi->name);
+        for (int j = 0; j < k; j++) CHECK(strcmp(sdgp_model_zoo(j)->name, mi->name) != 0, "duplicate %s", mi->name);
+        sdgp_train_config c = sdgp_train_config_default();
+        CHECK(sdgp_train_config_set(&c, "model", mi->name, &err) == SDGP_OK && (int)c.model.kind == k, "--model %s", mi->name);
+        CHECK(strstr(help, mi->name) != NULL, "--model help '%s' lacks %s", help, mi->name);
+        sdgp_train_config_field(&c, model_field, NULL, v, sizeof v);
+        CHECK(!strcmp(v, mi->name), "field value %s", v);
+    }
+    sdgp_model_kind kind;
+    CHECK(sdgp_model_kind_parse("resnet1000", &kind, &err) == SDGP_ERR_INVALID && strstr(err.msg, "resnet18"), "%s", err.msg);
+}
+
+/* The global average pool against a plain loop, and bitwise the same on 1 and 2 threads. */
+TEST_CASE(global_avgpool) {
+    enum { B = 3, HW = 37, C = 40 };
+    float *x = test_xmalloc(sizeof(float) * B * HW * C), y[B * C], y1[B * C], dy[B * C];
+    float *dx = test_xmalloc(sizeof(float) * B * HW * C);
+    test_fill_normal(x, (size_t)B * HW * C, 5);
+    test_fill_normal(dy, (size_t)B * C, 6);
+    sdgp_global_avgpool_forward(y, x, B, HW, C);
+    omp_set_num_threads(1);
+    sdgp_global_avgpool_forward(y1, x, B, HW, C);
+    omp_set_num_threads(2);
+    CHECK(test_bitwise_equal(y, y1, sizeof y), "thread count changed the result");
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int p = 0; p < HW; p++) s += x[((size_t)b * HW + p) * C + c];
+            worst = fmax(worst, fabs(y[b * C + c] - s / HW));
+        }
+    CHECK(worst < 1e-5, "forward error %g", worst);
+    sdgp_global_avgpool_backward(dx, dy, B, HW, C);
+    int ok = 1;
+    for (int b = 0; b < B; b++)
+        for (int p = 0; p < HW; p++)
+            for (int c = 0; c < C; c++) ok &= dx[((size_t)b * HW + p) * C + c] == dy[b * C + c] / (float)HW;
+    CHECK(ok, "backward: dy / HW everywhere");
+    free(x), free(dx);
+}
+
+/* The k x k max pool with stride and padding (ResNet-50's 3x3/2/1 stem pool, overlapping windows)
+ * against a plain loop, backward summing where windows overlap, bitwise the same on 1 and 2 threads. */
+TEST_CASE(maxpool_strided_padded) {
+    enum { B = 2, H = 9, W = 8, C = 5, K = 3, S = 2, P = 1 };
+    enum { HO = (H + 2 * P - K) / S + 1, WO = (W + 2 * P - K) / S + 1 };
+    float x[B * H * W * C], y[B * HO * WO * C], dy[B * HO * WO * C], dx[B * H * W * C], dx1[B * H * W * C];
+    float ref_dx[B * H * W * C] = {0};
+    uint8_t arg[B * HO * WO * C];
+    test_fill_normal(x, sizeof x / sizeof x[0], 11);
+    test_fill_normal(dy, sizeof dy / sizeof dy[0], 12);
+    x[((0 * H + 1) * W + 1) * C + 0] = 50.0f; /* in the overlap of four windows: it wins them all */
+    sdgp_maxpool_forward(y, arg, x, B, H, W, C, K, S, P);
+    int fwd_ok = 1;
+    for (int b = 0; b < B; b++)
+        for (int oh = 0; oh < HO; oh++)
+            for (int ow = 0; ow < WO; ow++)
+                for (int c = 0; c < C; c++) {
+                    float best = -INFINITY;
+                    int bh = -1, bw = -1;
+                    for (int i = 0; i < K; i++)
+                        for (int j = 0; j < K; j++) {
+                            int h = oh * S - P + i, w = ow * S - P + j;
+                            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                            if (x[((b * H + h) * W + w) * C + c] > best) best = x[((b * H + h) * W + w) * C + c], bh = h, bw = w;
+                        }
+                    const int o = ((b * HO + oh) * WO + ow) * C + c;
+                    fwd_ok &= y[o] == best;
+                    ref_dx[((b * H + bh) * W + bw) * C + c] += dy[o];
+                }
+    CHECK(fwd_ok, "forward");
+    sdgp_maxpool_backward(dx, dy, arg, B, H, W, C, K, S, P);
+    CHECK(test_bitwise_equal(dx, ref_dx, sizeof dx), "backward (overlapping windows add)");
+    CHECK(dx[(1 * W + 1) * C] == ((dy[0] + dy[C]) + dy[WO * C]) + dy[(WO + 1) * C], "the maximum collects four windows' gradients");
+    omp_set_num_threads(1);
+    sdgp_maxpool_backward(dx1, dy, arg, B, H, W, C, K, S, P);
+    omp_set_num_threads(2);
+    CHECK(test_bitwise_equal(dx, dx1, sizeof dx), "thread count changed the result");
+}
+
+/* A conv output without ReLU (ResNet's conv2, shortcut) can be dropped after forward: BatchNorm's
+ * recompute must give bitwise the training forward's y (and differ from the ReLU one: the test can fail). */
+TEST_CASE(batchnorm_recompute_is_bitwise) {
+    enum { R = 300, C = 48 };
+    float *x = test_xmalloc(sizeof(float) * R * C), *y = test_xmalloc(sizeof(float) * R * C), *y2 = test_xmalloc(sizeof(float) * R * C);
+    float mean[C], rstd[C], rm[C] = {0}, rv[C], g[C], b[C];
+    test_fill_normal(x, (size_t)R * C, 7);
+    test_fill_normal(g, C, 8);
+    test_fill_normal(b, C, 9);
+    for (int c = 0; c < C; c++) rv[c] = 1.0f;
+    sdgp_batchnorm_forward_train(y, mean, rstd, rm, rv, x, g, b, R, C, 0.1f, 1e-5f);
+    sdgp_batchnorm_recompute(y2, x, mean, rstd, g, b, R, C);
+    CHECK(test_bitwise_equal(y, y2, sizeof(float) * R * C), "recompute differs from forward");
+    sdgp_batchnorm_relu_recompute(y2, x, mean, rstd, g, b, R, C);
+    CHECK(!test_bitwise_equal(y, y2, sizeof(float) * R * C), "the ReLU recompute must differ");
+    free(x), free(y), free(y2);
+}
+
+/* ResNet-18 (convs without ReLU, 1x1 stride-2 shortcuts, adds with ReLU, average pool): trains on
+ * Fashion-MNIST, SDGP included, names its parameters as torchvision, round-trips a checkpoint, and
+ * its transient activations (recomputed from z) save memory. */
+TEST_CASE(resnet18_trains) {
+    if (!have_fmnist) return;
+    sdgp_model_config c = small_config(32);
+    c.kind = SDGP_MODEL_RESNET18;
+    c.width = 0.25f;
+    sdgp_error err;
+    for (int pruned = 0; pruned < 2; pruned++) {
+        c.prune = sdgp_prune_cfg_make(pruned ? SDGP_PRUNE_MAGNITUDE : SDGP_PRUNE_NONE, 2, 4);
+        c.sparse = SDGP_SPARSE_ON;
+        sdgp_model *m;
+        REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "create: %s", err.msg);
+        CHECK(sdgp_model_conv_count(m) == 20, "convs: %d", sdgp_model_conv_count(m));
+        CHECK(!strcmp(sdgp_model_conv_info(m, 7)->layer, "layer2.0.downsample.0"), "conv 7: %s", sdgp_model_conv_info(m, 7)->layer);
+        CHECK(sdgp_model_conv_info(m, 7)->pruned == pruned, "the 1x1 shortcut is pruned with the rest");
+        const sdgp_param *last = sdgp_model_param(m, sdgp_model_param_count(m) - 1);
+        CHECK(!strcmp(last->name, "fc.bias") && !strcmp(sdgp_model_param(m, 0)->name, "conv1.weight"), "names: %s", last->name);
+        /* every conv output (BatchNorm with or without ReLU) lives in a gradient buffer during forward */
+        int transient = 0;
+        for (int k = 0; k < m->n_ops; k++)
+            transient += m->ops[k].kind == OP_CONV && m->slots[m->ops[k].out].lent_buf >= 0;
+        CHECK(transient == 20, "%d of 20 conv outputs are transient", transient);
+        double first, last_loss;
+        CHECK(train_steps(m, &fmnist, TEST_SANITIZED ? 3 : 30, TEST_SANITIZED ? 1 : 6, &first, &last_loss), "steps");
+        fprintf(stderr, "  resnet18 w0.25 %s: loss %.3f -> %.3f over 30 steps\n", pruned ? "magnitude 2:4" : "dense", first, last_loss);
+        CHECK(TEST_SANITIZED || last_loss < 0.8 * first, "pruned=%d: loss %.4f -> %.4f did not fall", pruned, first, last_loss);
+        /* evaluation mode (running statistics; BatchNorm without ReLU, add+ReLU, average pool) on
+         * images the 30 steps saw (the first 960): far above chance */
+        sdgp_dataset seen = fmnist;
+        seen.count = 960;
+        sdgp_augment norm = {{0.286f}, {0.353f}, 0, 0, 0};
+        double eval_loss, acc;
+        CHECK(sdgp_evaluate(m, &seen, &norm, 0, 0.0f, &eval_loss, &acc, &err) == SDGP_OK, "%s", err.msg);
+        CHECK(TEST_SANITIZED || acc > 0.4, "pruned=%d: accuracy %.3f in evaluation mode", pruned, acc);
+        fprintf(stderr, "  evaluation mode: accuracy %.3f on the images it trained on\n", acc);
+        if (!pruned) {
+            char path[256];
+            tmp_path(path, sizeof path, "r18.safetensors");
+            sdgp_train_config tc = sdgp_train_config_default();
+            tc.model = c;
+            sdgp_checkpoint_state st = {0};
+            sdgp_model *b;
+            REQUIRE(sdgp_checkpoint_save(path, m, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
+            REQUIRE(sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
+            CHECK(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
+            int same = 1;
+            for (int i = 0; i < sdgp_model_param_count(m); i++) {
+                const sdgp_param *p = sdgp_model_param(m, i), *q = sdgp_model_param(b, i);
+                same &= test_bitwise_equal(p->data, q->data, p->count * sizeof(float));
+            }
+            CHECK(same, "checkpoint round trip");
+            sdgp_model_destroy(b);
+            unlink(path);
+        }
+        sdgp_model_destroy(m);
+    }
 }
 
 
@@ -302,6 +492,35 @@ TEST_CASE(config_table_round_trips) {
     CHECK(memcmp(&c, &d, sizeof c) == 0, "fields must round-trip the whole config");
 }
 
+/* ResNet-50 (53 convs, 161 trainable tensors: beyond any fixed-size table) builds, keeps every
+ * conv output transient, and takes a finite step; its numerics are tests/golden_zoo.py's. */
+TEST_CASE(resnet50_builds) {
+    sdgp_model_config c = sdgp_model_config_default();
+    c.kind = SDGP_MODEL_RESNET50;
+    c.width = 0.25f;
+    c.batch = 2;
+    c.height = c.width_px = 64;
+    c.prune = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4);
+    c.sparse = SDGP_SPARSE_ON;
+    sdgp_model *m;
+    sdgp_error err = {0};
+    REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "create: %s", err.msg);
+    int trainable = 0, transient = 0;
+    for (int i = 0; i < sdgp_model_param_count(m); i++) trainable += sdgp_model_param(m, i)->trainable;
+    for (int k = 0; k < m->n_ops; k++) transient += m->ops[k].kind == OP_CONV && m->slots[m->ops[k].out].lent_buf >= 0;
+    CHECK(sdgp_model_conv_count(m) == 53 && trainable == 161, "%d convs, %d trainable tensors", sdgp_model_conv_count(m), trainable);
+    CHECK(transient == 53, "%d of 53 conv outputs are transient", transient);
+    CHECK(!strcmp(sdgp_model_conv_info(m, 52)->layer, "layer4.2.conv3"), "last conv: %s", sdgp_model_conv_info(m, 52)->layer);
+    float *x = test_xmalloc(sizeof(float) * 2 * 64 * 64 * 3), dl[20];
+    int32_t y[2] = {1, 7};
+    test_fill_normal(x, (size_t)2 * 64 * 64 * 3, 13);
+    const float *logits = sdgp_model_forward(m, x, 1);
+    double loss = sdgp_softmax_xent(dl, NULL, logits, y, 2, 10, 0.0f);
+    CHECK(isfinite(loss) && sdgp_model_backward(m, dl, 0, &err) == SDGP_OK, "step: loss %g %s", loss, err.msg);
+    free(x);
+    sdgp_model_destroy(m);
+}
+
 int main(void) {
     omp_set_num_threads(2);
     sdgp_error err;
@@ -309,11 +528,17 @@ int main(void) {
     if (!have_fmnist) fprintf(stderr, "note: %s; the data-driven cases are skipped\n", err.msg);
     RUN(config_table_round_trips);
     RUN(bad_model_configs);
+    RUN(model_registry);
+    RUN(global_avgpool);
+    RUN(batchnorm_recompute_is_bitwise);
+    RUN(maxpool_strided_padded);
+    RUN(resnet50_builds);
     RUN(checkpoint_keeps_kernel_choice);
     RUN(winograd_domain_choice);
     RUN(prune_none_and_m_of_m_are_bitwise_dense);
     RUN(every_pruning_function_trains);
     RUN(checkpoint_resume_is_exact);
+    RUN(resnet18_trains);
     sdgp_dataset_free(&fmnist);
     return test_finish();
 }

@@ -1,6 +1,8 @@
-/* sdgp: models (ResNet-9 with a width multiplier, a small CNN) and one training step.
+/* sdgp: models (a registry: ResNet-9, ResNet-18, ResNet-50, a small CNN; each with a width multiplier) and
+ * one training step.
  *
- * A model is a fixed list of ops over activation slots, built once for a batch size and input
+ * A model is a fixed list of ops over activation slots (convs with or without BatchNorm and ReLU,
+ * residual adds with or without ReLU, pools, linear), built once for a batch size and input
  * shape. Memory: one arena for parameters (weights, their gradients, momentum; running BatchNorm
  * statistics), one for activations (what backward needs), and a small pool of gradient buffers
  * reused by liveness during backward. Nothing is allocated per step.
@@ -23,7 +25,19 @@
 extern "C" {
 #endif
 
-typedef enum { SDGP_MODEL_RESNET9 = 0, SDGP_MODEL_SMALLCNN = 1 } sdgp_model_kind;
+/* The registry's models, by index (sdgp_model_zoo has their names and descriptions). */
+typedef enum { SDGP_MODEL_RESNET9 = 0, SDGP_MODEL_SMALLCNN = 1, SDGP_MODEL_RESNET18 = 2, SDGP_MODEL_RESNET50 = 3 } sdgp_model_kind;
+
+typedef struct {
+    const char *name;               /* --model value, checkpoint signature: "resnet9", "resnet18", ... */
+    const char *description;
+    int height, width_px, channels; /* the input it is made for (benchmark default) */
+} sdgp_model_info;
+/* Number of registered models, and model `kind` of them (NULL outside [0, count)). */
+SDGP_API int sdgp_model_zoo_count(void);
+SDGP_API const sdgp_model_info *sdgp_model_zoo(int kind);
+/* The kind registered under name; the error lists the registered names. */
+SDGP_API sdgp_status sdgp_model_kind_parse(const char *name, sdgp_model_kind *out, sdgp_error *err);
 
 typedef enum {
     SDGP_SPARSE_AUTO = 0, /* per layer: the sparse kernel only where a start-up measurement says it is faster */

@@ -45,6 +45,9 @@ SDGP_API void sdgp_batchnorm_relu_forward_train(float *y, float *mean, float *rs
  * a weight gradient. */
 SDGP_API void sdgp_batchnorm_relu_recompute(float *y, const float *x, const float *mean, const float *rstd,
                                             const float *gamma, const float *beta, int64_t rows, int C);
+/* The same without the ReLU: bitwise the y of sdgp_batchnorm_forward_train. */
+SDGP_API void sdgp_batchnorm_recompute(float *y, const float *x, const float *mean, const float *rstd, const float *gamma,
+                                       const float *beta, int64_t rows, int C);
 SDGP_API void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                                            const float *mean, const float *rstd, const float *gamma, const float *beta,
                                            int64_t rows, int C);
@@ -59,12 +62,29 @@ SDGP_API void sdgp_relu_backward(float *dx, const float *dy, const float *y, siz
 SDGP_API void sdgp_maxpool2_forward(float *y, uint8_t *arg, const float *x, int B, int H, int W, int C);
 SDGP_API void sdgp_maxpool2_backward(float *dx, const float *dy, const uint8_t *arg, int B, int H, int W, int C);
 
+/* ---- k x k max pool, stride s, padding p (padded positions never win, as PyTorch's -inf), floor ----
+ * x: B x H x W x C -> y, arg: B x Ho x Wo x C, Ho = (H + 2p - k) / s + 1 (likewise Wo); arg = kh * k + kw
+ * of the winner in its window (first maximum in row-major order; NaN wins). k <= 15, p <= k / 2.
+ * backward overwrites all of dx; overlapping windows (s < k) add their gradients, image by image in
+ * a fixed order, so results are bitwise independent of the thread count. */
+SDGP_API void sdgp_maxpool_forward(float *y, uint8_t *arg, const float *x, int B, int H, int W, int C, int k, int stride,
+                                   int pad);
+SDGP_API void sdgp_maxpool_backward(float *dx, const float *dy, const uint8_t *arg, int B, int H, int W, int C, int k,
+                                    int stride, int pad);
+
 /* ---- global max pool: y[b,c] = max over H*W of x[b,:,:,c]; arg = winning position (first) ---- */
 SDGP_API void sdgp_global_maxpool_forward(float *y, int32_t *arg, const float *x, int B, int HW, int C);
 SDGP_API void sdgp_global_maxpool_backward(float *dx, const float *dy, const int32_t *arg, int B, int HW, int C);
 
+/* ---- global average pool: y[b,c] = (sum over H*W of x[b,:,:,c]) / HW, summed in position order ----
+ * backward overwrites all of dx with dy[b,c] / HW. */
+SDGP_API void sdgp_global_avgpool_forward(float *y, const float *x, int B, int HW, int C);
+SDGP_API void sdgp_global_avgpool_backward(float *dx, const float *dy, int B, int HW, int C);
+
 /* ---- elementwise ---- */
 SDGP_API void sdgp_add_forward(float *y, const float *a, const float *b, size_t n); /* y = a + b (y may alias a or b) */
+/* y = relu(a + b) (y may alias a or b): a residual block's output; backward is sdgp_relu_backward on y. */
+SDGP_API void sdgp_add_relu_forward(float *y, const float *a, const float *b, size_t n);
 SDGP_API void sdgp_accumulate(float *y, const float *x, size_t n);                  /* y += x */
 SDGP_API void sdgp_scale_forward(float *y, const float *x, float s, size_t n);      /* y = s x (in place ok) */
 

@@ -18,15 +18,20 @@
 #include "sdgp/train.h"
 
 typedef struct {
-    const char *name;
+    char name[64];
+    sdgp_model_kind kind;
     float width;
     int h, w, c, batch;
 } bench_model;
 
-static const bench_model models[] = {
-    {"resnet9-w1-32x32x3", 1.0f, 32, 32, 3, 64},
-    {"resnet9-w0.25-28x28x1", 0.25f, 28, 28, 1, 128},
+/* --model w1 / w0.25 (and all = both): the ResNet-9 settings of the README's tables. Any registry
+ * name (sdgp_model_zoo) also works: width --width (1), its own input, batch 32. */
+static const bench_model presets[] = {
+    {"resnet9-w1-32x32x3", SDGP_MODEL_RESNET9, 1.0f, 32, 32, 3, 64},
+    {"resnet9-w0.25-28x28x1", SDGP_MODEL_RESNET9, 0.25f, 28, 28, 1, 128},
 };
+#define MAX_MODELS 8
+#define MAX_CONVS 128 /* per-layer results kept (ResNet-50 has 53 convs) */
 
 typedef struct {
     int threads, steps, json, torch;
@@ -35,7 +40,9 @@ typedef struct {
     int n_fns;
     int nm[8][2];
     int n_nm;
-    int model_mask; /* bit i: models[i] */
+    bench_model models[MAX_MODELS]; /* --model, in order */
+    int n_models;
+    float width; /* --width for registry names (0: 1) */
     sdgp_conv_algo conv_algo;
     int conv_ws_mb;
     sdgp_prune_domain domains[SDGP_DOMAIN_AUTO + 1]; /* each measured in the same run */
@@ -47,15 +54,16 @@ typedef struct {
 
 typedef struct {
     double ms, rss_mb;
-    double layer[16][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
+    double layer[MAX_CONVS][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
     int n_layers;
-    char kernels[64];        /* sdgp_model_sparse_choice: each layer's data-gradient kernel */
-    char kernel_name[16][12]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when not pruned */
+    char kernels[MAX_CONVS + 1];        /* sdgp_model_sparse_choice: each layer's data-gradient kernel */
+    char kernel_name[MAX_CONVS][12]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when not pruned */
     char err[SDGP_ERROR_MSG_LEN + 64];
 } result;
 
 static sdgp_model_config model_config(const bench_model *bm, const options *o) {
     sdgp_model_config c = sdgp_model_config_default();
+    c.kind = bm->kind;
     c.width = bm->width;
     c.height = bm->h;
     c.width_px = bm->w;
@@ -89,7 +97,7 @@ static void measure_ours(const sdgp_model_config *mc, int steps, int timing, res
     for (size_t i = 0; i < B; i++) y[i] = (int32_t)(i % (size_t)mc->num_classes);
     sdgp_model_enable_timing(m, timing);
     int n_conv = sdgp_model_conv_count(m);
-    double(*lt)[5] = calloc((size_t)steps * 16, sizeof *lt);
+    double(*lt)[5] = calloc((size_t)steps * MAX_CONVS, sizeof *lt);
     for (int i = -2; i < steps; i++) {
         double t0 = cli_now();
         const float *logits = sdgp_model_forward(m, x, 1);
@@ -101,27 +109,27 @@ static void measure_ours(const sdgp_model_config *mc, int steps, int timing, res
         sdgp_model_sgd(m, 0.01f, 0.9f, 5e-4f, 0);
         if (i < 0) continue;
         t[i] = cli_now() - t0;
-        for (int l = 0; l < n_conv && l < 16; l++) {
+        for (int l = 0; l < n_conv && l < MAX_CONVS; l++) {
             const sdgp_layer_times *tm = sdgp_model_conv_times(m, l);
-            lt[i * 16 + l][0] = tm->fwd_ms;
-            lt[i * 16 + l][1] = tm->bwd_data_ms;
-            lt[i * 16 + l][2] = tm->prune_ms;
-            lt[i * 16 + l][3] = tm->bwd_weights_ms;
-            lt[i * 16 + l][4] = sdgp_model_conv_info(m, l)->sparse_kernel;
+            lt[i * MAX_CONVS + l][0] = tm->fwd_ms;
+            lt[i * MAX_CONVS + l][1] = tm->bwd_data_ms;
+            lt[i * MAX_CONVS + l][2] = tm->prune_ms;
+            lt[i * MAX_CONVS + l][3] = tm->bwd_weights_ms;
+            lt[i * MAX_CONVS + l][4] = sdgp_model_conv_info(m, l)->sparse_kernel;
         }
     }
     if (!r->err[0]) {
         sdgp_model_sparse_choice(m, r->kernels, sizeof r->kernels);
-        for (int l = 0; l < n_conv && l < 16; l++) {
+        for (int l = 0; l < n_conv && l < MAX_CONVS; l++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(m, l);
             snprintf(r->kernel_name[l], sizeof r->kernel_name[l], "%s", li->pruned ? li->bwd_kernel : "-");
         }
         r->ms = 1e3 * cli_median(t, steps);
-        r->n_layers = n_conv < 16 ? n_conv : 16;
+        r->n_layers = n_conv < MAX_CONVS ? n_conv : MAX_CONVS;
         double *col = calloc((size_t)steps, sizeof *col);
         for (int l = 0; l < r->n_layers; l++)
             for (int k = 0; k < 5; k++) {
-                for (int i = 0; i < steps; i++) col[i] = lt[i * 16 + l][k];
+                for (int i = 0; i < steps; i++) col[i] = lt[i * MAX_CONVS + l][k];
                 r->layer[l][k] = cli_median(col, steps);
             }
         free(col);
@@ -170,9 +178,9 @@ static int run_torch(const options *o, const bench_model *bm, result *r) {
     for (int f = 0; f < 2; f++) {
         char cmd[4096];
         snprintf(cmd, sizeof cmd,
-                 "OMP_NUM_THREADS=%d '%s' '%s' --model resnet9 --width %g --hwc %d,%d,%d --batch %d --threads %d "
+                 "OMP_NUM_THREADS=%d '%s' '%s' --model %s --width %g --hwc %d,%d,%d --batch %d --threads %d "
                  "--steps %d --formats %s",
-                 o->threads, o->python, o->torch_script, (double)bm->width, bm->h, bm->w, bm->c, bm->batch, o->threads,
+                 o->threads, o->python, o->torch_script, sdgp_model_zoo((int)bm->kind)->name, (double)bm->width, bm->h, bm->w, bm->c, bm->batch, o->threads,
                  o->steps, formats[f]);
         FILE *p = popen(cmd, "r");
         char line[512] = {0};
@@ -203,7 +211,9 @@ static void usage(FILE *f, const char *cmd) {
     fprintf(f,
             "usage: sdgp bench %s [options]\n\n"
             "%s\n\n"
-            "  --model all|w1|w0.25   ResNet-9 w=1 on 32x32x3 at batch 64, w=0.25 on 28x28x1 at batch 128 [all]\n"
+            "  --model LIST           w1: ResNet-9 w=1 on 32x32x3 at batch 64; w0.25: w=0.25 on 28x28x1 at batch 128;\n"
+            "                         all: both [all]; or a registry model (below): its own input, batch 32\n"
+            "  --width W              channel multiplier of registry models given by name [1]\n"
             "  --threads N            threads for every measurement [2]\n"
             "  --batch N              batch size instead of the model's (e.g. 512, the training default)\n"
             "  --steps N              timed steps (median; after 2 warm-up steps) [10]\n"
@@ -216,7 +226,8 @@ static void usage(FILE *f, const char *cmd) {
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
-            "  --json                 one JSON object per line\n",
+            "  --json                 one JSON object per line\n"
+            "\nregistry models (the PyTorch peer builds the same model, torchvision's for resnet18):\n",
             cmd,
             strcmp(cmd, "step") == 0
                 ? "One training step of our engine (dense, and with SDGP when --prune is given) against PyTorch's\n"
@@ -227,6 +238,32 @@ static void usage(FILE *f, const char *cmd) {
             sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
             sdgp_model_config_default().prune.mask_block,
             default_torch_script());
+    for (int k = 0; k < sdgp_model_zoo_count(); k++) {
+        const sdgp_model_info *mi = sdgp_model_zoo(k);
+        fprintf(f, "  %-10s %dx%dx%d  %s\n", mi->name, mi->height, mi->width_px, mi->channels, mi->description);
+    }
+}
+
+/* Appends the models of one --model item (w1, w0.25, all, or a registry name). */
+static int add_models(options *o, const char *item) {
+    const int all = !strcmp(item, "all");
+    for (int i = 0; i < 2; i++)
+        if (all || !strcmp(item, i == 0 ? "w1" : "w0.25")) {
+            if (o->n_models == MAX_MODELS) return 0;
+            o->models[o->n_models++] = presets[i];
+        }
+    if (all || !strcmp(item, "w1") || !strcmp(item, "w0.25")) return 1;
+    sdgp_model_kind kind;
+    sdgp_error err;
+    if (sdgp_model_kind_parse(item, &kind, &err) != SDGP_OK) {
+        fprintf(stderr, "sdgp: --model: '%s' is not w1, w0.25, all or a registry model: %s\n", item, err.msg);
+        return 0;
+    }
+    if (o->n_models == MAX_MODELS) return 0;
+    const sdgp_model_info *mi = sdgp_model_zoo((int)kind);
+    bench_model *bm = &o->models[o->n_models++];
+    *bm = (bench_model){"", kind, 1.0f, mi->height, mi->width_px, mi->channels, 32};
+    return 1;
 }
 
 static int parse_options(options *o, int argc, char **argv, int layers) {
@@ -236,7 +273,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->torch = !layers;
     o->python = "/usr/bin/python3";
     o->torch_script = default_torch_script();
-    o->model_mask = 3;
+    const char *model_list = "all";
     o->conv_algo = sdgp_model_config_default().conv_algo;
     o->conv_ws_mb = sdgp_model_config_default().conv_workspace_mb;
     o->domains[0] = sdgp_model_config_default().domain;
@@ -296,12 +333,15 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
             }
             i++;
         } else if (!strcmp(a, "--model")) {
-            o->model_mask = !strcmp(v, "all") ? 3 : !strcmp(v, "w1") ? 1 : !strcmp(v, "w0.25") ? 2 : 0;
-            if (!o->model_mask) {
-                fprintf(stderr, "sdgp: --model: '%s' is not all, w1 or w0.25\n", v);
+            model_list = v, i++;
+        } else if (!strcmp(a, "--width")) {
+            char *end;
+            double w = strtod(v, &end);
+            if (*end || !(w > 0 && w <= 16)) {
+                fprintf(stderr, "sdgp: --width: '%s' is not a number in (0, 16]\n", v);
                 return 0;
             }
-            i++;
+            o->width = (float)w, i++;
         } else if (!strcmp(a, "--prune")) {
             char buf[256];
             snprintf(buf, sizeof buf, "%s", v);
@@ -321,6 +361,19 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         }
     }
     char buf[256];
+    snprintf(buf, sizeof buf, "%s", model_list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (!add_models(o, t)) {
+            if (o->n_models == MAX_MODELS) fprintf(stderr, "sdgp: --model: at most %d models\n", MAX_MODELS);
+            return 0;
+        }
+    for (int k = 0; k < o->n_models; k++) { /* registry names: --width, and a name for the rows */
+        bench_model *bm = &o->models[k];
+        if (bm->name[0]) continue;
+        if (o->width > 0) bm->width = o->width;
+        snprintf(bm->name, sizeof bm->name, "%s-w%g-%dx%dx%d", sdgp_model_zoo((int)bm->kind)->name, (double)bm->width, bm->h,
+                 bm->w, bm->c);
+    }
     snprintf(buf, sizeof buf, "%s", nm_list);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         sdgp_error err;
@@ -345,9 +398,8 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         }
     options o;
     if (!parse_options(&o, argc, argv, 0)) return 2;
-    for (int mi = 0; mi < 2; mi++) {
-        if (!(o.model_mask & (1 << mi))) continue;
-        bench_model bmv = models[mi];
+    for (int mi = 0; mi < o.n_models; mi++) {
+        bench_model bmv = o.models[mi];
         if (o.batch) bmv.batch = o.batch; /* e.g. the training batch, for seconds per epoch */
         const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
@@ -414,9 +466,8 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
         }
     options o;
     if (!parse_options(&o, argc, argv, 1)) return 2;
-    for (int mi = 0; mi < 2; mi++) {
-        if (!(o.model_mask & (1 << mi))) continue;
-        bench_model bmv = models[mi];
+    for (int mi = 0; mi < o.n_models; mi++) {
+        bench_model bmv = o.models[mi];
         if (o.batch) bmv.batch = o.batch; /* e.g. the training batch, for seconds per epoch */
         const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);

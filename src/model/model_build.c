@@ -1,4 +1,5 @@
-/* Building a model: the op list, parameters, arenas, gradient-buffer liveness, initialisation. */
+/* Building a model: the layers builders string together (the builders themselves: model_zoo.c), parameters,
+ * arenas, gradient-buffer liveness, transient activations, initialisation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,18 +36,27 @@ sdgp_model_config sdgp_model_config_default(void) {
 
 /* ---- building the op list ---- */
 
-typedef struct {
-    sdgp_model *m;
-    sdgp_error *err;
-    sdgp_status st;
-} builder;
-
-static int add_slot(builder *b, int H, int W, int C) {
-    sdgp_model *m = b->m;
-    if (m->n_slots == MODEL_MAX_SLOTS) {
-        b->st = sdgp_fail(b->err, SDGP_ERR_INTERNAL, "model: too many activation slots");
-        return 0;
+/* Room for element n of an array of capacity *cap (doubled when full): the array, moved or not,
+ * or NULL (b->st set) when memory runs out. */
+static void *grow(model_builder *b, void *arr, int n, int *cap, size_t size, const char *what) {
+    if (n < *cap) return arr;
+    int nc = *cap ? 2 * *cap : 16;
+    char *p = realloc(arr, (size_t)nc * size);
+    if (!p) {
+        b->st = sdgp_fail(b->err, SDGP_ERR_NOMEM, "model: out of memory for %d %s", nc, what);
+        return NULL;
     }
+    memset(p + (size_t)*cap * size, 0, (size_t)(nc - *cap) * size);
+    *cap = nc;
+    return p;
+}
+
+static int add_slot(model_builder *b, int H, int W, int C) {
+    sdgp_model *m = b->m;
+    if (b->st != SDGP_OK) return 0;
+    slot *arr = grow(b, m->slots, m->n_slots, &m->cap_slots, sizeof *arr, "activation slots");
+    if (!arr) return 0;
+    m->slots = arr;
     slot *s = &m->slots[m->n_slots];
     s->H = H;
     s->W = W;
@@ -55,32 +65,52 @@ static int add_slot(builder *b, int H, int W, int C) {
     return m->n_slots++;
 }
 
-static op *add_op(builder *b, op_kind kind, int in) {
+/* The new op (valid until the next add_op), or NULL after an error. */
+static op *add_op(model_builder *b, op_kind kind, int in) {
     sdgp_model *m = b->m;
     if (b->st != SDGP_OK) return NULL;
-    if (m->n_ops == MODEL_MAX_OPS) {
-        b->st = sdgp_fail(b->err, SDGP_ERR_INTERNAL, "model: too many ops");
-        return NULL;
-    }
+    op *arr = grow(b, m->ops, m->n_ops, &m->cap_ops, sizeof *arr, "ops");
+    if (!arr) return NULL;
+    m->ops = arr;
     op *o = &m->ops[m->n_ops++];
     memset(o, 0, sizeof *o);
     o->kind = kind;
     o->in = in;
     o->in2 = -1;
     o->p_lb = -1;
+    o->p_gamma = o->p_beta = o->p_rmean = o->p_rvar = -1;
     return o;
 }
 
-static int add_param(builder *b, const char *name, int ndim, const int64_t *shape, int trainable, int decay) {
+/* A parameter named prefix + suffix. Its sdgp_param's name pointer is set once building ends
+ * (the arrays may still move). */
+static int add_param(model_builder *b, const char *prefix, const char *suffix, int ndim, const int64_t *shape,
+                     int trainable, int decay) {
     sdgp_model *m = b->m;
-    if (m->n_params == MODEL_MAX_PARAMS) {
-        b->st = sdgp_fail(b->err, SDGP_ERR_INTERNAL, "model: too many parameters");
-        return 0;
+    if (b->st != SDGP_OK) return -1;
+    int old_cap = m->cap_params;
+    sdgp_param *pa = grow(b, m->params, m->n_params, &m->cap_params, sizeof *pa, "parameters");
+    if (!pa) return -1;
+    m->params = pa;
+    if (m->cap_params != old_cap) { /* pmeta follows params' capacity */
+        param_meta *pm = realloc(m->pmeta, (size_t)m->cap_params * sizeof *pm);
+        if (!pm) {
+            b->st = sdgp_fail(b->err, SDGP_ERR_NOMEM, "model: out of memory for %d parameter names", m->cap_params);
+            return -1;
+        }
+        m->pmeta = pm;
     }
     int i = m->n_params++;
     sdgp_param *p = &m->params[i];
-    snprintf(m->param_names[i], sizeof m->param_names[i], "%s", name);
-    p->name = m->param_names[i];
+    param_meta *meta = &m->pmeta[i];
+    memset(p, 0, sizeof *p);
+    memset(meta, 0, sizeof *meta);
+    int len = snprintf(meta->name, sizeof meta->name, "%s%s", prefix, suffix);
+    if (len < 0 || len >= (int)sizeof meta->name) {
+        b->st = sdgp_fail(b->err, SDGP_ERR_INVALID, "model: parameter name %s%s longer than %d characters", prefix, suffix,
+                          MODEL_NAME_LEN - 1);
+        return -1;
+    }
     p->ndim = ndim;
     p->count = 1;
     for (int d = 0; d < ndim; d++) {
@@ -92,120 +122,150 @@ static int add_param(builder *b, const char *name, int ndim, const int64_t *shap
     return i;
 }
 
-/* conv (no bias) + BatchNorm + ReLU; returns the output slot. */
-static int conv_bn_relu(builder *b, int in, int cout, int k, int stride, int pad) {
+int model_input(model_builder *b) {
+    const sdgp_model_config *c = &b->m->cfg;
+    return add_slot(b, c->height, c->width_px, c->channels);
+}
+
+/* conv (no bias), then BatchNorm and ReLU as spec says; returns the output slot. */
+int model_conv(model_builder *b, int in, const model_conv_spec *spec) {
     if (b->st != SDGP_OK) return in;
     sdgp_model *m = b->m;
-    const slot *s = &m->slots[in];
-    op *o = add_op(b, OP_CONV_BN_RELU, in);
+    const int H = m->slots[in].H, W = m->slots[in].W, C = m->slots[in].C; /* add_slot may move slots */
+    int *convs = grow(b, m->conv_ops, m->n_convs, &m->cap_convs, sizeof *convs, "convs");
+    if (!convs) return in;
+    m->conv_ops = convs;
+    op *o = add_op(b, OP_CONV, in);
     if (!o) return in;
     o->conv_index = m->n_convs;
     m->conv_ops[m->n_convs++] = m->n_ops - 1;
-    b->st = sdgp_conv_geom_init(&o->geom, m->B, s->H, s->W, s->C, cout, k, k, stride, pad, b->err);
+    o->bn = spec->bn;
+    o->relu = spec->relu;
+    int k = spec->k, cout = spec->cout;
+    b->st = sdgp_conv_geom_init(&o->geom, m->B, H, W, C, cout, k, k, spec->stride, spec->pad, b->err);
+    char name[MODEL_NAME_LEN], bn[MODEL_NAME_LEN];
+    if (spec->name) snprintf(name, sizeof name, "%s", spec->name);
+    else snprintf(name, sizeof name, "conv%d", o->conv_index);
+    if (spec->bn_name) snprintf(bn, sizeof bn, "%s", spec->bn_name);
+    else snprintf(bn, sizeof bn, "bn%d", o->conv_index);
     if (b->st != SDGP_OK) {
         char msg[SDGP_ERROR_MSG_LEN];
         snprintf(msg, sizeof msg, "%s", b->err ? b->err->msg : "");
-        b->st = sdgp_fail(b->err, b->st, "model: conv%d on a %dx%dx%d input: %s", o->conv_index, s->H, s->W, s->C, msg);
+        b->st = sdgp_fail(b->err, b->st, "model: %s (conv%d) on a %dx%dx%d input: %s", name, o->conv_index, H, W, C, msg);
         return in;
     }
-    snprintf(o->name, sizeof o->name, "conv%d", o->conv_index);
-    char name[32];
-    int64_t wshape[4] = {cout, s->C, k, k}, cshape[1] = {cout};
-    snprintf(name, sizeof name, "conv%d.weight", o->conv_index);
-    o->p_w = add_param(b, name, 4, wshape, 1, 1);
-    snprintf(name, sizeof name, "bn%d.weight", o->conv_index);
-    o->p_gamma = add_param(b, name, 1, cshape, 1, 0);
-    snprintf(name, sizeof name, "bn%d.bias", o->conv_index);
-    o->p_beta = add_param(b, name, 1, cshape, 1, 0);
-    snprintf(name, sizeof name, "bn%d.running_mean", o->conv_index);
-    o->p_rmean = add_param(b, name, 1, cshape, 0, 0);
-    snprintf(name, sizeof name, "bn%d.running_var", o->conv_index);
-    o->p_rvar = add_param(b, name, 1, cshape, 0, 0);
-    o->out = add_slot(b, o->geom.Ho, o->geom.Wo, cout);
-    return o->out;
+    snprintf(o->name, sizeof o->name, "%s", name);
+    int64_t wshape[4] = {cout, C, k, k}, cshape[1] = {cout};
+    int conv_index = o->conv_index;
+    int p_w = add_param(b, name, ".weight", 4, wshape, 1, 1);
+    int p_g = -1, p_b = -1, p_rm = -1, p_rv = -1;
+    if (spec->bn) {
+        p_g = add_param(b, bn, ".weight", 1, cshape, 1, 0);
+        p_b = add_param(b, bn, ".bias", 1, cshape, 1, 0);
+        p_rm = add_param(b, bn, ".running_mean", 1, cshape, 0, 0);
+        p_rv = add_param(b, bn, ".running_var", 1, cshape, 0, 0);
+    }
+    int out = add_slot(b, o->geom.Ho, o->geom.Wo, cout);
+    if (b->st != SDGP_OK) return in;
+    o = &m->ops[m->conv_ops[conv_index]];
+    o->p_w = p_w;
+    o->p_gamma = p_g;
+    o->p_beta = p_b;
+    o->p_rmean = p_rm;
+    o->p_rvar = p_rv;
+    o->out = out;
+    return out;
 }
 
-static int maxpool2(builder *b, int in) {
-    const slot *s = &b->m->slots[in];
-    if (b->st == SDGP_OK && (s->H < 2 || s->W < 2))
-        b->st = sdgp_fail(b->err, SDGP_ERR_INVALID, "model: 2x2 max pool on a %dx%d activation (input image too small)",
-                          s->H, s->W);
+int model_maxpool2(model_builder *b, int in) {
+    if (b->st != SDGP_OK) return in;
+    const int H = b->m->slots[in].H, W = b->m->slots[in].W, C = b->m->slots[in].C;
+    if (H < 2 || W < 2) {
+        b->st = sdgp_fail(b->err, SDGP_ERR_INVALID, "model: 2x2 max pool on a %dx%d activation (input image too small)", H, W);
+        return in;
+    }
     op *o = add_op(b, OP_MAXPOOL2, in);
     if (!o) return in;
-    o->out = add_slot(b, s->H / 2, s->W / 2, s->C);
-    return o->out;
+    int out = add_slot(b, H / 2, W / 2, C);
+    b->m->ops[b->m->n_ops - 1].out = out;
+    return out;
 }
 
-static int residual_add(builder *b, int a, int c) {
+int model_maxpool(model_builder *b, int in, int k, int stride, int pad) {
+    if (b->st != SDGP_OK) return in;
+    const int H = b->m->slots[in].H, W = b->m->slots[in].W, C = b->m->slots[in].C;
+    if (k < 1 || k > 15 || stride < 1 || pad < 0 || 2 * pad > k || H + 2 * pad < k || W + 2 * pad < k) {
+        b->st = sdgp_fail(b->err, SDGP_ERR_INVALID, "model: %dx%d max pool (stride %d, pad %d) on a %dx%d activation", k, k,
+                          stride, pad, H, W);
+        return in;
+    }
+    if (!add_op(b, OP_MAXPOOL, in)) return in;
+    int out = add_slot(b, (H + 2 * pad - k) / stride + 1, (W + 2 * pad - k) / stride + 1, C);
+    op *o = &b->m->ops[b->m->n_ops - 1];
+    o->out = out;
+    o->pool_k = k;
+    o->pool_stride = stride;
+    o->pool_pad = pad;
+    return out;
+}
+
+int model_add(model_builder *b, int a, int c, int relu) {
+    if (b->st != SDGP_OK) return a;
+    const slot sa = b->m->slots[a], sc = b->m->slots[c];
+    if (sa.H != sc.H || sa.W != sc.W || sa.C != sc.C) {
+        b->st = sdgp_fail(b->err, SDGP_ERR_INTERNAL, "model: residual add of %dx%dx%d and %dx%dx%d", sa.H, sa.W, sa.C, sc.H,
+                          sc.W, sc.C);
+        return a;
+    }
     op *o = add_op(b, OP_ADD, a);
     if (!o) return a;
     o->in2 = c;
-    const slot *s = &b->m->slots[a];
-    o->out = add_slot(b, s->H, s->W, s->C);
-    return o->out;
+    o->relu = relu;
+    int out = add_slot(b, sa.H, sa.W, sa.C);
+    b->m->ops[b->m->n_ops - 1].out = out;
+    return out;
 }
 
-static int global_maxpool(builder *b, int in) {
-    op *o = add_op(b, OP_GLOBAL_MAXPOOL, in);
-    if (!o) return in;
-    o->out = add_slot(b, 1, 1, b->m->slots[in].C);
-    return o->out;
+/* An op whose output is B x 1 x 1 x C. */
+static int flat_op(model_builder *b, op_kind kind, int in, int C) {
+    if (!add_op(b, kind, in)) return in;
+    int out = add_slot(b, 1, 1, C);
+    b->m->ops[b->m->n_ops - 1].out = out;
+    return out;
 }
 
-static int linear(builder *b, int in, int out_features, int bias) {
-    op *o = add_op(b, OP_LINEAR, in);
-    if (!o) return in;
+int model_global_maxpool(model_builder *b, int in) {
+    return b->st != SDGP_OK ? in : flat_op(b, OP_GLOBAL_MAXPOOL, in, b->m->slots[in].C);
+}
+
+int model_global_avgpool(model_builder *b, int in) {
+    return b->st != SDGP_OK ? in : flat_op(b, OP_GLOBAL_AVGPOOL, in, b->m->slots[in].C);
+}
+
+int model_linear(model_builder *b, int in, int out_features, int bias, const char *name) {
+    if (b->st != SDGP_OK) return in;
     int64_t wshape[2] = {out_features, b->m->slots[in].C}, bshape[1] = {out_features};
-    o->p_lw = add_param(b, "linear.weight", 2, wshape, 1, 1);
-    o->p_lb = bias ? add_param(b, "linear.bias", 1, bshape, 1, 0) : -1;
-    o->out = add_slot(b, 1, 1, out_features);
-    return o->out;
+    int p_w = add_param(b, name, ".weight", 2, wshape, 1, 1);
+    int p_b = bias ? add_param(b, name, ".bias", 1, bshape, 1, 0) : -1;
+    if (p_b >= 0) b->m->pmeta[p_b].bias_fan_in = (int)wshape[1];
+    int out = flat_op(b, OP_LINEAR, in, out_features);
+    if (b->st != SDGP_OK) return in;
+    op *o = &b->m->ops[b->m->n_ops - 1];
+    o->p_lw = p_w;
+    o->p_lb = p_b;
+    return out;
 }
 
-static int scale(builder *b, int in, float s) {
-    op *o = add_op(b, OP_SCALE, in);
-    if (!o) return in;
-    o->scale = s;
-    o->out = add_slot(b, 1, 1, b->m->slots[in].C);
-    return o->out;
+int model_scale(model_builder *b, int in, float s) {
+    if (b->st != SDGP_OK) return in;
+    int out = flat_op(b, OP_SCALE, in, b->m->slots[in].C);
+    if (b->st == SDGP_OK) b->m->ops[b->m->n_ops - 1].scale = s;
+    return out;
 }
 
-/* Channels: width x base, a multiple of 32, at least 32. */
-static int scaled_channels(float width, int base) {
+int model_scaled_channels(float width, int base) {
     int c = (int)lrintf(width * (float)base / 32.0f) * 32;
     return c < 32 ? 32 : c;
-}
-
-static void build_resnet9(builder *b) {
-    const sdgp_model_config *c = &b->m->cfg;
-    int c1 = scaled_channels(c->width, 128), c2 = scaled_channels(c->width, 256), c3 = scaled_channels(c->width, 512);
-    int x = add_slot(b, c->height, c->width_px, c->channels);
-    x = conv_bn_relu(b, x, c1, 3, 1, 1);          /* prep */
-    x = conv_bn_relu(b, x, c2, 5, 2, 2);          /* layer1 */
-    int r = conv_bn_relu(b, x, c2, 3, 1, 1);      /* res1 */
-    r = conv_bn_relu(b, r, c2, 3, 1, 1);
-    x = residual_add(b, x, r);
-    x = conv_bn_relu(b, x, c3, 3, 1, 1);          /* layer2 */
-    x = maxpool2(b, x);
-    r = conv_bn_relu(b, x, c3, 3, 1, 1);          /* res2 */
-    r = conv_bn_relu(b, r, c3, 3, 1, 1);
-    x = residual_add(b, x, r);
-    x = conv_bn_relu(b, x, c2, 3, 1, 0);          /* layer3 */
-    x = global_maxpool(b, x);
-    x = linear(b, x, c->num_classes, 0);
-    b->m->logits_slot = scale(b, x, c->out_scale);
-}
-
-static void build_smallcnn(builder *b) {
-    const sdgp_model_config *c = &b->m->cfg;
-    int c1 = scaled_channels(c->width, 32), c2 = scaled_channels(c->width, 64);
-    int x = add_slot(b, c->height, c->width_px, c->channels);
-    x = conv_bn_relu(b, x, c1, 3, 1, 1);
-    x = maxpool2(b, x);
-    x = conv_bn_relu(b, x, c2, 3, 1, 1);
-    x = maxpool2(b, x);
-    x = global_maxpool(b, x);
-    b->m->logits_slot = linear(b, x, c->num_classes, 1);
 }
 
 /* ---- gradient buffers by liveness ----
@@ -213,11 +273,16 @@ static void build_smallcnn(builder *b) {
  * A slot's gradient is born at its first writer (the last consumer in forward order) and dies
  * after its producer's backward. Buffers are recycled from a pool; the pool's size is the
  * largest number alive at once. The network input (slot 0) never needs a gradient. */
-static void plan_gradients(sdgp_model *m) {
-    int owner[MODEL_MAX_SLOTS];  /* pool buffer of each live slot gradient, -1 none */
-    int busy[MODEL_MAX_SLOTS] = {0};
+static sdgp_status plan_gradients(sdgp_model *m, sdgp_error *err) {
+    /* per slot: the pool buffer of its live gradient (-1 none); per pool buffer: in use. At most one
+     * buffer per slot plus a temporary. */
+    int *owner = malloc((size_t)m->n_slots * sizeof *owner), *busy = calloc((size_t)m->n_slots + 1, sizeof *busy);
+    m->grad_pool_count = calloc((size_t)m->n_slots + 1, sizeof *m->grad_pool_count);
+    if (!owner || !busy || !m->grad_pool_count) {
+        free(owner), free(busy);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning gradient buffers");
+    }
     int pool = 0;
-    memset(m->grad_pool_count, 0, sizeof m->grad_pool_count);
     for (int s = 0; s < m->n_slots; s++) owner[s] = -1;
     owner[m->logits_slot] = -2; /* the caller's dlogits */
     for (int k = m->n_ops - 1; k >= 0; k--) {
@@ -266,23 +331,27 @@ static void plan_gradients(sdgp_model *m) {
         if (o->in_inherits) o->out_buf = o->in_buf;
     }
     m->n_grad_pool = pool;
+    free(owner), free(busy);
+    return SDGP_OK;
 }
 
 /* ---- transient activations ----
- * A conv's output y = relu(bn(z)) need not be kept for backward: BatchNorm+ReLU's backward
- * recomputes the ReLU mask from z, pools and adds use their own indices or nothing, and a conv
- * consuming y recomputes it from z (bitwise, sdgp_batchnorm_relu_recompute) into the buffer its
- * data gradient goes to, which is free until then, and takes its weight gradient from there. So
- * y lives, during forward only, in a gradient-pool buffer (free until backward starts) that is
- * big enough and not lent to another output alive at the same time. Only a linear consumer (not in
- * our models after a conv) keeps y. ResNet-9 w=1, batch 64: activations 393 -> 239 MB. */
+ * A conv's output y = relu(bn(z)) (or bn(z)) need not be kept for backward: BatchNorm(+ReLU)'s
+ * backward needs only z (it recomputes the ReLU mask from z), pools and adds use their own indices,
+ * their own output (an add's ReLU mask) or nothing, and a conv consuming y recomputes it from z
+ * (bitwise, sdgp_batchnorm_relu_recompute or sdgp_batchnorm_recompute) into the buffer its data
+ * gradient goes to, which is free until then, and takes its weight gradient from there. So y lives,
+ * during forward only, in a gradient-pool buffer (free until backward starts) that is big enough
+ * and not lent to another output alive at the same time. Only a linear consumer (not in our models
+ * after a conv) keeps y; so does a conv without BatchNorm (y is all there is). ResNet-9 w=1, batch
+ * 64: activations 393 -> 239 MB. */
 static void plan_transients(sdgp_model *m) {
     for (int s = 0; s < m->n_slots; s++) m->slots[s].lent_buf = -1;
     for (int k = 0; k < m->n_ops; k++) m->ops[k].recompute_from = -1;
     for (int k = 0; k < m->n_ops; k++) {
         const op *o = &m->ops[k];
         slot *sl = &m->slots[o->out];
-        if (o->kind != OP_CONV_BN_RELU || o->out == m->logits_slot) continue;
+        if (o->kind != OP_CONV || !o->bn || o->out == m->logits_slot) continue;
         int last = k, kept = 0;
         for (int j = k + 1; j < m->n_ops; j++) {
             const op *c = &m->ops[j];
@@ -304,7 +373,7 @@ static void plan_transients(sdgp_model *m) {
         }
         if (sl->lent_buf < 0) continue;
         for (int j = k + 1; j < m->n_ops; j++)
-            if (m->ops[j].kind == OP_CONV_BN_RELU && m->ops[j].in == o->out) m->ops[j].recompute_from = k;
+            if (m->ops[j].kind == OP_CONV && m->ops[j].in == o->out) m->ops[j].recompute_from = k;
     }
 }
 
@@ -323,8 +392,8 @@ static void init_params(sdgp_model *m) {
                 for (size_t t = 0; t < 4 && j + t < p->count; t++)
                     p->data[j + t] = bound * (2.0f * sdgp_u01f(r.v[t]) - 1.0f);
             }
-        } else if (strcmp(p->name, "linear.bias") == 0) {
-            float bound = 1.0f / sqrtf((float)m->params[i - 1].shape[1]);
+        } else if (m->pmeta[i].bias_fan_in > 0) {
+            float bound = 1.0f / sqrtf((float)m->pmeta[i].bias_fan_in);
             for (size_t j = 0; j < p->count; j++) {
                 sdgp_philox_ctr r = sdgp_philox_draw(key, ((uint64_t)i << 40) | j, 0);
                 p->data[j] = bound * (2.0f * sdgp_u01f(r.v[0]) - 1.0f);
@@ -403,14 +472,14 @@ static sdgp_status alloc_arenas(sdgp_model *m, sdgp_error *err) {
     for (int k = 0; k < m->n_ops; k++) {
         const op *o = &m->ops[k];
         const slot *out = &m->slots[o->out];
-        if (o->kind == OP_CONV_BN_RELU) {
-            bytes += model_align_up(out->count * sizeof(float)) + 2 * model_align_up((size_t)out->C * sizeof(float));
+        if (o->kind == OP_CONV) {
+            if (o->bn) bytes += model_align_up(out->count * sizeof(float)) + 2 * model_align_up((size_t)out->C * sizeof(float));
             if (o->prune) {
                 size_t slots_n = out->count / (size_t)m->cfg.prune.m * (size_t)m->cfg.prune.n;
                 if (slots_n > max_nm_slots) max_nm_slots = slots_n;
             }
         }
-        if (o->kind == OP_MAXPOOL2) bytes += model_align_up(out->count);
+        if (o->kind == OP_MAXPOOL2 || o->kind == OP_MAXPOOL) bytes += model_align_up(out->count);
         if (o->kind == OP_GLOBAL_MAXPOOL) bytes += model_align_up(out->count * sizeof(int32_t));
     }
     /* The pruned dense dL/dO exists only when something is pruned. */
@@ -437,17 +506,19 @@ static sdgp_status alloc_arenas(sdgp_model *m, sdgp_error *err) {
     for (int k = 0; k < m->n_ops; k++) {
         op *o = &m->ops[k];
         const slot *out = &m->slots[o->out];
-        if (o->kind == OP_CONV_BN_RELU) {
+        if (o->kind == OP_CONV && o->bn) {
             CARVE(o->z, float, out->count);
             CARVE(o->mean, float, (size_t)out->C);
             CARVE(o->rstd, float, (size_t)out->C);
         }
-        if (o->kind == OP_MAXPOOL2) CARVE(o->pool_arg, uint8_t, out->count);
+        if (o->kind == OP_MAXPOOL2 || o->kind == OP_MAXPOOL) CARVE(o->pool_arg, uint8_t, out->count);
         if (o->kind == OP_GLOBAL_MAXPOOL) CARVE(o->gmp_arg, int32_t, out->count);
     }
     for (int i = 0; i < m->n_grad_pool; i++) CARVE(m->grad_pool[i], float, m->grad_pool_count[i]);
     for (int s = 1; s < m->n_slots; s++)
         if (m->slots[s].lent_buf >= 0) m->slots[s].act = m->grad_pool[m->slots[s].lent_buf];
+    for (int k = 0; k < m->n_ops; k++) /* a conv without BatchNorm writes its output directly */
+        if (m->ops[k].kind == OP_CONV && !m->ops[k].bn) m->ops[k].z = m->slots[m->ops[k].out].act;
     if (need_scratch2) CARVE(m->scratch2, float, max_count);
     CARVE(m->nm.values, float, max_nm_slots);
     CARVE(m->nm.index, uint8_t, max_nm_slots);
@@ -522,24 +593,23 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     if (!m) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
     m->cfg = *cfg;
     m->B = cfg->batch;
-    builder b = {m, err, SDGP_OK};
-    if (cfg->kind == SDGP_MODEL_RESNET9) build_resnet9(&b);
-    else if (cfg->kind == SDGP_MODEL_SMALLCNN) build_smallcnn(&b);
-    else b.st = sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown kind %d", (int)cfg->kind);
+    model_builder b = {m, err, SDGP_OK};
+    model_zoo_build(&b);
     sdgp_status st = b.st;
+    for (int i = 0; i < m->n_params; i++) m->params[i].name = m->pmeta[i].name; /* the arrays stay put now */
     if (st == SDGP_OK) st = check_fits(m, err);
     if (st == SDGP_OK) st = setup_convs(m, err);
+    if (st == SDGP_OK) st = plan_gradients(m, err);
     if (st == SDGP_OK) {
-        plan_gradients(m);
         plan_transients(m);
-        for (int i = 0; i < m->n_convs; i++) { /* a conv on the image computes no data gradient to prune */
+        for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) { /* a conv on the image computes no data gradient to prune */
             op *o = &m->ops[m->conv_ops[i]];
             if (o->in_mode != GRAD_NONE) continue;
             o->prune = o->info.pruned = 0;
             st = model_bwd_set(m, o, NULL, err);
         }
-        st = alloc_arenas(m, err);
     }
+    if (st == SDGP_OK) st = alloc_arenas(m, err);
     if (st == SDGP_OK) {
         init_params(m);
         m->nm.n = cfg->prune.n;
@@ -565,6 +635,12 @@ void sdgp_model_destroy(sdgp_model *m) {
     free(m->param_arena);
     free(m->act_arena);
     free(m->grad_pool);
+    free(m->grad_pool_count);
+    free(m->ops);
+    free(m->slots);
+    free(m->params);
+    free(m->pmeta);
+    free(m->conv_ops);
     free(m);
 }
 

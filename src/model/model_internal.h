@@ -5,14 +5,22 @@
 #include "sdgp/conv.h"
 #include "sdgp/model.h"
 
-#define MODEL_MAX_OPS 32
-#define MODEL_MAX_SLOTS 40
-#define MODEL_MAX_PARAMS 64
+/* Parameter and layer names: torchvision's state_dict names fit ("layer4.0.downsample.1.running_mean"). */
+#define MODEL_NAME_LEN 64
 
 typedef struct op op;
 typedef struct bwd_impl bwd_impl;
 
-typedef enum { OP_CONV_BN_RELU, OP_MAXPOOL2, OP_ADD, OP_GLOBAL_MAXPOOL, OP_LINEAR, OP_SCALE } op_kind;
+typedef enum {
+    OP_CONV,            /* conv (no bias), then BatchNorm and ReLU when its bn / relu say so */
+    OP_MAXPOOL2,
+    OP_MAXPOOL,         /* k x k, stride, padding (ResNet's ImageNet stem: 3x3, 2, 1) */
+    OP_ADD,             /* a + b, then ReLU when relu says so */
+    OP_GLOBAL_MAXPOOL,
+    OP_GLOBAL_AVGPOOL,
+    OP_LINEAR,
+    OP_SCALE
+} op_kind;
 
 /* An activation: B x H x W x C floats (W = C = 1 ... for flat tensors). */
 typedef struct {
@@ -39,27 +47,32 @@ struct op {
     int in_buf, in2_buf;            /* grad-pool buffer for the inputs' gradients (-1: none) */
     int acc_tmp;                    /* in_mode == GRAD_ACCUMULATE (not OP_ADD): the free grad-pool
                                        buffer the op writes into before it is added to in_buf */
-    int recompute_from;             /* OP_CONV_BN_RELU whose input is a transient conv output: that
-                                       conv's op index (its input is recomputed for the weight
-                                       gradient); -1 otherwise */
+    int recompute_from;             /* OP_CONV whose input is a transient conv output: that conv's op
+                                       index (its input is recomputed for the weight gradient); -1
+                                       otherwise */
     int out_buf;                    /* grad-pool buffer that holds this op's output gradient */
     int in_inherits;                /* OP_ADD: input `in` takes over the output gradient buffer */
 
-    /* OP_CONV_BN_RELU */
+    int relu;                       /* OP_CONV, OP_ADD: a ReLU on the output */
+
+    /* OP_CONV */
+    int bn;                         /* BatchNorm after the conv */
     int conv_index;                 /* 0, 1, ... in order */
     sdgp_conv_geom geom;
     sdgp_conv *dnnl;
-    int p_w, p_gamma, p_beta, p_rmean, p_rvar; /* parameter indices */
-    float *z;                       /* conv output, pre-BatchNorm (B x Ho x Wo x Cout) */
+    int p_w, p_gamma, p_beta, p_rmean, p_rvar; /* parameter indices (BatchNorm's: -1 without bn) */
+    float *z;                       /* conv output, pre-BatchNorm (B x Ho x Wo x Cout); without bn,
+                                       the output slot itself */
     float *mean, *rstd;             /* saved BatchNorm statistics (Cout) */
     int prune;                      /* prune dL/dO for the data gradient */
     const bwd_impl *bwd;            /* how the pruned data gradient is computed (model_bwd.c) */
     void *bwd_plan;                 /* its plan (NULL for dense) */
     sdgp_layer_info info;
     sdgp_layer_times times;
-    char name[24];
+    char name[MODEL_NAME_LEN];      /* the conv layer's name: "conv3", "layer2.0.downsample.0" */
 
-    /* OP_MAXPOOL2 / OP_GLOBAL_MAXPOOL */
+    /* OP_MAXPOOL2, OP_MAXPOOL / OP_GLOBAL_MAXPOOL */
+    int pool_k, pool_stride, pool_pad; /* OP_MAXPOOL */
     uint8_t *pool_arg;
     int32_t *gmp_arg;
 
@@ -69,18 +82,26 @@ struct op {
     float scale;
 };
 
+/* What initialisation needs to know of a parameter beyond sdgp_param. */
+typedef struct {
+    char name[MODEL_NAME_LEN];
+    int bias_fan_in; /* > 0: a linear layer's bias, uniform in +-1/sqrt(fan_in) as PyTorch's */
+} param_meta;
+
+/* Ops, slots, parameters and convs are arrays grown while the builder adds to them (sized by the
+ * model, no fixed limit); they do not move after sdgp_model_create. */
 struct sdgp_model {
     sdgp_model_config cfg;
     int B;
-    op ops[MODEL_MAX_OPS];
-    int n_ops;
-    slot slots[MODEL_MAX_SLOTS];
-    int n_slots;
+    op *ops;
+    int n_ops, cap_ops;
+    slot *slots;
+    int n_slots, cap_slots;
     int logits_slot;
 
-    sdgp_param params[MODEL_MAX_PARAMS];
-    char param_names[MODEL_MAX_PARAMS][32];
-    int n_params;
+    sdgp_param *params;
+    param_meta *pmeta;
+    int n_params, cap_params;
     float *param_arena;             /* data | grad | momentum, one block */
     size_t param_floats;            /* all floats in the data part (incl. running stats) */
     size_t trainable_floats;
@@ -88,7 +109,8 @@ struct sdgp_model {
     void *act_arena;                /* everything that depends on the batch */
     size_t act_bytes;
     float **grad_pool;              /* liveness-shared gradient buffers */
-    size_t grad_pool_count[MODEL_MAX_SLOTS]; /* floats of each: the largest slot it serves */
+    size_t *grad_pool_count;        /* n_slots entries; of each pool buffer, the floats of the largest
+                                       slot it serves */
     int n_grad_pool;
     size_t max_count;               /* floats of the largest slot */
     float *scratch2;                /* max_count floats: the pruned dense dL/dO (dense path, wgrad MVUE,
@@ -99,9 +121,42 @@ struct sdgp_model {
     int grad_stats, timing;
     sdgp_dz_hook dz_hook;
     void *dz_hook_ctx;
-    int conv_ops[MODEL_MAX_OPS];    /* op index of conv i */
-    int n_convs;
+    int *conv_ops;                  /* op index of conv i */
+    int n_convs, cap_convs;
 };
+
+/* ---- building (model_build.c): the layers a model builder (model_zoo.c) strings together ----
+ * Each takes and returns activation slot ids. The first error is kept in st (later calls do
+ * nothing), so a builder runs straight through and sdgp_model_create reports it. */
+typedef struct {
+    sdgp_model *m;
+    sdgp_error *err;
+    sdgp_status st;
+} model_builder;
+
+typedef struct {
+    int cout, k, stride, pad;
+    int bn, relu;
+    /* the conv's name and its BatchNorm's, prefixes of their parameters' names ("layer1.0.conv1" ->
+     * "layer1.0.conv1.weight"); NULL: "conv<i>" and "bn<i>" by conv index (ResNet-9's names) */
+    const char *name, *bn_name;
+} model_conv_spec;
+
+int model_input(model_builder *b);                 /* slot 0: the image */
+int model_conv(model_builder *b, int in, const model_conv_spec *spec);
+int model_maxpool2(model_builder *b, int in);
+int model_maxpool(model_builder *b, int in, int k, int stride, int pad);
+int model_add(model_builder *b, int a, int c, int relu); /* a: the shortcut (it inherits the gradient buffer) */
+int model_global_maxpool(model_builder *b, int in);
+int model_global_avgpool(model_builder *b, int in);
+int model_linear(model_builder *b, int in, int out_features, int bias, const char *name);
+int model_scale(model_builder *b, int in, float s);
+/* Channels: width x base, a multiple of 32, at least 32 (every model's --width rule). */
+int model_scaled_channels(float width, int base);
+
+/* model_zoo.c: the registry's builder of cfg->kind (it sets the logits slot); an error for an
+ * unknown kind. */
+void model_zoo_build(model_builder *b);
 
 /* One implementation of a pruned conv's data gradient (model_bwd.c: the list, in order of
  * preference). */

@@ -15,7 +15,9 @@ static double now_ms(void) {
 
 /* ---- forward ---- */
 
-static void conv_bn_relu_forward(sdgp_model *m, op *o, int train) {
+/* conv, then (with bn) BatchNorm into the output slot and (with relu) ReLU; without bn the conv
+ * writes the output slot itself (o->z is that slot). */
+static void conv_forward(sdgp_model *m, op *o, int train) {
     const float *x = m->slots[o->in].act;
     float *y = m->slots[o->out].act;
     const sdgp_param *p = m->params;
@@ -24,14 +26,16 @@ static void conv_bn_relu_forward(sdgp_model *m, op *o, int train) {
     /* A failure here would be an internal oneDNN error on shapes validated at build time. */
     (void)sdgp_conv_forward(o->dnnl, o->z, x, p[o->p_w].data, NULL, NULL);
     if (m->timing) o->times.fwd_ms = now_ms() - t0;
-    if (train) {
-        sdgp_batchnorm_relu_forward_train(y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, o->z,
-                                          p[o->p_gamma].data, p[o->p_beta].data, rows, o->geom.Cout, m->cfg.bn_momentum,
-                                          m->cfg.bn_eps);
+    if (!o->bn) {
+        if (o->relu) sdgp_relu_forward(y, y, m->slots[o->out].count);
+    } else if (train) {
+        (o->relu ? sdgp_batchnorm_relu_forward_train : sdgp_batchnorm_forward_train)(
+            y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, o->z, p[o->p_gamma].data, p[o->p_beta].data, rows,
+            o->geom.Cout, m->cfg.bn_momentum, m->cfg.bn_eps);
     } else {
         sdgp_batchnorm_forward_eval(y, o->z, p[o->p_gamma].data, p[o->p_beta].data, p[o->p_rmean].data,
                                     p[o->p_rvar].data, rows, o->geom.Cout, m->cfg.bn_eps);
-        sdgp_relu_forward(y, y, m->slots[o->out].count);
+        if (o->relu) sdgp_relu_forward(y, y, m->slots[o->out].count);
     }
 }
 
@@ -42,10 +46,17 @@ const float *sdgp_model_forward(sdgp_model *m, const float *x, int train) {
         const slot *in = &m->slots[o->in];
         slot *out = &m->slots[o->out];
         switch (o->kind) {
-        case OP_CONV_BN_RELU: conv_bn_relu_forward(m, o, train); break;
+        case OP_CONV: conv_forward(m, o, train); break;
         case OP_MAXPOOL2: sdgp_maxpool2_forward(out->act, o->pool_arg, in->act, m->B, in->H, in->W, in->C); break;
-        case OP_ADD: sdgp_add_forward(out->act, in->act, m->slots[o->in2].act, out->count); break;
+        case OP_MAXPOOL:
+            sdgp_maxpool_forward(out->act, o->pool_arg, in->act, m->B, in->H, in->W, in->C, o->pool_k, o->pool_stride,
+                                 o->pool_pad);
+            break;
+        case OP_ADD:
+            (o->relu ? sdgp_add_relu_forward : sdgp_add_forward)(out->act, in->act, m->slots[o->in2].act, out->count);
+            break;
         case OP_GLOBAL_MAXPOOL: sdgp_global_maxpool_forward(out->act, o->gmp_arg, in->act, m->B, in->H * in->W, in->C); break;
+        case OP_GLOBAL_AVGPOOL: sdgp_global_avgpool_forward(out->act, in->act, m->B, in->H * in->W, in->C); break;
         case OP_LINEAR:
             sdgp_linear_forward(out->act, in->act, m->params[o->p_lw].data, o->p_lb >= 0 ? m->params[o->p_lb].data : NULL,
                                 m->B, in->C, out->C);
@@ -134,12 +145,19 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
     return st;
 }
 
-static sdgp_status conv_bn_relu_backward(sdgp_model *m, op *o, float *dy, uint64_t step, sdgp_error *err) {
+static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step, sdgp_error *err) {
     const sdgp_param *p = m->params;
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
-    /* ReLU and BatchNorm backward, fused and in place: dy becomes dL/dz, the conv's dense dL/dO. */
-    sdgp_batchnorm_relu_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, o->z, o->mean, o->rstd,
-                                 p[o->p_gamma].data, p[o->p_beta].data, rows, o->geom.Cout);
+    /* ReLU and BatchNorm backward, fused and in place: dy becomes dL/dz, the conv's dense dL/dO
+     * (without BatchNorm, the ReLU's mask is the kept output's sign). */
+    if (o->bn && o->relu)
+        sdgp_batchnorm_relu_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, o->z, o->mean, o->rstd,
+                                     p[o->p_gamma].data, p[o->p_beta].data, rows, o->geom.Cout);
+    else if (o->bn)
+        sdgp_batchnorm_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, o->z, o->mean, o->rstd, p[o->p_gamma].data,
+                                rows, o->geom.Cout);
+    else if (o->relu)
+        sdgp_relu_backward(dy, dy, o->z, m->slots[o->out].count);
     const float *dz = dy;
     float *dx = o->in_mode != GRAD_NONE ? input_target(m, o) : NULL; /* NULL: the input is the image */
     sdgp_status st = SDGP_OK;
@@ -159,8 +177,9 @@ static sdgp_status conv_bn_relu_backward(sdgp_model *m, op *o, float *dy, uint64
     const float *x = m->slots[o->in].act;
     if (o->recompute_from >= 0) {
         const op *src = &m->ops[o->recompute_from];
-        sdgp_batchnorm_relu_recompute(dx, src->z, src->mean, src->rstd, p[src->p_gamma].data, p[src->p_beta].data,
-                                      (int64_t)m->B * src->geom.Ho * src->geom.Wo, src->geom.Cout);
+        (src->relu ? sdgp_batchnorm_relu_recompute : sdgp_batchnorm_recompute)(
+            dx, src->z, src->mean, src->rstd, p[src->p_gamma].data, p[src->p_beta].data,
+            (int64_t)m->B * src->geom.Ho * src->geom.Wo, src->geom.Cout);
         x = dx;
     }
     st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, x, dz_w, err);
@@ -182,17 +201,24 @@ sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t st
         float *dy = grad_buffer(m, o->out_buf, dlogits);
         float *dx = input_target(m, o);
         switch (o->kind) {
-        case OP_CONV_BN_RELU: {
-            sdgp_status st = conv_bn_relu_backward(m, o, dy, step, err);
+        case OP_CONV: {
+            sdgp_status st = conv_backward(m, o, dy, step, err);
             if (st != SDGP_OK) return st;
             continue; /* finished its own input gradient */
         }
         case OP_MAXPOOL2: sdgp_maxpool2_backward(dx, dy, o->pool_arg, m->B, in->H, in->W, in->C); break;
-        case OP_ADD: /* d(a + b): both inputs receive dy (a may own dy's buffer: it needs nothing) */
+        case OP_MAXPOOL:
+            sdgp_maxpool_backward(dx, dy, o->pool_arg, m->B, in->H, in->W, in->C, o->pool_k, o->pool_stride, o->pool_pad);
+            break;
+        case OP_ADD: /* d(a + b): both inputs receive dy (a may own dy's buffer: it needs nothing), after
+                        the ReLU's mask (from the kept output) when there is one, in place: dy is this
+                        op's alone */
+            if (o->relu) sdgp_relu_backward(dy, dy, out->act, out->count);
             add_input_grad(m, o->in2_mode, o->in2_buf, dy, out->count);
             if (!o->in_inherits) add_input_grad(m, o->in_mode, o->in_buf, dy, out->count);
             continue;
         case OP_GLOBAL_MAXPOOL: sdgp_global_maxpool_backward(dx, dy, o->gmp_arg, m->B, in->H * in->W, in->C); break;
+        case OP_GLOBAL_AVGPOOL: sdgp_global_avgpool_backward(dx, dy, m->B, in->H * in->W, in->C); break;
         case OP_LINEAR:
             sdgp_linear_backward(dx, m->params[o->p_lw].grad, o->p_lb >= 0 ? m->params[o->p_lb].grad : NULL, dy, in->act,
                                  m->params[o->p_lw].data, m->B, in->C, out->C);

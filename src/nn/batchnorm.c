@@ -165,6 +165,11 @@ void sdgp_batchnorm_relu_recompute(float *y, const float *x, const float *mean, 
     apply_stats(y, x, mean, rstd, gamma, beta, rows, C, 1);
 }
 
+void sdgp_batchnorm_recompute(float *y, const float *x, const float *mean, const float *rstd, const float *gamma,
+                              const float *beta, int64_t rows, int C) {
+    apply_stats(y, x, mean, rstd, gamma, beta, rows, C, 0);
+}
+
 void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
                                  const float *running_mean, const float *running_var, int64_t rows, int C, float eps) {
 #pragma omp parallel if (worth_threads(rows, C))

@@ -1,4 +1,4 @@
-/* Elementwise layers: ReLU, residual add, accumulate, scale. Each output element depends only on
+/* Elementwise layers: ReLU, residual add (with or without a ReLU after it), accumulate, scale. Each output element depends only on
  * the same element of the inputs, so results are bitwise independent of the thread count. */
 #include "sdgp/nn.h"
 
@@ -20,6 +20,15 @@ void sdgp_relu_backward(float *dx, const float *dy, const float *y, size_t n) {
 void sdgp_add_forward(float *y, const float *a, const float *b, size_t n) {
 #pragma omp parallel for simd schedule(static) if (worth_threads(n))
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+/* v < 0 ? 0 : v as sdgp_relu_forward, so NaN propagates */
+void sdgp_add_relu_forward(float *y, const float *a, const float *b, size_t n) {
+#pragma omp parallel for simd schedule(static) if (worth_threads(n))
+    for (size_t i = 0; i < n; i++) {
+        float v = a[i] + b[i];
+        y[i] = v < 0.0f ? 0.0f : v;
+    }
 }
 
 void sdgp_accumulate(float *y, const float *x, size_t n) {

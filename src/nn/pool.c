@@ -1,4 +1,6 @@
-/* Max pooling over NHWC: the 2x2 stride-2 pool and the global (whole-image) max pool.
+/* Pooling over NHWC: the 2x2 stride-2 max pool, the k x k max pool with stride and padding (ResNet's
+ * ImageNet stem), the global (whole-image) max pool and the global
+ * average pool.
  *
  * Ties go to the first maximum in scan order (row-major within the window); a NaN wins over any
  * number, as in PyTorch's kernels (`v > max || isnan(v)`). Every output depends on a fixed set of
@@ -54,6 +56,56 @@ void sdgp_maxpool2_backward(float *dx, const float *dy, const uint8_t *arg, int 
     }
 }
 
+/* The window of output (oh, ow) clipped to the image: rows [*h0, *h1), columns [*w0, *w1). */
+static void pool_window(int oh, int ow, int H, int W, int k, int stride, int pad, int *h0, int *h1, int *w0, int *w1) {
+    *h0 = oh * stride - pad, *w0 = ow * stride - pad;
+    *h1 = *h0 + k < H ? *h0 + k : H;
+    *w1 = *w0 + k < W ? *w0 + k : W;
+    if (*h0 < 0) *h0 = 0;
+    if (*w0 < 0) *w0 = 0;
+}
+
+void sdgp_maxpool_forward(float *y, uint8_t *arg, const float *x, int B, int H, int W, int C, int k, int stride, int pad) {
+    int Ho = (H + 2 * pad - k) / stride + 1, Wo = (W + 2 * pad - k) / stride + 1;
+#pragma omp parallel for collapse(2) schedule(static) if (worth_threads((size_t)B * H * W * C))
+    for (int b = 0; b < B; b++)
+        for (int oh = 0; oh < Ho; oh++)
+            for (int ow = 0; ow < Wo; ow++) {
+                int h0, h1, w0, w1;
+                pool_window(oh, ow, H, W, k, stride, pad, &h0, &h1, &w0, &w1);
+                const int dh = h0 - (oh * stride - pad), dw = w0 - (ow * stride - pad); /* first valid in the window */
+                size_t o = (((size_t)b * Ho + oh) * Wo + ow) * C;
+                const float *first = x + (((size_t)b * H + h0) * W + w0) * C;
+                for (int c = 0; c < C; c++) y[o + c] = first[c], arg[o + c] = (uint8_t)(dh * k + dw);
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++) {
+                        if (h == h0 && w == w0) continue;
+                        const float *xp = x + (((size_t)b * H + h) * W + w) * C;
+                        const uint8_t a = (uint8_t)((h - (oh * stride - pad)) * k + (w - (ow * stride - pad)));
+                        for (int c = 0; c < C; c++)
+                            if (beats(xp[c], y[o + c])) y[o + c] = xp[c], arg[o + c] = a;
+                    }
+            }
+}
+
+void sdgp_maxpool_backward(float *dx, const float *dy, const uint8_t *arg, int B, int H, int W, int C, int k, int stride,
+                           int pad) {
+    int Ho = (H + 2 * pad - k) / stride + 1, Wo = (W + 2 * pad - k) / stride + 1;
+#pragma omp parallel for schedule(static) if (worth_threads((size_t)B * H * W * C))
+    for (int b = 0; b < B; b++) {
+        float *dxb = dx + (size_t)b * H * W * C;
+        memset(dxb, 0, (size_t)H * W * C * sizeof(float));
+        for (int oh = 0; oh < Ho; oh++)
+            for (int ow = 0; ow < Wo; ow++) {
+                size_t o = (((size_t)b * Ho + oh) * Wo + ow) * C;
+                for (int c = 0; c < C; c++) {
+                    int h = oh * stride - pad + arg[o + c] / k, w = ow * stride - pad + arg[o + c] % k;
+                    dxb[((size_t)h * W + w) * C + c] += dy[o + c];
+                }
+            }
+    }
+}
+
 /* x: B x HW x C -> y, arg: B x C (arg = the winning position in 0..HW-1). */
 void sdgp_global_maxpool_forward(float *y, int32_t *arg, const float *x, int B, int HW, int C) {
 #pragma omp parallel for schedule(static) if (worth_threads((size_t)B * HW * C))
@@ -76,5 +128,33 @@ void sdgp_global_maxpool_backward(float *dx, const float *dy, const int32_t *arg
         float *dxb = dx + (size_t)b * HW * C;
         memset(dxb, 0, (size_t)HW * C * sizeof(float));
         for (int c = 0; c < C; c++) dxb[(size_t)arg[(size_t)b * C + c] * C + c] = dy[(size_t)b * C + c];
+    }
+}
+
+/* Each (b, c) sums its positions in order 0..HW-1 in float and divides (as PyTorch's CPU kernel),
+ * whatever the thread count: threads split the images. */
+void sdgp_global_avgpool_forward(float *y, const float *x, int B, int HW, int C) {
+    const float n = (float)HW;
+#pragma omp parallel for schedule(static) if (worth_threads((size_t)B * HW * C))
+    for (int b = 0; b < B; b++) {
+        const float *xb = x + (size_t)b * HW * C;
+        float *yb = y + (size_t)b * C;
+        for (int c = 0; c < C; c++) yb[c] = 0.0f;
+        for (int p = 0; p < HW; p++) {
+            const float *xp = xb + (size_t)p * C;
+            for (int c = 0; c < C; c++) yb[c] += xp[c];
+        }
+        for (int c = 0; c < C; c++) yb[c] /= n;
+    }
+}
+
+void sdgp_global_avgpool_backward(float *dx, const float *dy, int B, int HW, int C) {
+    const float n = (float)HW;
+#pragma omp parallel for schedule(static) if (worth_threads((size_t)B * HW * C))
+    for (int b = 0; b < B; b++) {
+        const float *dyb = dy + (size_t)b * C;
+        float *dxb = dx + (size_t)b * HW * C;
+        for (int p = 0; p < HW; p++)
+            for (int c = 0; c < C; c++) dxb[(size_t)p * C + c] = dyb[c] / n;
     }
 }

@@ -9,11 +9,13 @@
 
 #define CKPT_FORMAT "sdgp-checkpoint-1"
 #define CKPT_MAX_META 64
+#define KERNELS_LEN 1024 /* the kernel-choice text: one character per conv layer */
 
+/* The model's registry name, width, input, classes and size: a checkpoint loads only into the same. */
 static void model_signature(const sdgp_model *m, char *buf, size_t size) {
     const sdgp_model_config *c = sdgp_model_get_config(m);
-    snprintf(buf, size, "%s width=%.9g input=%dx%dx%d classes=%d params=%zu",
-             c->kind == SDGP_MODEL_RESNET9 ? "resnet9" : "smallcnn", (double)c->width, c->height, c->width_px,
+    const sdgp_model_info *info = sdgp_model_zoo((int)c->kind);
+    snprintf(buf, size, "%s width=%.9g input=%dx%dx%d classes=%d params=%zu", info ? info->name : "?", (double)c->width, c->height, c->width_px,
              c->channels, c->num_classes, sdgp_model_param_floats(m));
 }
 
@@ -21,7 +23,7 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
                                  const sdgp_checkpoint_state *state, sdgp_error *err) {
     int np = sdgp_model_param_count(m);
     sdgp_st_tensor *t = calloc((size_t)np * 2, sizeof *t);
-    char(*names)[48] = calloc((size_t)np, sizeof *names);
+    char(*names)[96] = calloc((size_t)np, sizeof *names); /* "momentum." + a parameter's name */
     int nf = sdgp_train_config_field_count();
     char(*keys)[48] = calloc((size_t)nf, sizeof *keys);
     char(*vals)[1100] = calloc((size_t)nf, sizeof *vals);
@@ -40,7 +42,7 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
                                        p->momentum};
         }
     }
-    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], kernels[64];
+    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], kernels[KERNELS_LEN];
     sdgp_model_sparse_choice(m, kernels, sizeof kernels);
     model_signature(m, sig, sizeof sig);
     snprintf(step, sizeof step, "%lld", (long long)state->step);
@@ -123,7 +125,7 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
         const sdgp_param *p = sdgp_model_param(m, i);
         st = sdgp_safetensors_copy(f, p->name, SDGP_DT_F32, p->ndim, p->shape, p->data, err);
         if (st == SDGP_OK && p->trainable) {
-            char name[64];
+            char name[96];
             snprintf(name, sizeof name, "momentum.%s", p->name);
             st = sdgp_safetensors_copy(f, name, SDGP_DT_F32, p->ndim, p->shape, p->momentum, err);
         }
@@ -131,7 +133,7 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
     /* the same data-gradient kernels as the run that wrote it (a model built without pruning, as
      * for evaluation, has no choice to make) */
     const char *kernels = sdgp_safetensors_meta(f, "kernels");
-    char mine[64];
+    char mine[KERNELS_LEN];
     sdgp_model_sparse_choice(m, mine, sizeof mine);
     if (st == SDGP_OK && kernels && strspn(mine, "-") == strlen(mine)) kernels = NULL;
     if (st == SDGP_OK && kernels) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_zoo.h"
 #include "sdgp/train.h"
 
 sdgp_train_config sdgp_train_config_default(void) {
@@ -45,7 +46,11 @@ typedef struct {
     const char *help;
 } field;
 
-static const char *const model_names[] = {"resnet9", "smallcnn", NULL};
+/* --model: the registry's names, in the order of sdgp_model_kind, and "a | b | c" for the help
+ * (each name adds " | name"; the help skips the first separator). */
+#define ZOO_NAME(name, h, w, c, desc) #name,
+#define ZOO_HELP(name, h, w, c, desc) " | " #name
+static const char *const model_names[] = {SDGP_MODEL_ZOO(ZOO_NAME) NULL};
 static const char *const sched_names[] = {"reference", "step", "cosine", "constant", NULL};
 static const char *const scope_names[] = {"sample-channel", "channel", NULL};
 static const char *const sparse_names[] = {"auto", "on", "off", NULL};
@@ -55,7 +60,7 @@ static const char *const conv_algo_names[] = {"direct", "winograd", "auto", NULL
 #define OFF(member) offsetof(sdgp_train_config, member)
 #define SZ(member) sizeof(((sdgp_train_config *)0)->member)
 static const field fields[] = {
-    {"model", F_ENUM, OFF(model.kind), 0, 0, 0, model_names, "resnet9 | smallcnn"},
+    {"model", F_ENUM, OFF(model.kind), 0, 0, 0, model_names, SDGP_MODEL_ZOO(ZOO_HELP) + 3},
     {"width", F_FLOAT, OFF(model.width), 0, 0.03125, 16, NULL, "channel multiplier (channels stay multiples of 32)"},
     {"batch-size", F_INT, OFF(model.batch), 0, 1, 65536, NULL, "images per step"},
     {"seed", F_U64, OFF(model.seed), 0, 0, 0, NULL, "seed of initialisation, data order, augmentation, masks"},
