@@ -18,16 +18,7 @@ import torch.nn.functional as F
 import sdgp
 import sdgp.torch as st
 
-failed = passed = 0
-
-
-def check(cond, what):
-    global failed, passed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+from python_harness import check, finish  # noqa: E402 (tests/ is the script's directory)
 
 
 def rel(a, b):
@@ -291,5 +282,4 @@ first, last = sum(losses[:6]) / 6, sum(losses[-6:]) / 6
 check(all(np.isfinite(losses)) and last < 0.6 * first, "training (%s): loss %.3f -> %.3f" % (source, first, last))
 print("training (%s, rescaled 2:4): loss %.3f -> %.3f over 48 steps" % (source, first, last))
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()

@@ -14,16 +14,7 @@ import torch.nn as nn
 import sdgp
 import sdgp.torch as st
 
-failed = passed = 0
-
-
-def check(cond, what):
-    global failed, passed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+from python_harness import check, finish  # noqa: E402 (tests/ is the script's directory)
 
 
 def rss():
@@ -81,5 +72,4 @@ check(0 < plans <= st._PLAN_CACHE, "the plans stay within the cache (%d)" % plan
 check(grew < 2 * 1024 * 1024, "1000 steps: RSS grew %d bytes" % grew)
 print("RSS %.1f MB, +%.2f MB over 1000 steps (control: +%.1f MB for %.1f MB held)" %
       (start / 2 ** 20, grew / 2 ** 20, control / 2 ** 20, held / 2 ** 20))
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()

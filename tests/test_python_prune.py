@@ -10,16 +10,7 @@ import torch
 
 import sdgp
 
-failed = passed = 0
-
-
-def check(cond, what):
-    global failed, passed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+from python_harness import check, finish  # noqa: E402 (tests/ is the script's directory)
 
 
 def raises(exc, fn, what, contains=None):
@@ -164,5 +155,4 @@ check(r.returncode == 1 and "ImportError" in r.stderr and "/nonexistent/libsdgp.
       "a wrong SDGP_LIBRARY: ImportError naming it, got %r" % r.stderr[-300:])
 
 print("library: %s (%s)" % (sdgp.library_path, sdgp.isa()))
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()
