@@ -3,23 +3,7 @@
 # Usage: cli_test.sh PATH_TO_SDGP
 set -u
 SDGP=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-
-# expect CODE PATTERN -- command...: exit code CODE and PATTERN in stdout+stderr
-expect() {
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$code" ] && grep -qE -- "$pattern" <<<"$out"; then
-    pass=$((pass + 1))
-  else
-    fail=$((fail + 1))
-    echo "FAIL: $* -> exit $rc (want $code), output must match '$pattern':"
-    echo "$out" | tail -5 | sed 's/^/    /'
-  fi
-}
+. "$(dirname "$0")/harness.sh"
 
 expect 0 "usage: sdgp" -- "$SDGP" --help
 expect 0 "^sdgp [0-9]+\.[0-9]+" -- "$SDGP" --version
@@ -74,5 +58,4 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
   expect 2 "cut.safetensors" -- "$SDGP" eval --checkpoint "$T/cut.safetensors"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

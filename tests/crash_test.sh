@@ -8,11 +8,7 @@ set -u
 SDGP=$1
 KILLS=${2:-12}
 PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/harness.sh"
 
 if [ ! -d /usr/share/datasets/fashion-mnist ]; then
   echo "note: Fashion-MNIST not installed; crash test skipped"; echo "0 passed, 0 failed"; exit 0
@@ -69,5 +65,4 @@ fi
 out=$("$SDGP" train --model smallcnn --batch-size 64 --max-steps 40 --lr 1000 --no-tta --threads 1 --quiet --on-nan skip 2>&1); rc=$?
 if [ "$rc" -eq 0 ]; then ok; else bad "--on-nan skip must finish (rc $rc): $out"; fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

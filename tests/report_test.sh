@@ -8,23 +8,7 @@ set -u
 SDGP=$1
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect CODE PATTERN -- command...: exit code CODE and PATTERN (grep -E) in stdout+stderr
-expect() {
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$code" ] && grep -qE -- "$pattern" <<<"$out"; then ok; else
-    bad "$* -> exit $rc (want $code), output must match '$pattern':"
-    echo "$out" | tail -5 | sed 's/^/    /'
-  fi
-}
-is_png() { [ "$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; }
+. "$(dirname "$0")/harness.sh"
 row() { grep -E "^\| $2 \|" "$1" | head -1; } # the first table row of a group in report.md
 
 # mkrun DIR NAME ACC1 ACC2 "TRAIN FLAGS": a finished 2-epoch run (117 steps per epoch) like those
@@ -206,5 +190,4 @@ else
   echo "note: gnuplot not installed; PNGs not checked"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

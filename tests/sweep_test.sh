@@ -5,23 +5,7 @@
 # Usage: sweep_test.sh PATH_TO_SDGP
 set -u
 SDGP=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect CODE PATTERN -- command...: exit code CODE and PATTERN (grep -E) in stdout+stderr
-expect() {
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$code" ] && grep -qE -- "$pattern" <<<"$out"; then ok; else
-    bad "$* -> exit $rc (want $code), output must match '$pattern':"
-    echo "$out" | tail -5 | sed 's/^/    /'
-  fi
-}
-is_png() { [ "$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; }
+. "$(dirname "$0")/harness.sh"
 field() { grep -o "\"$2\":[^,}]*" "$1" | tail -1 | cut -d: -f2 | tr -d '"'; } # last value of a key in a file
 
 # ---- sweep: bad input is refused before anything runs ---------------------------------------
@@ -131,7 +115,7 @@ expect 2 "target: 101 is out of range" -- "$SDGP" report "$S" --target 101
 
 if [ ! -d /usr/share/datasets/fashion-mnist ]; then
   echo "note: Fashion-MNIST not installed; the sweep runs are skipped"
-  echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit
+  finish; exit
 fi
 
 # ---- a tiny real sweep ----------------------------------------------------------------------
@@ -187,5 +171,4 @@ for k in test_acc train_loss test_loss step; do
 done
 expect 0 "report: 1 groups from 1 runs" -- "$SDGP" report "$T/kill"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
