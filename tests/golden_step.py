@@ -7,6 +7,7 @@ weights and batch, pruning dL/dO of the same layers by sdgp's own masks, and eve
 compared. Usage: golden_step.py BUILD_DIR
 """
 import copy
+import functools
 import os
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import zlib
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from harness_golden import Cases, load  # noqa: E402 (tests/ is the script's directory)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from torch_models import ResNet9, SmallCNN, named_tensors, param_groups  # noqa: E402
@@ -28,39 +31,13 @@ LR, MOMENTUM, WD, SMOOTH = 0.1, 0.9, 5e-4, 0.1
 # amplifies rounding. Typical errors are 3e-6; a wrong mask or kernel gives errors of order 1.
 GRAD_TOL = 1e-3
 SEEDS = 3  # a case passes when at least 2 of its 3 data seeds pass every check (see GRAD_TOL)
-passed = failed = 0
-problems = []  # failures of the seed being run
+G = Cases(SEEDS)
 
 
-def check(what, got, ref, tol):
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    scale = max(np.abs(ref).max(), 1e-30)
-    err = np.abs(got - ref).max() / scale if got.size else 0.0
-    ok = got.shape == ref.shape and err <= tol and np.all(np.isfinite(got))
-    if not ok:
-        problems.append(f"{what}: rel err {err:.3g} > {tol:g} (shape {got.shape} vs {ref.shape})")
-    return err
 
 
-def load(d, sub, name, shape):
-    return np.fromfile(os.path.join(d, sub, name + ".bin"), dtype=np.float32).reshape(shape)
 
 
-def run_case(name, *args, **kwargs):
-    """Runs a case on SEEDS data seeds; it passes when at most one seed shows a problem."""
-    global passed, failed, problems
-    bad = []
-    for seed in range(SEEDS):
-        problems = []
-        run_seed(name, seed, *args, **kwargs)
-        if problems:
-            bad.append((seed, problems))
-    for seed, probs in bad:
-        print(f"{'FAIL' if len(bad) > 1 else 'note'} {name} data seed {seed}: {len(probs)} problems, e.g. {probs[0]}")
-    if len(bad) > 1:
-        failed += 1
-    else:
-        passed += 1
 
 
 def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", extra=None):
@@ -81,7 +58,7 @@ def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", 
             f.writelines(f"{k}={v}\n" for k, v in cfg.items())
         r = subprocess.run([DRIVER, d], capture_output=True, text=True)
         if r.returncode != 0:
-            problems.append(f"driver exit {r.returncode}: {r.stderr.strip()}")
+            G.problems.append(f"driver exit {r.returncode}: {r.stderr.strip()}")
             return
         model = ResNet9(C, 10, width) if model_kind == "resnet9" else SmallCNN(C, 10, width)
         model.train()  # fp32: PyTorch runs the same oneDNN kernels, so ReLU/max-pool decisions agree
@@ -106,30 +83,32 @@ def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", 
                 b, c, ho, wo = shapes[i]
                 n, m = (int(v) for v in nm.split(":"))
                 kept = np.count_nonzero(dzp) / dzp.size
-                check(f"{name}: conv{i} keeps at most {n}:{m}", [max(kept - n / m, 0.0)], [0.0], 0.0)
+                G.check(f"{name}: conv{i} keeps at most {n}:{m}", [max(kept - n / m, 0.0)], [0.0], 0.0)
                 f4 = factor.reshape(b, ho, wo, c).transpose(0, 3, 1, 2)
                 cb.factor = torch.from_numpy(np.ascontiguousarray(f4))
         logits = model(xt)
         loss = F.cross_entropy(logits, torch.from_numpy(y.astype(np.int64)), label_smoothing=SMOOTH)
         loss.backward()
         our_loss = float(open(os.path.join(d, "loss.txt")).read())
-        check(f"{name}: logits", np.fromfile(os.path.join(d, "logits.bin"), np.float32).reshape(batch, 10),
+        G.check(f"{name}: logits", np.fromfile(os.path.join(d, "logits.bin"), np.float32).reshape(batch, 10),
               logits.detach().numpy(), 1e-4)
-        check(f"{name}: loss", [our_loss], [loss.item()], 1e-5)
+        G.check(f"{name}: loss", [our_loss], [loss.item()], 1e-5)
         worst = 0.0
         for pname, t in tensors.items():
             if t.grad is not None:
-                worst = max(worst, check(f"{name}: grad {pname}", load(d, "grad", pname, tuple(t.shape)),
+                worst = max(worst, G.check(f"{name}: grad {pname}", load(d, "grad", pname, tuple(t.shape)),
                                          t.grad.numpy(), GRAD_TOL))
         opt = torch.optim.SGD(param_groups(model, WD), lr=LR, momentum=MOMENTUM)
         opt.step()
         for pname, t in tensors.items():
-            check(f"{name}: updated {pname}", load(d, "new", pname, tuple(t.shape)), t.detach().numpy(), 1e-4)
-        print(f"{'ok' if not problems else '--'} {name} (data seed {seed}): loss {our_loss:.6f} vs {loss.item():.6f}, "
+            G.check(f"{name}: updated {pname}", load(d, "new", pname, tuple(t.shape)), t.detach().numpy(), 1e-4)
+        print(f"{'ok' if not G.problems else '--'} {name} (data seed {seed}): loss {our_loss:.6f} vs {loss.item():.6f}, "
               f"worst grad rel err {worst:.2e}")
 
 
 torch.set_num_threads(2)
+run_case = functools.partial(G.run_case, run_seed)
+
 run_case("smallcnn dense", "smallcnn", 1.0, (12, 12, 1), 8)
 run_case("resnet9 w0.25 dense", "resnet9", 0.25, (16, 16, 3), 8)  # --conv-algo auto: Winograd at 16x16, 8x8
 run_case("resnet9 w0.25 dense, direct convs", "resnet9", 0.25, (16, 16, 3), 8, extra={"conv-algo": "direct"})
@@ -145,5 +124,4 @@ run_case("resnet9 rescaled 1:4 channel scope", "resnet9", 0.25, (16, 16, 3), 8, 
 run_case("resnet9 mvue 2:4", "resnet9", 0.25, (16, 16, 3), 8, "mvue", "2:4", {"sparse-kernel": "on"})
 run_case("resnet9 random 4:32 first layer too", "resnet9", 0.25, (16, 16, 3), 8, "random", "4:32",
          {"prune-first-layer": "1", "sparse-kernel": "on"})
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(G.finish())

@@ -9,6 +9,7 @@ their torchvision state_dict names, pruning dL/dO of each conv by sdgp's own mas
 Usage: golden_zoo.py BUILD_DIR
 """
 import copy
+import functools
 import os
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from harness_golden import Cases, load  # noqa: E402 (tests/ is the script's directory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
@@ -37,17 +40,9 @@ LR, MOMENTUM, WD, SMOOTH = 0.1, 0.9, 5e-4, 0.1
 # its 3 data seeds do.
 GRAD_TOL = 1e-3
 SEEDS = 3
-passed = failed = 0
-problems = []
+G = Cases(SEEDS, stop_early=True)
 
 
-def check(what, got, ref, tol):
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    scale = max(np.abs(ref).max(), 1e-30) if ref.size else 1.0
-    err = np.abs(got - ref).max() / scale if got.size and got.shape == ref.shape else float("inf")
-    if not (got.shape == ref.shape and err <= tol and np.all(np.isfinite(got))):
-        problems.append(f"{what}: rel err {err:.3g} > {tol:g} (shape {got.shape} vs {ref.shape})")
-    return err
 
 
 def torch_tensors(model):
@@ -58,12 +53,11 @@ def torch_tensors(model):
 def twin_check(kind, block, layers, imagenet_stem):
     """At width 1 the twin built from torchvision's blocks is torchvision.models.<kind> (with the stem
     change), module for module: what the scaled-width cases use is torchvision's model."""
-    global passed, failed
     ref = torch_tensors(make_model(kind, 3, 10, 1.0))
     twin = torch_tensors(_scaled_resnet(block, layers, 3, 10, 1.0, imagenet_stem))
     ok = [(k, v.shape) for k, v in ref.items()] == [(k, v.shape) for k, v in twin.items()]
     print(f"{'ok' if ok else 'FAIL'} {kind} twin at width 1 == torchvision.models.{kind} ({len(ref)} tensors)")
-    passed, failed = passed + ok, failed + (not ok)
+    G.passed, G.failed = G.passed + ok, G.failed + (not ok)
 
 
 def run_driver(d, kind, width, hwc, batch, extra, seed=0, name=""):
@@ -80,13 +74,11 @@ def run_driver(d, kind, width, hwc, batch, extra, seed=0, name=""):
         f.writelines(f"{k}={v}\n" for k, v in cfg.items())
     r = subprocess.run([DRIVER, d], capture_output=True, text=True)
     if r.returncode != 0:
-        problems.append(f"driver exit {r.returncode}: {r.stderr.strip()}")
+        G.problems.append(f"driver exit {r.returncode}: {r.stderr.strip()}")
         return None
     return x, y, [line.split()[0] for line in r.stdout.splitlines() if " pruned=" in line]
 
 
-def load(d, sub, name, shape):
-    return np.fromfile(os.path.join(d, sub, name + ".bin"), dtype=np.float32).reshape(shape)
 
 
 def replay(d, name, kind, width, C, x, y, conv_names, prune, nm, dtype):
@@ -97,7 +89,7 @@ def replay(d, name, kind, width, C, x, y, conv_names, prune, nm, dtype):
     tensors = torch_tensors(model)
     ours = sorted(f[:-4] for f in os.listdir(os.path.join(d, "init")))
     if ours != sorted(tensors):  # sdgp's parameters are torchvision's state_dict, name for name
-        problems.append(f"{name}: parameter names differ: only sdgp {sorted(set(ours) - set(tensors))[:4]}, "
+        G.problems.append(f"{name}: parameter names differ: only sdgp {sorted(set(ours) - set(tensors))[:4]}, "
                         f"only torchvision {sorted(set(tensors) - set(ours))[:4]}")
         return None
     with torch.no_grad():
@@ -123,7 +115,7 @@ def replay(d, name, kind, width, C, x, y, conv_names, prune, nm, dtype):
         dzp = np.fromfile(path, np.float32)
         factor = np.where(dz != 0, dzp / np.where(dz != 0, dz, 1), 0).astype(np.float32)
         kept = np.count_nonzero(dzp) / dzp.size
-        check(f"{name}: {cname} keeps at most {n}:{m}", [max(kept - n / m, 0.0)], [0.0], 0.0)
+        G.check(f"{name}: {cname} keeps at most {n}:{m}", [max(kept - n / m, 0.0)], [0.0], 0.0)
         b, c, ho, wo = shapes[cname]
         f4 = torch.from_numpy(np.ascontiguousarray(factor.reshape(b, ho, wo, c).transpose(0, 3, 1, 2))).to(dtype)
         conv.forward = (lambda c, f: lambda inp: _PrunedConvFn.apply(inp, c.weight, c.stride, c.padding, f))(conv, f4)
@@ -156,16 +148,16 @@ def run_seed(name, seed, kind, width, hwc, batch, prune="none", nm="2:4", extra=
             return
         model, tensors, logits, loss = r
         our_loss = float(open(os.path.join(d, "loss.txt")).read())
-        check(f"{name}: logits", np.fromfile(os.path.join(d, "logits.bin"), np.float32).reshape(batch, 10),
+        G.check(f"{name}: logits", np.fromfile(os.path.join(d, "logits.bin"), np.float32).reshape(batch, 10),
               logits.detach().numpy(), 1e-4)
-        check(f"{name}: loss", [our_loss], [loss.item()], 1e-5)
+        G.check(f"{name}: loss", [our_loss], [loss.item()], 1e-5)
         grads = {p: t.grad.numpy() for p, t in tensors.items() if t.grad is not None}
         ours = {p: load(d, "grad", p, g.shape) for p, g in grads.items()}
-        check(f"{name}: gradients compared", [len(grads)], [sum(1 for _ in model.parameters())], 0.0)
+        G.check(f"{name}: gradients compared", [len(grads)], [sum(1 for _ in model.parameters())], 0.0)
         worst = 0.0
         if not fp64:
             for p, g in grads.items():
-                worst = max(worst, check(f"{name}: grad {p}", ours[p], g, GRAD_TOL))
+                worst = max(worst, G.check(f"{name}: grad {p}", ours[p], g, GRAD_TOL))
             how = "max rel err vs PyTorch fp32"
         else:
             r64 = replay(d, name, kind, width, C, x, y, conv_names, prune, nm, torch.float64)
@@ -173,11 +165,11 @@ def run_seed(name, seed, kind, width, hwc, batch, prune="none", nm="2:4", extra=
             flat = lambda g: np.concatenate([g[p].ravel().astype(np.float64) for p in ref])  # noqa: E731
             ours_err, torch_err = l2_err(flat(ours), flat(ref)), l2_err(flat(grads), flat(ref))
             if not ours_err <= 3 * torch_err + 1e-4:
-                problems.append(f"{name}: gradients: L2 rel err {ours_err:.3g} vs float64, PyTorch fp32 {torch_err:.3g}")
+                G.problems.append(f"{name}: gradients: L2 rel err {ours_err:.3g} vs float64, PyTorch fp32 {torch_err:.3g}")
             for p in grads:
                 worst = max(worst, l2_err(ours[p], ref[p]))
                 if not l2_err(ours[p], ref[p]) <= 0.1:
-                    problems.append(f"{name}: grad {p}: L2 rel err {l2_err(ours[p], ref[p]):.3g} vs float64 > 0.1")
+                    G.problems.append(f"{name}: grad {p}: L2 rel err {l2_err(ours[p], ref[p]):.3g} vs float64 > 0.1")
             how = f"L2 rel err vs PyTorch fp64 {ours_err:.2e} (PyTorch fp32 {torch_err:.2e}), worst tensor"
             with torch.no_grad():  # the update from our gradients
                 for p, t in tensors.items():
@@ -186,28 +178,11 @@ def run_seed(name, seed, kind, width, hwc, batch, prune="none", nm="2:4", extra=
         opt = torch.optim.SGD(param_groups(model, WD), lr=LR, momentum=MOMENTUM)
         opt.step()
         for pname, t in tensors.items():  # updated weights and BatchNorm running statistics
-            check(f"{name}: updated {pname}", load(d, "new", pname, tuple(t.shape)), t.detach().numpy(), 1e-4)
-        print(f"{'ok' if not problems else '--'} {name} (data seed {seed}): loss {our_loss:.6f} vs {loss.item():.6f}, "
+            G.check(f"{name}: updated {pname}", load(d, "new", pname, tuple(t.shape)), t.detach().numpy(), 1e-4)
+        print(f"{'ok' if not G.problems else '--'} {name} (data seed {seed}): loss {our_loss:.6f} vs {loss.item():.6f}, "
               f"{how} {worst:.2e}, {len(grads)} gradients")
 
 
-def run_case(name, *args, **kwargs):
-    """Data seeds until the outcome is settled: 2 passing seeds pass the case, 2 failing ones fail it."""
-    global passed, failed, problems
-    bad = []
-    for seed in range(SEEDS):
-        if seed - len(bad) >= 2 or len(bad) >= 2:
-            break
-        problems = []
-        run_seed(name, seed, *args, **kwargs)
-        if problems:
-            bad.append((seed, problems))
-    for seed, probs in bad:
-        print(f"{'FAIL' if len(bad) > 1 else 'note'} {name} data seed {seed}: {len(probs)} problems, e.g. {probs[0]}")
-    if len(bad) > 1:
-        failed += 1
-    else:
-        passed += 1
 
 
 torch.set_num_threads(2)
@@ -215,6 +190,8 @@ import torchvision.models.resnet as tvr  # noqa: E402
 twin_check("resnet18", tvr.BasicBlock, [2] * 4, False)
 twin_check("resnet50", tvr.Bottleneck, [3, 4, 6, 3], True)
 # torchvision.models.resnet18 itself (width 1); --conv-algo auto: Winograd in the 3x3 layers where it pays
+run_case = functools.partial(G.run_case, run_seed)
+
 run_case("resnet18 w1 dense", "resnet18", 1.0, (16, 16, 3), 8)
 # scaled widths (32/32/64/128 channels), direct convs, a 1-channel 28x28 input (odd sizes 7 -> 4 in layer4)
 run_case("resnet18 w0.25 dense, direct convs, 28x28x1", "resnet18", 0.25, (28, 28, 1), 4, extra={"conv-algo": "direct"})
@@ -230,5 +207,4 @@ run_case("resnet18 w0.5 rescaled 1:4 dense kernel", "resnet18", 0.5, (16, 16, 3)
 run_case("resnet50 w0.5 dense", "resnet50", 0.5, (64, 64, 3), 4, fp64=True)
 run_case("resnet50 w0.25 magnitude 2:4 sparse, 1 channel odd size", "resnet50", 0.25, (45, 37, 1), 4, "magnitude", "2:4",
          {"sparse-kernel": "on"}, fp64=True)
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(G.finish())
