@@ -11,6 +11,7 @@ PACKAGES=(
   python3 python3-torch python3-numpy python3-torchvision  # test oracle, benchmark peer, Python package tests
   gnuplot-nox                        # figures
   dataset-fashion-mnist              # the default training data
+  libopenmpi-dev openmpi-bin         # data-parallel training over more than one machine (optional at build time)
 )
 
 missing=()
