@@ -42,12 +42,14 @@ class ConvBN(nn.Module):
         self.conv = nn.Conv2d(cin, cout, k, stride, pad, bias=False)
         self.bn = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
         self.factor = None  # NCHW tensor: prune dL/dO by this elementwise factor
+        self.weight_fn = None  # the products use weight_fn(weight) (sparse weights; the STE is its own)
 
     def forward(self, x):
+        w = self.conv.weight if self.weight_fn is None else self.weight_fn(self.conv.weight)
         if self.factor is None:
-            z = self.conv(x)
+            z = self.conv(x) if self.weight_fn is None else F.conv2d(x, w, None, self.conv.stride, self.conv.padding)
         else:
-            z = _PrunedConvFn.apply(x, self.conv.weight, self.conv.stride, self.conv.padding, self.factor)
+            z = _PrunedConvFn.apply(x, w, self.conv.stride, self.conv.padding, self.factor)
         return F.relu(self.bn(z))
 
 

@@ -40,6 +40,48 @@ G = Cases(SEEDS)
 
 
 
+def project_weights(w, kind, group, n, m, scale=1.0):
+    """The S-STE / SR-STE projection of docs/sparse-weights.md, written from the formulas (float64)."""
+    O, I = w.shape[:2]
+    w4 = w.double().reshape(O, I // m, m, -1)  # (out, group, unit, tap)
+    size = w4.abs() if group == "tap" else w4.pow(2).sum(-1, keepdim=True).sqrt()
+    ranked = size.sort(dim=2, descending=True).values
+    t = ranked[:, :, n:n + 1] if n < m else torch.zeros_like(ranked[:, :, :1])
+    keep = size > t  # random weights: no ties
+    if kind == "srste":
+        out = w4 * keep
+    else:
+        out = w4 * torch.clamp(1 - t / torch.where(size > 0, size, torch.ones_like(size)), min=0) * keep
+    return (scale * out).reshape(w.shape).to(w.dtype)
+
+
+def sparse_weights(model, cfg, init):
+    """Makes model's products use sdgp's sparse weights (straight-through); returns the layers'
+    (weight, projection, beta) for the SR-STE term, after checking sdgp's beta against ours."""
+    kind, group = cfg.get("sparse-weights", "dense"), cfg.get("weight-groups", "tap")
+    if kind == "dense":
+        return []
+    n, m = (int(v) for v in cfg.get("nm-weights", "2:4").split(":"))
+    layers = [(f"conv{i}", cb) for i, cb in enumerate(model.convs) if i > 0 or cfg.get("sparse-weights-first") == "1"]
+    if cfg.get("sparse-weights-classifier") == "1":
+        layers.append(("linear", None))
+    out = []
+    for lname, cb in layers:
+        w = model.linear.weight if cb is None else cb.conv.weight
+        beta = 1.0
+        if kind == "sste":
+            s = project_weights(w.detach(), kind, group, n, m).double()
+            beta = float((w.detach().double() * s).sum() / (s * s).sum())
+            G.check(f"beta of {lname}", init(f"{lname}.sste_beta", (1,)), [beta], 1e-5)
+        fn = functools.partial(lambda w, b: w + (project_weights(w.detach(), kind, group, n, m, b) - w).detach(), b=beta)
+        if cb is None:
+            model.linear.forward = lambda x, fn=fn: F.linear(x, fn(model.linear.weight), model.linear.bias)
+        else:
+            cb.weight_fn = fn
+        out.append((w, fn))
+    return out
+
+
 def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", extra=None):
     H, W, C = hwc
     torch.manual_seed(0)
@@ -73,6 +115,7 @@ def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", 
             cb.conv.register_forward_hook(lambda m, inp, out, k=i: shapes.__setitem__(k, tuple(out.shape)))
         with torch.no_grad():
             probe(xt)
+        sparse = sparse_weights(model, cfg, lambda pname, shape: load(d, "init", pname, shape))
         # sdgp's masks as elementwise factors on dL/dO (NHWC dumps -> NCHW)
         for i, cb in enumerate(model.convs):
             path = os.path.join(d, "dzp", f"conv{i}.bin")
@@ -89,6 +132,11 @@ def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", 
         logits = model(xt)
         loss = F.cross_entropy(logits, torch.from_numpy(y.astype(np.int64)), label_smoothing=SMOOTH)
         loss.backward()
+        if cfg.get("sparse-weights") == "srste":  # SR-STE's decay of the pruned weights
+            lam = float(cfg.get("srste-lambda", "2e-4"))
+            with torch.no_grad():
+                for w, fn in sparse:
+                    w.grad += lam * (w - fn(w))
         our_loss = float(open(os.path.join(d, "loss.txt")).read())
         G.check(f"{name}: logits", np.fromfile(os.path.join(d, "logits.bin"), np.float32).reshape(batch, 10),
               logits.detach().numpy(), 1e-4)
@@ -124,4 +172,13 @@ run_case("resnet9 rescaled 1:4 channel scope", "resnet9", 0.25, (16, 16, 3), 8, 
 run_case("resnet9 mvue 2:4", "resnet9", 0.25, (16, 16, 3), 8, "mvue", "2:4", {"sparse-kernel": "on"})
 run_case("resnet9 random 4:32 first layer too", "resnet9", 0.25, (16, 16, 3), 8, "random", "4:32",
          {"prune-first-layer": "1", "sparse-kernel": "on"})
+# N:M sparse weights: the forward and the data gradient use W~, the gradient goes to W unchanged
+run_case("resnet9 sste 2:4 tap groups", "resnet9", 0.25, (16, 16, 3), 8, extra={"sparse-weights": "sste"})
+run_case("resnet9 sste 1:4 kernel groups, classifier too", "resnet9", 0.25, (16, 16, 3), 8,
+         extra={"sparse-weights": "sste", "nm-weights": "1:4", "weight-groups": "kernel",
+                "sparse-weights-classifier": "1"})
+run_case("resnet9 srste 2:4 (lambda 0.01)", "resnet9", 0.25, (16, 16, 3), 8,
+         extra={"sparse-weights": "srste", "srste-lambda": "0.01", "weight-groups": "kernel"})
+run_case("resnet9 sste 2:4 + SDGP magnitude 2:4 sparse kernel", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4",
+         {"sparse-weights": "sste", "sparse-kernel": "on"})
 sys.exit(G.finish())

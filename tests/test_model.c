@@ -345,6 +345,8 @@ static sdgp_train_config run_config(const char *ckpt, int64_t max_steps) {
     c.model.prune = sdgp_prune_cfg_make(SDGP_PRUNE_MVUE, 2, 4);
     c.model.sparse = SDGP_SPARSE_ON;
     c.model.prune_first_layer = 1;
+    /* S-STE weights too: beta must come back from the checkpoint, not from the initialisation */
+    c.model.weights = (sdgp_weights_cfg){SDGP_WEIGHTS_SSTE, 2, 4, SDGP_WGROUP_KERNEL, 2e-4f, 0, 1};
     c.epochs = 1;
     c.max_steps = max_steps;
     c.checkpoint_every = 10;
@@ -373,6 +375,9 @@ TEST_CASE(checkpoint_resume_is_exact) {
     sdgp_train_config rc;
     REQUIRE(sdgp_checkpoint_read_config(a, &rc, &err) == SDGP_OK, "read config: %s", err.msg);
     CHECK(rc.model.prune.fn == SDGP_PRUNE_MVUE && rc.model.prune.n == 2 && rc.model.seed == 11, "config round trip");
+    CHECK(rc.model.weights.kind == SDGP_WEIGHTS_SSTE && rc.model.weights.group == SDGP_WGROUP_KERNEL &&
+              rc.model.weights.classifier == 1 && rc.model.weights.first_layer == 0,
+          "sparse-weights config round trip");
     sdgp_model_config mc = rc.model;
     mc.height = mc.width_px = 28;
     mc.channels = 1;

@@ -536,6 +536,85 @@ TEST_CASE(schedules_at_known_points) {
     CHECK(sdgp_schedule_lr(&nw, 0) == 0.4f && fabsf(sdgp_schedule_lr(&nw, 5) - 0.2f) < 1e-7f, "no warm-up");
 }
 
+/* S-STE / SR-STE projections on groups worked out by hand (docs/sparse-weights.md), ties included. */
+TEST_CASE(sparse_weights_by_hand) {
+    /* TAP, 2:4, one output channel, 4 input channels, 1 tap: |1| = |-1| = |1| tie for the two places;
+     * the lower channels win; t = 1 (the third largest), so S-STE shrinks both kept ones to 0. */
+    const float w[4] = {1.0f, -1.0f, 1.0f, 0.5f};
+    float s[4], r[4];
+    sdgp_weights_project(s, w, 1, 4, 1, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_TAP, 2, 4, 1.0f);
+    sdgp_weights_project(r, w, 1, 4, 1, SDGP_WEIGHTS_SRSTE, SDGP_WGROUP_TAP, 2, 4, 1.0f);
+    CHECK(s[0] == 0 && s[1] == 0 && s[2] == 0 && s[3] == 0, "S-STE of a tie: %g %g %g %g", s[0], s[1], s[2], s[3]);
+    CHECK(r[0] == 1 && r[1] == -1 && r[2] == 0 && r[3] == 0, "SR-STE keeps the lower of tied channels");
+    CHECK(sdgp_weights_sste_beta(w, s, 4) == 1.0, "beta of an all-zero projection is 1");
+
+    /* TAP with 2 taps: each tap has its own group. Tap 0: {4, -3, 2, 1}: keep 4, -3; t = 2 -> {2, -1, 0, 0}.
+     * Tap 1: {0.5, -2, 1, 3}: keep 3, -2; t = 1 -> {0, -1, 0, 2}. Scale 2. */
+    const float w2[8] = {4, 0.5f, -3, -2, 2, 1, 1, 3}; /* cin x taps */
+    const float want2[8] = {4, 0, -2, -2, 0, 0, 0, 4};
+    float s2[8];
+    sdgp_weights_project(s2, w2, 1, 4, 2, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_TAP, 2, 4, 2.0f);
+    CHECK(test_bitwise_equal(s2, want2, sizeof s2), "S-STE per tap, scaled");
+
+    /* KERNEL, 2 taps: units (3,4) |5|, (0,1) |1|, (1,0) |1|, (0,2) |2|: keep units 0 and 3, t = 1:
+     * (3,4)(1 - 1/5) = (2.4, 3.2) and (0,2)(1 - 1/2) = (0, 1). beta = <w,s>/<s,s> = 22/17. */
+    const float k[8] = {3, 4, 0, 1, 1, 0, 0, 2};
+    float sk[8], rk[8];
+    sdgp_weights_project(sk, k, 1, 4, 2, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_KERNEL, 2, 4, 1.0f);
+    const float wantk[8] = {2.4f, 3.2f, 0, 0, 0, 0, 0, 1};
+    CHECK(test_rel_err(sk, wantk, 8) < 1e-6, "S-STE per kernel: %g %g .. %g", sk[0], sk[1], sk[7]);
+    CHECK(fabs(sdgp_weights_sste_beta(k, sk, 8) - 22.0 / 17.0) < 1e-6, "beta %g", sdgp_weights_sste_beta(k, sk, 8));
+    sdgp_weights_project(rk, k, 1, 4, 2, SDGP_WEIGHTS_SRSTE, SDGP_WGROUP_KERNEL, 2, 4, 1.0f);
+    const float wantr[8] = {3, 4, 0, 0, 0, 0, 0, 2};
+    CHECK(test_bitwise_equal(rk, wantr, sizeof rk), "SR-STE per kernel keeps whole kernels");
+    float g[8] = {0};
+    sdgp_weights_srste_grad(g, k, rk, 8, 0.5f);
+    const float wantg[8] = {0, 0, 0, 0.5f, 0.5f, 0, 0, 0};
+    CHECK(test_bitwise_equal(g, wantg, sizeof g), "SR-STE term: lambda (1 - mask) w");
+
+    /* n == m and DENSE: the weights times the scale */
+    float id[8];
+    sdgp_weights_project(id, k, 1, 4, 2, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_KERNEL, 4, 4, 1.0f);
+    CHECK(test_bitwise_equal(id, k, sizeof id), "4:4 keeps everything");
+}
+
+/* Random weights: exactly n of every m are nonzero, S-STE never grows a weight, and any thread
+ * count gives the same bits. */
+TEST_CASE(sparse_weights_counts_and_threads) {
+    const int cout = 64, cin = 96, taps = 9;
+    size_t count = (size_t)cout * cin * taps;
+    float *w = test_xmalloc(count * sizeof(float)), *a = test_xmalloc(count * sizeof(float)),
+          *b = test_xmalloc(count * sizeof(float));
+    test_fill_normal(w, count, 11);
+    for (int group = 0; group < 2; group++)
+        for (int kind = SDGP_WEIGHTS_SSTE; kind <= SDGP_WEIGHTS_SRSTE; kind++) {
+            omp_set_num_threads(1);
+            sdgp_weights_project(a, w, cout, cin, taps, kind, group, 4, 32, 1.0f);
+            omp_set_num_threads(2);
+            sdgp_weights_project(b, w, cout, cin, taps, kind, group, 4, 32, 1.0f);
+            CHECK(test_bitwise_equal(a, b, count * sizeof(float)), "%s/%s: 1 vs 2 threads", sdgp_weights_kind_names[kind],
+                  sdgp_weights_group_names[group]);
+            size_t bad = 0, grown = 0;
+            for (int co = 0; co < cout; co++)
+                for (int t = 0; t < taps; t++)
+                    for (int g0 = 0; g0 < cin; g0 += 32) {
+                        int nz = 0;
+                        for (int i = g0; i < g0 + 32; i++) {
+                            size_t at = ((size_t)co * cin + i) * taps + t;
+                            nz += a[at] != 0;
+                            grown += fabsf(a[at]) > fabsf(w[at]) || (a[at] != 0 && (a[at] > 0) != (w[at] > 0));
+                        }
+                        /* S-STE: the n kept are nonzero unless tied with t (not with random normals) */
+                        bad += nz != 4;
+                    }
+            CHECK(bad == 0, "%s/%s: %zu groups without exactly 4 of 32", sdgp_weights_kind_names[kind],
+                  sdgp_weights_group_names[group], bad);
+            CHECK(grown == 0, "%s/%s: %zu weights grew or flipped sign", sdgp_weights_kind_names[kind],
+                  sdgp_weights_group_names[group], grown);
+        }
+    free(w), free(a), free(b);
+}
+
 int main(void) {
     RUN(batchnorm_train_matches_naive);
     RUN(batchnorm_eval_matches_naive);
@@ -551,5 +630,7 @@ int main(void) {
     RUN(linear_and_pool_bitwise_independent_of_threads);
     RUN(sgd_two_steps_by_hand);
     RUN(schedules_at_known_points);
+    RUN(sparse_weights_by_hand);
+    RUN(sparse_weights_counts_and_threads);
     return test_finish();
 }

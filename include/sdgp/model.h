@@ -18,6 +18,7 @@
 
 #include "sdgp/conv.h"
 #include "sdgp/export.h"
+#include "sdgp/nn.h"
 #include "sdgp/prune.h"
 #include "sdgp/status.h"
 
@@ -57,6 +58,19 @@ extern SDGP_API const char *const sdgp_prune_domain_names[];
 SDGP_API const char *sdgp_prune_domain_name(sdgp_prune_domain d);
 SDGP_API sdgp_status sdgp_prune_domain_parse(const char *name, sdgp_prune_domain *out, sdgp_error *err);
 
+/* Sparse weights: the forward (and the data gradient) use W~ = beta S(W) (S-STE) or M W (SR-STE)
+ * of each conv's weights W, n:m along input channels; the gradient of W~ goes to W unchanged
+ * (straight-through), plus lambda (1 - M) W for SR-STE. beta is a per-tensor constant computed
+ * from the initial weights and stored as the parameter "<conv>.sste_beta". */
+typedef struct {
+    sdgp_weights_kind kind;
+    int n, m;                 /* n:m along input channels (kept in this order: config field "nm-weights") */
+    sdgp_weights_group group; /* per (output channel, tap) or per output channel for the whole kernel */
+    float lambda;             /* SR-STE's decay of the pruned weights (2e-4) */
+    int first_layer;          /* also the first conv (default 0: dense) */
+    int classifier;           /* also the linear classifier (default 0: dense) */
+} sdgp_weights_cfg;
+
 typedef struct {
     sdgp_model_kind kind;
     float width;          /* channel multiplier; channels rounded to multiples of 32 (>= 32) */
@@ -77,6 +91,8 @@ typedef struct {
     sdgp_prune_domain domain;  /* where the data gradient is pruned (default SDGP_DOMAIN_PIXEL) */
     /* MVUE for the weight gradient (groups of m rows per channel); fn NONE = off */
     sdgp_prune_cfg prune_wgrad;
+    /* N:M sparse weights (S-STE or SR-STE, include/sdgp/nn.h): kind DENSE = off */
+    sdgp_weights_cfg weights;
 } sdgp_model_config;
 
 /* Defaults: ResNet-9, width 1, batch 64, 32x32x3, 10 classes, BN momentum 0.1 eps 1e-5, scale 0.2,
@@ -111,6 +127,10 @@ typedef struct {
 SDGP_API int sdgp_model_param_count(const sdgp_model *m);
 SDGP_API const sdgp_param *sdgp_model_param(const sdgp_model *m, int i);
 SDGP_API size_t sdgp_model_param_floats(const sdgp_model *m); /* trainable parameter count */
+/* The values the forward uses for parameter i: for the weights of a layer with sparse weights,
+ * W~ (projected from the current weights by this call), else the parameter's data. NULL for i
+ * outside [0, count). For export and for inference elsewhere. */
+SDGP_API const float *sdgp_model_param_used(sdgp_model *m, int i);
 SDGP_API size_t sdgp_model_activation_bytes(const sdgp_model *m);
 
 /* Forward on a batch x (B x H x W x C NHWC). train != 0: BatchNorm uses batch statistics and
@@ -133,6 +153,7 @@ typedef struct {
     int sparse_kernel;     /* uses a sparse kernel (pixel or Winograd domain) */
     const char *bwd_kernel; /* "dense", "sparse" (pixel domain), "winograd" (Winograd domain) */
     int winograd;          /* some pass of its dense convolution runs oneDNN's Winograd kernel */
+    int sparse_weights;    /* its forward uses N:M sparse weights (sdgp_weights_cfg) */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
 } sdgp_layer_info;

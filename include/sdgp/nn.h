@@ -130,6 +130,33 @@ typedef struct {
 /* Steps < 0 count as 0; REFERENCE and COSINE give 0 from total_steps on. */
 SDGP_API float sdgp_schedule_lr(const sdgp_schedule *s, int64_t step);
 
+/* ---- N:M sparse weights: S-STE and SR-STE (docs/sparse-weights.md has the formulas) ----
+ * A weight tensor is viewed as cout x cin x taps (OIHW conv: taps = kh*kw; linear: taps = 1).
+ * Its groups are m consecutive input channels: per (output channel, tap) (TAP: a unit is one
+ * weight, its size |w|) or per output channel for all taps together (KERNEL: a unit is the taps
+ * of one input channel, its size the L2 norm over the taps; one mask for the whole kernel, the
+ * form a Winograd weight transform keeps). In each group the n largest units are kept (ties: the
+ * lower channel), t is the (n+1)-th largest size (0 when n == m), and
+ *   S-STE:  out = scale * w * max(0, 1 - t / size)   (TAP: scale * sign(w) * max(|w| - t, 0))
+ *   SR-STE: out = scale * w for the kept units
+ * and every other unit is 0. S-STE is continuous in w: a unit that enters or leaves the kept set
+ * does so at value 0. */
+typedef enum { SDGP_WEIGHTS_DENSE = 0, SDGP_WEIGHTS_SSTE = 1, SDGP_WEIGHTS_SRSTE = 2 } sdgp_weights_kind;
+typedef enum { SDGP_WGROUP_TAP = 0, SDGP_WGROUP_KERNEL = 1 } sdgp_weights_group;
+/* Names, indexed by the enums and NULL-terminated: "dense", "sste", "srste"; "tap", "kernel". */
+extern SDGP_API const char *const sdgp_weights_kind_names[];
+extern SDGP_API const char *const sdgp_weights_group_names[];
+/* out (cout*cin*taps) from w, as above; 1 <= n <= m, cin % m == 0 (checked by the model).
+ * DENSE copies w times scale. Bitwise independent of the thread count. */
+SDGP_API void sdgp_weights_project(float *out, const float *w, int cout, int cin, int taps, sdgp_weights_kind kind,
+                                   sdgp_weights_group group, int n, int m, float scale);
+/* S-STE's per-tensor scale beta = <w, s> / <s, s> (s = the projection with scale 1), in double in
+ * a fixed order; 1 when s is all zero. */
+SDGP_API double sdgp_weights_sste_beta(const float *w, const float *s, size_t count);
+/* SR-STE's gradient term on the dense weights: grad += lambda * (w - w_masked), i.e.
+ * lambda * (1 - mask) * w, with w_masked the SR-STE projection (scale 1) the forward used. */
+SDGP_API void sdgp_weights_srste_grad(float *grad, const float *w, const float *w_masked, size_t count, float lambda);
+
 #ifdef __cplusplus
 }
 #endif

@@ -50,6 +50,8 @@ typedef struct {
     long blocks[8]; /* --mask-block list, each measured in the same run */
     int n_blocks;
     int batch; /* 0: each model's own batch */
+    sdgp_weights_cfg weights; /* --sparse-weights, --nm-weights, --weight-groups: on the variant rows */
+    sdgp_prune_cfg wgrad;     /* --prune-wgrad, --nm-wgrad: on the variant rows */
 } options;
 
 typedef struct {
@@ -223,6 +225,10 @@ static void usage(FILE *f, const char *cmd) {
             "  --conv-workspace MB    workspace limit per conv pass (0: none) [%d]\n"
             "  --sdgp-domain LIST     where SDGP prunes 3x3 layers: pixel | winograd | auto, or a list [%s]\n"
             "  --mask-block LIST      rows sharing one N:M mask (1: a mask per row), or a list, e.g. 1,4,8 [%d]\n"
+            "  --sparse-weights K     variant rows with N:M weights: dense | sste | srste [dense]\n"
+            "  --nm-weights N:M       their pattern [2:4]; --weight-groups tap | kernel [tap]\n"
+            "  --prune-wgrad FN       variant rows with the weight gradient's dL/dO pruned: none | mvue | ... [none]\n"
+            "  --nm-wgrad N:M         its pattern [2:4]\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
@@ -280,6 +286,8 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->n_domains = 1;
     o->blocks[0] = sdgp_model_config_default().prune.mask_block;
     o->n_blocks = 1;
+    o->weights = sdgp_model_config_default().weights;
+    o->wgrad = sdgp_model_config_default().prune_wgrad;
     if (layers) o->fns[o->n_fns++] = SDGP_PRUNE_MAGNITUDE;
     const char *nm_list = "2:4,1:4,2:8,4:32";
     for (int i = 1; i < argc; i++) {
@@ -342,6 +350,32 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
                 return 0;
             }
             o->width = (float)w, i++;
+        } else if (!strcmp(a, "--sparse-weights") || !strcmp(a, "--weight-groups")) {
+            int kind = !strcmp(a, "--sparse-weights");
+            const char *const *names = kind ? sdgp_weights_kind_names : sdgp_weights_group_names;
+            int found = -1;
+            for (int j = 0; names[j]; j++)
+                if (!strcmp(v, names[j])) found = j;
+            if (found < 0) {
+                fprintf(stderr, "sdgp: %s: unknown value '%s'\n", a, v);
+                return 0;
+            }
+            if (kind) o->weights.kind = (sdgp_weights_kind)found;
+            else o->weights.group = (sdgp_weights_group)found;
+            i++;
+        } else if (!strcmp(a, "--nm-weights") || !strcmp(a, "--nm-wgrad")) {
+            int *nm = !strcmp(a, "--nm-weights") ? &o->weights.n : &o->wgrad.n; /* n, m in this order in both */
+            if (sdgp_nm_parse(v, &nm[0], &nm[1], &err) != SDGP_OK) {
+                fprintf(stderr, "sdgp: %s: %s\n", a, err.msg);
+                return 0;
+            }
+            i++;
+        } else if (!strcmp(a, "--prune-wgrad")) {
+            if (sdgp_prune_fn_parse(v, &o->wgrad.fn, &err) != SDGP_OK) {
+                fprintf(stderr, "sdgp: --prune-wgrad: %s\n", err.msg);
+                return 0;
+            }
+            i++;
         } else if (!strcmp(a, "--prune")) {
             char buf[256];
             snprintf(buf, sizeof buf, "%s", v);
@@ -427,13 +461,25 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
             printf("%-24s batch %3d  %d threads  dense (%s, %d MB): ours %8.1f ms  peak RSS ours %6.0f MB\n",
                    bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, ours.rss_mb);
         fflush(stdout);
+        /* Variant rows: each SDGP function x n:m x domain x block, all with the --sparse-weights and
+         * --prune-wgrad settings; without --prune but with those, one row of them alone. */
+        int other = o.weights.kind != SDGP_WEIGHTS_DENSE || o.wgrad.fn != SDGP_PRUNE_NONE;
+        char extras[96];
+        snprintf(extras, sizeof extras, "\"sparse_weights\":\"%s %d:%d %s\",\"prune_wgrad\":\"%s %d:%d\"",
+                 sdgp_weights_kind_names[o.weights.kind], o.weights.n, o.weights.m, sdgp_weights_group_names[o.weights.group],
+                 sdgp_prune_fn_name(o.wgrad.fn), o.wgrad.n, o.wgrad.m);
+        if (o.n_fns == 0 && other) o.fns[o.n_fns++] = SDGP_PRUNE_NONE;
         for (int f = 0; f < o.n_fns; f++)
-            for (int q = 0; q < o.n_nm * o.n_domains * o.n_blocks; q++) { /* each n:m, then each domain, block */
+            for (int q = 0; q < (o.fns[f] == SDGP_PRUNE_NONE ? 1 : o.n_nm * o.n_domains * o.n_blocks); q++) {
+                /* each n:m, then each domain, block */
                 const int k = q / (o.n_domains * o.n_blocks), di = q / o.n_blocks % o.n_domains, bi = q % o.n_blocks;
                 sdgp_model_config pc = mc;
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
                 pc.prune.mask_block = (int)o.blocks[bi];
                 pc.domain = o.domains[di];
+                pc.weights = o.weights;
+                pc.prune_wgrad = o.wgrad;
+                pc.prune_wgrad.axis = SDGP_AXIS_ROW;
                 result sd;
                 if (!run_child_ours(&pc, o.steps, 0, &sd)) {
                     fprintf(stderr, "sdgp: %s %s %d:%d: %s\n", bm->name, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
@@ -443,14 +489,14 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
                            "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
-                           "\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f}\n",
+                           "\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f,%s}\n",
                            bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
                            o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
-                           torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb);
+                           torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb, extras);
                 else
-                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d %8.1f ms  vs our dense x%.3f  kernels %s%s", bm->name,
-                           sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sd.ms,
-                           ours.ms / sd.ms, sd.kernels, o.torch ? "" : "\n");
+                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s %8.1f ms  vs our dense x%.3f  kernels %s%s", bm->name,
+                           sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block,
+                           other ? "  with " : "", other ? extras : "", sd.ms, ours.ms / sd.ms, sd.kernels, o.torch ? "" : "\n");
                 if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd.ms);
                 fflush(stdout);
             }

@@ -10,6 +10,7 @@
  * (0 ok, 1 runtime failure, 2 bad usage or input). Each prints its own --help. */
 int sdgp_cmd_train(int argc, char **argv);
 int sdgp_cmd_eval(int argc, char **argv);
+int sdgp_cmd_export(int argc, char **argv);
 int sdgp_cmd_bench_step(int argc, char **argv);
 int sdgp_cmd_bench_layers(int argc, char **argv);
 int sdgp_cmd_bench_prune(int argc, char **argv);

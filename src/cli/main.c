@@ -21,6 +21,7 @@ static const command bench_commands[] = {
 static const command top_commands[] = {
     {"train", sdgp_cmd_train, "train a model (default: ResNet-9 w=0.25 on Fashion-MNIST)"},
     {"eval", sdgp_cmd_eval, "evaluate a checkpoint on the test split"},
+    {"export", sdgp_cmd_export, "a checkpoint's forward weights as a PyTorch state_dict (sparse weights as W~)"},
     {"sweep", sdgp_cmd_sweep, "run a sweep file's trainings, resumable (sdgp sweep --help)"},
     {"report", sdgp_cmd_report, "tables and figures of a sweep's results folder"},
     {"bench", NULL, "benchmarks (sdgp bench --help)"},

@@ -1,10 +1,12 @@
-/* sdgp train / sdgp eval: flags map one to one onto the configuration table (src/train/config.c). */
+/* sdgp train / eval / export: flags map one to one onto the configuration table (src/train/config.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "sdgp/safetensors.h"
 #include "sdgp/train.h"
 
 static void train_usage(FILE *f) {
@@ -129,59 +131,163 @@ int sdgp_cmd_train(int argc, char **argv) {
     return 0;
 }
 
+/* A checkpoint's model for eval and export: its settings with this command's flags on top, the
+ * test split (which gives the input shape), the model without pruning, its weights and state.
+ * Returns 0, or prints why and returns the exit code. */
+typedef struct {
+    sdgp_train_config cfg;
+    sdgp_dataset test;
+    sdgp_model *model;
+    sdgp_checkpoint_state state;
+} opened_checkpoint;
+
+static int open_checkpoint(opened_checkpoint *oc, const char *path, int argc, char **argv, const char *own_flag) {
+    memset(oc, 0, sizeof *oc);
+    sdgp_error err;
+    if (sdgp_checkpoint_read_config(path, &oc->cfg, &err) != SDGP_OK) {
+        fprintf(stderr, "sdgp: %s\n", err.msg);
+        return 2;
+    }
+    char *train_argv[256]; /* argv without the command's own flag and its value */
+    int train_argc = 0;
+    for (int i = 0; i < argc && train_argc < 256; i++) {
+        if (own_flag && i > 0 && !strcmp(argv[i], own_flag)) i++;
+        else train_argv[train_argc++] = argv[i];
+    }
+    if (argc > 256) {
+        fprintf(stderr, "sdgp: too many arguments (%d)\n", argc);
+        return 2;
+    }
+    if (cli_apply_train_flags(&oc->cfg, train_argc, train_argv, NULL)) return 2;
+    if (oc->cfg.model.threads > 0) omp_set_num_threads(oc->cfg.model.threads);
+    sdgp_status st = sdgp_dataset_load(&oc->test, oc->cfg.data, oc->cfg.data_dir, 0, &err);
+    if (st == SDGP_OK) {
+        sdgp_model_config mc = oc->cfg.model;
+        mc.height = oc->test.h;
+        mc.width_px = oc->test.w;
+        mc.channels = oc->test.c;
+        mc.num_classes = oc->test.num_classes;
+        mc.prune.fn = SDGP_PRUNE_NONE; /* no backward here */
+        mc.prune_wgrad.fn = SDGP_PRUNE_NONE;
+        st = sdgp_model_create(&oc->model, &mc, &err);
+    }
+    if (st == SDGP_OK) st = sdgp_checkpoint_load(path, oc->model, &oc->state, &err);
+    if (st != SDGP_OK) {
+        fprintf(stderr, "sdgp: %s\n", err.msg);
+        return exit_code(st);
+    }
+    return 0;
+}
+
+static void close_checkpoint(opened_checkpoint *oc) {
+    sdgp_model_destroy(oc->model);
+    sdgp_dataset_free(&oc->test);
+}
+
+/* The value of --flag in argv, or NULL. */
+static const char *flag_value(int argc, char **argv, const char *flag) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], flag)) return argv[i + 1];
+    return NULL;
+}
+
 int sdgp_cmd_eval(int argc, char **argv) {
     if (has_help(argc, argv)) {
         printf("usage: sdgp eval --checkpoint FILE [--data NAME] [--data-dir DIR] [--[no-]tta] [--threads N] [--batch-size B]\n\n"
                "Evaluates a checkpoint on the test split: prints accuracy and loss.\n");
         return 0;
     }
-    const char *path = NULL;
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--checkpoint")) path = argv[i + 1];
+    const char *path = flag_value(argc, argv, "--checkpoint");
     if (!path) {
         fprintf(stderr, "sdgp: eval needs --checkpoint FILE\n");
         return 2;
     }
-    sdgp_train_config cfg;
+    opened_checkpoint oc;
+    int rc = open_checkpoint(&oc, path, argc, argv, NULL);
+    double loss = 0, acc = 0;
     sdgp_error err;
-    if (sdgp_checkpoint_read_config(path, &cfg, &err) != SDGP_OK) {
-        fprintf(stderr, "sdgp: %s\n", err.msg);
+    if (!rc) {
+        sdgp_augment aug = oc.cfg.augment;
+        memcpy(aug.mean, oc.state.mean, sizeof aug.mean);
+        memcpy(aug.std, oc.state.std, sizeof aug.std);
+        sdgp_status st = sdgp_evaluate(oc.model, &oc.test, &aug, oc.cfg.tta, oc.cfg.label_smoothing, &loss, &acc, &err);
+        if (st != SDGP_OK) {
+            fprintf(stderr, "sdgp: %s\n", err.msg);
+            rc = exit_code(st);
+        }
+    }
+    if (!rc)
+        printf("test accuracy %.2f%% (loss %.4f) on %lld images of %s, step %lld%s\n", 100 * acc, loss,
+               (long long)oc.test.count, oc.cfg.data, (long long)oc.state.step, oc.cfg.tta ? ", with flip TTA" : "");
+    close_checkpoint(&oc);
+    return rc;
+}
+
+/* A checkpoint's weights as the forward uses them, as a PyTorch state_dict: sparse weights
+ * become their projection W~ (dense tensors with the pruned entries 0), S-STE's beta is folded
+ * in and dropped, momentum is dropped, and each BatchNorm gets num_batches_tracked. */
+int sdgp_cmd_export(int argc, char **argv) {
+    if (has_help(argc, argv)) {
+        printf("usage: sdgp export --checkpoint FILE --out FILE.safetensors\n\n"
+               "Writes the weights the forward uses as a plain safetensors state_dict that PyTorch loads\n"
+               "(torch.load_state_dict with safetensors.torch.load_file, or sdgp.torch): sparse weights (S-STE,\n"
+               "SR-STE) as W~, their pruned entries 0; BatchNorm running statistics; no optimiser state.\n");
+        return 0;
+    }
+    const char *path = flag_value(argc, argv, "--checkpoint"), *out = flag_value(argc, argv, "--out");
+    if (!path || !out) {
+        fprintf(stderr, "sdgp: export needs --checkpoint FILE and --out FILE\n");
         return 2;
     }
-    if (cli_apply_train_flags(&cfg, argc, argv, NULL)) return 2;
-    if (cfg.model.threads > 0) omp_set_num_threads(cfg.model.threads);
-    sdgp_dataset test;
-    sdgp_status st = sdgp_dataset_load(&test, cfg.data, cfg.data_dir, 0, &err);
-    if (st != SDGP_OK) {
-        fprintf(stderr, "sdgp: %s\n", err.msg);
-        return exit_code(st);
+    opened_checkpoint oc;
+    int rc = open_checkpoint(&oc, path, argc, argv, "--out");
+    int np = rc ? 0 : sdgp_model_param_count(oc.model), nt = 0;
+    sdgp_st_tensor *t = calloc((size_t)2 * np + 1, sizeof *t);
+    char(*names)[80] = calloc((size_t)np + 1, sizeof *names);
+    int64_t steps = oc.state.step;
+    if (!rc && (!t || !names)) {
+        fprintf(stderr, "sdgp: export: out of memory\n");
+        rc = 1;
     }
-    sdgp_model_config mc = cfg.model;
-    mc.height = test.h;
-    mc.width_px = test.w;
-    mc.channels = test.c;
-    mc.num_classes = test.num_classes;
-    mc.prune.fn = SDGP_PRUNE_NONE; /* evaluation has no backward */
-    mc.prune_wgrad.fn = SDGP_PRUNE_NONE;
-    sdgp_model *m = NULL;
-    sdgp_checkpoint_state state;
-    double loss = 0, acc = 0;
-    st = sdgp_model_create(&m, &mc, &err);
-    if (st == SDGP_OK) st = sdgp_checkpoint_load(path, m, &state, &err);
-    if (st == SDGP_OK) {
-        sdgp_augment aug = cfg.augment;
-        memcpy(aug.mean, state.mean, sizeof aug.mean);
-        memcpy(aug.std, state.std, sizeof aug.std);
-        st = sdgp_evaluate(m, &test, &aug, cfg.tta, cfg.label_smoothing, &loss, &acc, &err);
+    for (int i = 0; !rc && i < np; i++) {
+        const sdgp_param *p = sdgp_model_param(oc.model, i);
+        size_t len = strlen(p->name);
+        if (len > 10 && !strcmp(p->name + len - 10, ".sste_beta")) continue; /* folded into W~ */
+        t[nt] = (sdgp_st_tensor){p->name, SDGP_DT_F32, p->ndim, {0}, sdgp_model_param_used(oc.model, i)};
+        memcpy(t[nt].shape, p->shape, sizeof p->shape);
+        nt++;
+        if (len > 13 && !strcmp(p->name + len - 13, ".running_mean")) {
+            snprintf(names[i], sizeof names[i], "%.*s.num_batches_tracked", (int)(len - 13), p->name);
+            t[nt++] = (sdgp_st_tensor){names[i], SDGP_DT_I64, 0, {0}, &steps};
+        }
     }
-    int64_t images = test.count;
-    sdgp_model_destroy(m);
-    sdgp_dataset_free(&test);
-    if (st != SDGP_OK) {
-        fprintf(stderr, "sdgp: %s\n", err.msg);
-        return exit_code(st);
+    if (!rc) {
+        char step[32], sparse[64], mean[160] = "", std[160] = "";
+        for (int c = 0; c < oc.test.c && c < 8; c++) { /* what an input pixel v becomes: (v/255 - mean) / std */
+            snprintf(mean + strlen(mean), sizeof mean - strlen(mean), "%s%.9g", c ? "," : "", (double)oc.state.mean[c]);
+            snprintf(std + strlen(std), sizeof std - strlen(std), "%s%.9g", c ? "," : "", (double)oc.state.std[c]);
+        }
+        const sdgp_weights_cfg *w = &oc.cfg.model.weights;
+        snprintf(step, sizeof step, "%lld", (long long)oc.state.step);
+        snprintf(sparse, sizeof sparse, "%s %d:%d %s", sdgp_weights_kind_names[w->kind], w->n, w->m,
+                 sdgp_weights_group_names[w->group]);
+        const sdgp_st_meta meta[] = {{"format", "sdgp-export-1"},
+                                     {"model", sdgp_model_zoo(oc.cfg.model.kind)->name},
+                                     {"sparse_weights", w->kind == SDGP_WEIGHTS_DENSE ? "dense" : sparse},
+                                     {"step", step},
+                                     {"mean", mean},
+                                     {"std", std}};
+        sdgp_error err;
+        if (sdgp_safetensors_write(out, t, nt, meta, (int)(sizeof meta / sizeof meta[0]), &err) != SDGP_OK) {
+            fprintf(stderr, "sdgp: export: %s\n", err.msg);
+            rc = 2;
+        } else {
+            printf("wrote %s: %d tensors of %s at step %lld%s\n", out, nt, sdgp_model_zoo(oc.cfg.model.kind)->name,
+                   (long long)oc.state.step, w->kind == SDGP_WEIGHTS_DENSE ? "" : " (sparse weights as W~)");
+        }
     }
-    printf("test accuracy %.2f%% (loss %.4f) on %lld images of %s, step %lld%s\n", 100 * acc, loss, (long long)images,
-           cfg.data, (long long)state.step, cfg.tta ? ", with flip TTA" : "");
-    return 0;
+    free(t);
+    free(names);
+    close_checkpoint(&oc);
+    return rc;
 }

@@ -8,7 +8,6 @@
 #include "core/philox.h"
 #include "model/model_internal.h"
 
-static size_t model_align_up(size_t x) { return (x + 63) & ~(size_t)63; }
 
 sdgp_model_config sdgp_model_config_default(void) {
     sdgp_model_config c;
@@ -31,6 +30,7 @@ sdgp_model_config sdgp_model_config_default(void) {
     c.domain = SDGP_DOMAIN_PIXEL;
     c.conv_algo = SDGP_CONV_AUTO;
     c.conv_workspace_mb = SDGP_CONV_WORKSPACE_MB_DEFAULT;
+    c.weights = (sdgp_weights_cfg){SDGP_WEIGHTS_DENSE, 2, 4, SDGP_WGROUP_TAP, 2e-4f, 0, 0};
     return c;
 }
 
@@ -77,14 +77,12 @@ static op *add_op(model_builder *b, op_kind kind, int in) {
     o->kind = kind;
     o->in = in;
     o->in2 = -1;
-    o->p_lb = -1;
+    o->p_lb = o->p_sbeta = -1;
     o->p_gamma = o->p_beta = o->p_rmean = o->p_rvar = -1;
     return o;
 }
 
-/* A parameter named prefix + suffix. Its sdgp_param's name pointer is set once building ends
- * (the arrays may still move). */
-static int add_param(model_builder *b, const char *prefix, const char *suffix, int ndim, const int64_t *shape,
+int model_add_param(model_builder *b, const char *prefix, const char *suffix, int ndim, const int64_t *shape,
                      int trainable, int decay) {
     sdgp_model *m = b->m;
     if (b->st != SDGP_OK) return -1;
@@ -157,13 +155,13 @@ int model_conv(model_builder *b, int in, const model_conv_spec *spec) {
     snprintf(o->name, sizeof o->name, "%s", name);
     int64_t wshape[4] = {cout, C, k, k}, cshape[1] = {cout};
     int conv_index = o->conv_index;
-    int p_w = add_param(b, name, ".weight", 4, wshape, 1, 1);
+    int p_w = model_add_param(b, name, ".weight", 4, wshape, 1, 1);
     int p_g = -1, p_b = -1, p_rm = -1, p_rv = -1;
     if (spec->bn) {
-        p_g = add_param(b, bn, ".weight", 1, cshape, 1, 0);
-        p_b = add_param(b, bn, ".bias", 1, cshape, 1, 0);
-        p_rm = add_param(b, bn, ".running_mean", 1, cshape, 0, 0);
-        p_rv = add_param(b, bn, ".running_var", 1, cshape, 0, 0);
+        p_g = model_add_param(b, bn, ".weight", 1, cshape, 1, 0);
+        p_b = model_add_param(b, bn, ".bias", 1, cshape, 1, 0);
+        p_rm = model_add_param(b, bn, ".running_mean", 1, cshape, 0, 0);
+        p_rv = model_add_param(b, bn, ".running_var", 1, cshape, 0, 0);
     }
     int out = add_slot(b, o->geom.Ho, o->geom.Wo, cout);
     if (b->st != SDGP_OK) return in;
@@ -174,6 +172,7 @@ int model_conv(model_builder *b, int in, const model_conv_spec *spec) {
     o->p_rmean = p_rm;
     o->p_rvar = p_rv;
     o->out = out;
+    if (model_weights_sparse_layer(m, conv_index)) model_weights_add(b, o, C, name);
     return out;
 }
 
@@ -245,14 +244,15 @@ int model_global_avgpool(model_builder *b, int in) {
 int model_linear(model_builder *b, int in, int out_features, int bias, const char *name) {
     if (b->st != SDGP_OK) return in;
     int64_t wshape[2] = {out_features, b->m->slots[in].C}, bshape[1] = {out_features};
-    int p_w = add_param(b, name, ".weight", 2, wshape, 1, 1);
-    int p_b = bias ? add_param(b, name, ".bias", 1, bshape, 1, 0) : -1;
+    int p_w = model_add_param(b, name, ".weight", 2, wshape, 1, 1);
+    int p_b = bias ? model_add_param(b, name, ".bias", 1, bshape, 1, 0) : -1;
     if (p_b >= 0) b->m->pmeta[p_b].bias_fan_in = (int)wshape[1];
     int out = flat_op(b, OP_LINEAR, in, out_features);
     if (b->st != SDGP_OK) return in;
     op *o = &b->m->ops[b->m->n_ops - 1];
     o->p_lw = p_w;
     o->p_lb = p_b;
+    if (model_weights_sparse_layer(b->m, -1)) model_weights_add(b, o, (int)wshape[1], name);
     return out;
 }
 
@@ -584,6 +584,14 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         sdgp_status st = sdgp_prune_check(&cfg->prune, 1, 1, cfg->prune.m, err);
         if (st != SDGP_OK) return st;
     }
+    const sdgp_weights_cfg *wc = &cfg->weights;
+    if ((unsigned)wc->kind > SDGP_WEIGHTS_SRSTE || (unsigned)wc->group > SDGP_WGROUP_KERNEL)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sparse-weights kind %d or group %d", (int)wc->kind, (int)wc->group);
+    if (wc->kind != SDGP_WEIGHTS_DENSE && (wc->m < 1 || wc->m > SDGP_NM_MAX_M || wc->n < 1 || wc->n > wc->m))
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: sparse weights %d:%d is not an N:M pattern (1 <= n <= m <= %d)", wc->n,
+                         wc->m, SDGP_NM_MAX_M);
+    if (!(wc->lambda >= 0.0f && wc->lambda <= 1.0f))
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: SR-STE lambda %g out of range [0, 1]", (double)wc->lambda);
     if ((unsigned)cfg->domain > SDGP_DOMAIN_AUTO) return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sdgp domain %d", (int)cfg->domain);
     if (cfg->domain == SDGP_DOMAIN_WINOGRAD && cfg->sparse == SDGP_SPARSE_OFF && cfg->prune.fn != SDGP_PRUNE_NONE)
         return sdgp_fail(err, SDGP_ERR_INVALID,
@@ -612,6 +620,9 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     if (st == SDGP_OK) st = alloc_arenas(m, err);
     if (st == SDGP_OK) {
         init_params(m);
+        st = model_weights_setup(m, err);
+    }
+    if (st == SDGP_OK) {
         m->nm.n = cfg->prune.n;
         m->nm.m = cfg->prune.m;
         m->nm.axis = SDGP_AXIS_CHANNEL;
@@ -633,6 +644,7 @@ void sdgp_model_destroy(sdgp_model *m) {
     }
     free(m->conv_ws); /* after the convs that used it */
     free(m->param_arena);
+    free(m->w_eff_arena);
     free(m->act_arena);
     free(m->grad_pool);
     free(m->grad_pool_count);

@@ -45,7 +45,7 @@ static int any_layer(const op *o) {
 static sdgp_status dense_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
                              sdgp_error *err) {
     sdgp_status st = prune_pixels(m, o, dz, pc, 0, prune_ms, err);
-    return st != SDGP_OK ? st : sdgp_conv_backward_data(o->dnnl, dx, m->scratch2, m->params[o->p_w].data, err);
+    return st != SDGP_OK ? st : sdgp_conv_backward_data(o->dnnl, dx, m->scratch2, model_op_weights(m, o), err);
 }
 static sdgp_status dense_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
     (void)o, (void)err;
@@ -67,7 +67,7 @@ static sdgp_status sparse_create(sdgp_model *m, const op *o, void **plan, sdgp_e
 static sdgp_status sparse_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
                               sdgp_error *err) {
     sdgp_status st = prune_pixels(m, o, dz, pc, 1, prune_ms, err);
-    if (st == SDGP_OK) st = sdgp_sparse_bwd_pack(o->bwd_plan, m->params[o->p_w].data, err);
+    if (st == SDGP_OK) st = sdgp_sparse_bwd_pack(o->bwd_plan, model_op_weights(m, o), err);
     return st != SDGP_OK ? st : sdgp_sparse_bwd_data(o->bwd_plan, dx, &m->nm, err);
 }
 static sdgp_status sparse_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
@@ -86,7 +86,7 @@ static sdgp_status wino_create(sdgp_model *m, const op *o, void **plan, sdgp_err
 static sdgp_status wino_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
                             sdgp_error *err) {
     *prune_ms = 0; /* fused into the kernel's time */
-    sdgp_status st = sdgp_sparse_wino_pack(o->bwd_plan, m->params[o->p_w].data, err);
+    sdgp_status st = sdgp_sparse_wino_pack(o->bwd_plan, model_op_weights(m, o), err);
     return st != SDGP_OK ? st : sdgp_sparse_wino_data(o->bwd_plan, dx, dz, pc, err);
 }
 static sdgp_status wino_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {

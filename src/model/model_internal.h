@@ -78,6 +78,10 @@ struct op {
 
     /* OP_LINEAR */
     int p_lw, p_lb;                 /* p_lb = -1: no bias */
+    /* OP_CONV, OP_LINEAR with N:M sparse weights (model_weights.c) */
+    int sparse_w;                   /* the products use w_eff, the projection of the weights */
+    int p_sbeta;                    /* S-STE: the "<layer>.sste_beta" parameter (-1: none) */
+    float *w_eff;                   /* the projected weights, refreshed by each forward */
     /* OP_SCALE */
     float scale;
 };
@@ -123,7 +127,11 @@ struct sdgp_model {
     void *dz_hook_ctx;
     int *conv_ops;                  /* op index of conv i */
     int n_convs, cap_convs;
+    float *w_eff_arena;             /* every sparse-weight layer's w_eff */
 };
+
+/* Sizes rounded up to 64 (floats or bytes): every arena part starts on a cache line. */
+static inline size_t model_align_up(size_t x) { return (x + 63) & ~(size_t)63; }
 
 /* ---- building (model_build.c): the layers a model builder (model_zoo.c) strings together ----
  * Each takes and returns activation slot ids. The first error is kept in st (later calls do
@@ -142,6 +150,10 @@ typedef struct {
     const char *name, *bn_name;
 } model_conv_spec;
 
+/* A parameter named prefix + suffix (its index; -1 after an error). Its sdgp_param's name pointer
+ * is set once building ends (the arrays may still move). */
+int model_add_param(model_builder *b, const char *prefix, const char *suffix, int ndim, const int64_t *shape,
+                    int trainable, int decay);
 int model_input(model_builder *b);                 /* slot 0: the image */
 int model_conv(model_builder *b, int in, const model_conv_spec *spec);
 int model_maxpool2(model_builder *b, int in);
@@ -190,6 +202,23 @@ void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan);
 sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err);
 /* The first allowed implementation in list order. */
 sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err);
+
+/* model_weights.c: N:M sparse weights (S-STE, SR-STE; sdgp_weights_cfg) */
+/* Whether a conv (conv_index >= 0) or the classifier (-1) gets sparse weights. */
+int model_weights_sparse_layer(const sdgp_model *m, int conv_index);
+/* Marks op o (weights cout x cin x taps) sparse and adds S-STE's beta parameter; an error when m
+ * does not divide cin. */
+void model_weights_add(model_builder *b, op *o, int cin, const char *name);
+/* After the parameters are initialised: w_eff buffers, and beta from the initial weights. */
+sdgp_status model_weights_setup(sdgp_model *m, sdgp_error *err);
+/* W~ of every sparse layer from the current weights (each forward). */
+void model_weights_refresh(sdgp_model *m);
+/* After o's weight gradient: SR-STE's term (nothing for S-STE: straight-through). */
+void model_weights_backward(sdgp_model *m, const op *o);
+/* The weights the products of op o use: w_eff, or the parameter itself. */
+static inline const float *model_op_weights(const sdgp_model *m, const op *o) {
+    return o->sparse_w ? o->w_eff : m->params[o->kind == OP_LINEAR ? o->p_lw : o->p_w].data;
+}
 
 /* model_run.c */
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,

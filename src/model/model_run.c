@@ -24,7 +24,7 @@ static void conv_forward(sdgp_model *m, op *o, int train) {
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     double t0 = m->timing ? now_ms() : 0;
     /* A failure here would be an internal oneDNN error on shapes validated at build time. */
-    (void)sdgp_conv_forward(o->dnnl, o->z, x, p[o->p_w].data, NULL, NULL);
+    (void)sdgp_conv_forward(o->dnnl, o->z, x, model_op_weights(m, o), NULL, NULL);
     if (m->timing) o->times.fwd_ms = now_ms() - t0;
     if (!o->bn) {
         if (o->relu) sdgp_relu_forward(y, y, m->slots[o->out].count);
@@ -41,6 +41,7 @@ static void conv_forward(sdgp_model *m, op *o, int train) {
 
 const float *sdgp_model_forward(sdgp_model *m, const float *x, int train) {
     m->slots[0].act = (float *)x; /* read only; kept for the first conv's weight gradient */
+    model_weights_refresh(m);
     for (int k = 0; k < m->n_ops; k++) {
         op *o = &m->ops[k];
         const slot *in = &m->slots[o->in];
@@ -58,7 +59,7 @@ const float *sdgp_model_forward(sdgp_model *m, const float *x, int train) {
         case OP_GLOBAL_MAXPOOL: sdgp_global_maxpool_forward(out->act, o->gmp_arg, in->act, m->B, in->H * in->W, in->C); break;
         case OP_GLOBAL_AVGPOOL: sdgp_global_avgpool_forward(out->act, in->act, m->B, in->H * in->W, in->C); break;
         case OP_LINEAR:
-            sdgp_linear_forward(out->act, in->act, m->params[o->p_lw].data, o->p_lb >= 0 ? m->params[o->p_lb].data : NULL,
+            sdgp_linear_forward(out->act, in->act, model_op_weights(m, o), o->p_lb >= 0 ? m->params[o->p_lb].data : NULL,
                                 m->B, in->C, out->C);
             break;
         case OP_SCALE: sdgp_scale_forward(out->act, in->act, o->scale, out->count); break;
@@ -94,7 +95,7 @@ static void add_input_grad(sdgp_model *m, grad_mode mode, int buf, const float *
 static void grad_stats(sdgp_model *m, op *o, const float *dx_pruned, const float *dz) {
     /* dense reference into scratch2 (free at this point of the step) */
     size_t n = m->slots[o->in].count;
-    (void)sdgp_conv_backward_data(o->dnnl, m->scratch2, dz, m->params[o->p_w].data, NULL);
+    (void)sdgp_conv_backward_data(o->dnnl, m->scratch2, dz, model_op_weights(m, o), NULL);
     double dd = 0, pp = 0, pd = 0, diff = 0;
 #pragma omp parallel for reduction(+ : dd, pp, pd, diff) schedule(static)
     for (size_t i = 0; i < n; i++) {
@@ -127,7 +128,7 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     if (!o->prune) {
         if (m->dz_hook) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, dz, rows, o->geom.Cout);
-        return sdgp_conv_backward_data(o->dnnl, dx, dz, m->params[o->p_w].data, err);
+        return sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
     }
     sdgp_prune_cfg pc = layer_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, step);
     double prune_ms = 0, t0 = m->timing ? now_ms() : 0;
@@ -184,6 +185,7 @@ static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step,
     }
     st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, x, dz_w, err);
     if (m->timing) o->times.bwd_weights_ms = now_ms() - t0;
+    if (st == SDGP_OK) model_weights_backward(m, o); /* the gradient of W~ is W's (straight-through) */
     if (st != SDGP_OK || !dx) return st;
 
     t0 = m->timing ? now_ms() : 0;
@@ -221,7 +223,8 @@ sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t st
         case OP_GLOBAL_AVGPOOL: sdgp_global_avgpool_backward(dx, dy, m->B, in->H * in->W, in->C); break;
         case OP_LINEAR:
             sdgp_linear_backward(dx, m->params[o->p_lw].grad, o->p_lb >= 0 ? m->params[o->p_lb].grad : NULL, dy, in->act,
-                                 m->params[o->p_lw].data, m->B, in->C, out->C);
+                                 model_op_weights(m, o), m->B, in->C, out->C);
+            model_weights_backward(m, o);
             break;
         case OP_SCALE: sdgp_scale_forward(dx, dy, o->scale, out->count); break;
         }

@@ -102,6 +102,14 @@ static const field fields[] = {
      "rows sharing one N:M mask: P pixels along a row of dL/dO (pixel), P tiles along a tile row (winograd); 1: a mask per row"},
     {"prune-wgrad", F_PRUNE_FN, OFF(model.prune_wgrad.fn), 0, 0, 0, NULL, "none | mvue | ...: weight-gradient pruning along positions"},
     {"nm-wgrad", F_NM, OFF(model.prune_wgrad.n), 0, 0, 0, NULL, "N:M of the weight-gradient pruning"},
+    {"sparse-weights", F_ENUM, OFF(model.weights.kind), 0, 0, 0, sdgp_weights_kind_names,
+     "dense | sste | srste: N:M weights in the forward (S-STE soft threshold, SR-STE hard mask)"},
+    {"nm-weights", F_NM, OFF(model.weights.n), 0, 0, 0, NULL, "N:M of the sparse weights, along input channels"},
+    {"weight-groups", F_ENUM, OFF(model.weights.group), 0, 0, 0, sdgp_weights_group_names,
+     "tap | kernel: a mask per (output channel, tap), or one per output channel for all taps"},
+    {"srste-lambda", F_FLOAT, OFF(model.weights.lambda), 0, 0, 1, NULL, "SR-STE: decay of the pruned weights"},
+    {"sparse-weights-first", F_BOOL, OFF(model.weights.first_layer), 0, 0, 1, NULL, "also the first conv's weights"},
+    {"sparse-weights-classifier", F_BOOL, OFF(model.weights.classifier), 0, 0, 1, NULL, "also the classifier's weights"},
     {"isa", F_ISA, OFF(model.prune.isa), 0, 0, 0, NULL, "auto | ref | avx2 | avx512: kernels of pruning and sparse conv"},
 };
 #define N_FIELDS ((int)(sizeof fields / sizeof fields[0]))

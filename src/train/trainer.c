@@ -206,6 +206,17 @@ static void report_layers(run *r) {
         }
     }
     fprintf(r->out, "\n");
+    const sdgp_weights_cfg *w = &r->cfg->model.weights;
+    if (w->kind != SDGP_WEIGHTS_DENSE) {
+        fprintf(r->out, "sparse weights: %s %d:%d along input channels, a mask per %s%s; layers:",
+                sdgp_weights_kind_names[w->kind], w->n, w->m, w->group == SDGP_WGROUP_TAP ? "(output channel, tap)" : "output channel",
+                w->kind == SDGP_WEIGHTS_SRSTE ? "" : ", beta per tensor frozen at initialisation");
+        for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
+            const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
+            fprintf(r->out, " %s=%s", li->layer, li->sparse_weights ? "sparse" : "dense");
+        }
+        fprintf(r->out, " classifier=%s (forward and data gradient: dense kernels on W~)\n", w->classifier ? "sparse" : "dense");
+    }
     if (r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
     fprintf(r->out, "pruning dL/dO: %s %d:%d, domain %s, mask block %d; data gradient per layer:",
             sdgp_prune_fn_name(r->cfg->model.prune.fn), r->cfg->model.prune.n, r->cfg->model.prune.m,
