@@ -33,13 +33,15 @@ class HandPruned(torch.autograd.Function):
     def forward(ctx, x, w, b, conv, fn, nm, key):
         ctx.save_for_backward(x, w)
         ctx.conv, ctx.fn, ctx.nm, ctx.key, ctx.has_b = conv, fn, nm, key, b is not None
+        ctx.block = getattr(conv, "mask_block", 1)
         return F.conv2d(x, w, b, conv.stride, conv.padding)
 
     @staticmethod
     def backward(ctx, go):
         x, w = ctx.saved_tensors
         c = ctx.conv
-        gp = sdgp.prune(go.contiguous(), ctx.fn, ctx.nm, dim=1, step=ctx.key[0], layer=ctx.key[1])
+        gp = sdgp.prune(go.contiguous(), ctx.fn, ctx.nm, dim=1, step=ctx.key[0], layer=ctx.key[1],
+                        mask_block=ctx.block, mask_line=go.shape[3])  # blocks along rows of dL/dO
         gx = torch.nn.grad.conv2d_input(x.shape, w, gp, c.stride, c.padding)
         gw = torch.nn.grad.conv2d_weight(x, w.shape, go, c.stride, c.padding)
         gb = go.sum((0, 2, 3)) if ctx.has_b else None
@@ -75,12 +77,16 @@ geoms = [  # cin, cout, k, stride, pad, bias, H, W
     (8, 16, 3, 1, 1, False, 9, 9), (6, 8, (3, 5), 2, 1, True, 11, 13), (16, 32, 1, 2, 0, False, 8, 8),
     (5, 16, 5, 2, 2, True, 10, 7), (4, 8, (1, 3), 1, 0, False, 6, 6), (3, 8, 3, 3, 2, False, 7, 8)]
 for cin, cout, k, s, p, bias, H, W in geoms:
-    for fn, nm, kernel in (("magnitude", "2:4", "sparse"), ("rescaled", "2:4", "auto"), ("magnitude", "1:4", "dense"),
-                           ("mvue", "2:4", "sparse"), ("rescaled", "4:8", "sparse")):
+    for fn, nm, kernel, block in (("magnitude", "2:4", "sparse", 1), ("rescaled", "2:4", "auto", 1),
+                                  ("magnitude", "1:4", "dense", 1), ("mvue", "2:4", "sparse", 1),
+                                  ("rescaled", "4:8", "sparse", 1), ("magnitude", "2:4", "sparse", 4),
+                                  ("mvue", "2:4", "sparse", 3), ("random", "1:4", "dense", 2)):
         ref = nn.Sequential(nn.Identity(), nn.Conv2d(cin, cout, k, s, p, bias=bias))
-        model = st.convert_model(copy.deepcopy(ref), prune=fn, nm=nm, first_layer=True, kernel=kernel)
+        model = st.convert_model(copy.deepcopy(ref), prune=fn, nm=nm, first_layer=True, kernel=kernel,
+                                 mask_block=block)
         oracle = to_oracle(nn.Sequential(nn.Conv2d(1, 1, 1), copy.deepcopy(ref[1])), fn, nm)[1]
         oracle.layer = 0  # convert_model numbers this conv 0 (it is the model's first)
+        oracle.mask_block = block
         x = torch.randn(3, cin, H, W, requires_grad=True)
         x2 = x.detach().clone().requires_grad_()
         for step in range(2):  # the second backward uses step 1 of the random key
@@ -91,7 +97,7 @@ for cin, cout, k, s, p, bias, H, W in geoms:
             G = torch.randn_like(y)
             y.backward(G)
             y2.backward(G)
-        tag = "conv %s k=%s s=%d p=%d %s %s %s" % ((cin, cout), k, s, p, fn, nm, kernel)
+        tag = "conv %s k=%s s=%d p=%d %s %s %s P=%d" % ((cin, cout), k, s, p, fn, nm, kernel, block)
         check(torch.equal(y, y2), tag + ": forward is torch's")
         check(rel(x.grad, x2.grad) < 2e-5, tag + ": dL/dD rel. error %.2g" % rel(x.grad, x2.grad))
         check(rel(model[1].weight.grad, oracle.weight.grad) < 1e-5, tag + ": dL/dW")
@@ -201,6 +207,10 @@ raises(ValueError, lambda: st.convert_model(small_net(), nm="2:5", strict=True),
 raises(ValueError, lambda: st.convert_model(small_net(), nm="2/4"), "nm '2/4'", "2/4")
 raises(ValueError, lambda: st.convert_model(small_net(), prune="magic"), "prune='magic'", "magic")
 raises(ValueError, lambda: st.convert_model(small_net(), kernel="fast"), "kernel='fast'", "kernel")
+raises(ValueError, lambda: st.convert_model(small_net(), mask_block=0), "mask_block=0", "mask_block")
+raises(ValueError, lambda: st.convert_model(small_net(), mask_block=65), "mask_block=65", "mask_block")
+raises(ValueError, lambda: st.convert_model(small_net(), prune="mvue-approx", mask_block=4), "mvue-approx with blocks",
+       "mvue-approx")
 raises(TypeError, lambda: st.convert_model("resnet"), "not a module", "nn.Module")
 done = st.convert_model(small_net())
 raises(ValueError, lambda: st.convert_model(done), "converting twice", "converted already")

@@ -143,6 +143,8 @@ sparse_bwd_create = _sig("sdgp_sparse_bwd_create", c_int, ctypes.POINTER(c_void_
 sparse_bwd_destroy = _sig("sdgp_sparse_bwd_destroy", None, c_void_p)
 sparse_bwd_isa = _sig("sdgp_sparse_bwd_isa", c_int, c_void_p)
 sparse_bwd_pack = _sig("sdgp_sparse_bwd_pack", c_int, c_void_p, c_void_p, P_ERR)
+sparse_bwd_set_mask_block = _sig("sdgp_sparse_bwd_set_mask_block", c_int, c_void_p, c_int, P_ERR)
+MASK_BLOCK_MAX = 64  # SDGP_MASK_BLOCK_MAX
 sparse_bwd_data = _sig("sdgp_sparse_bwd_data", c_int, c_void_p, c_void_p, P_NM, P_ERR)
 
 
@@ -172,11 +174,16 @@ def parse_choice(kind, value, table):
     return table[value]
 
 
-def make_cfg(fn, n, m, axis=0, scope=0, seed=0, step=0, layer=0, threads=0):
+def make_cfg(fn, n, m, axis=0, scope=0, seed=0, step=0, layer=0, threads=0, mask_block=1, mask_line=0):
     if not isinstance(seed, int) or not 0 <= seed < 2 ** 64:
         raise ValueError("sdgp: seed must be an integer in [0, 2^64), got %r" % (seed,))
     if not isinstance(threads, int) or threads < 0:
         raise ValueError("sdgp: threads must be an integer >= 0 (0: OpenMP's default), got %r" % (threads,))
     cfg = prune_cfg_make(fn, n, m)
+    if not isinstance(mask_block, int) or not 1 <= mask_block <= MASK_BLOCK_MAX:
+        raise ValueError("sdgp: mask_block must be an integer in [1, %d], got %r" % (MASK_BLOCK_MAX, mask_block))
+    if not isinstance(mask_line, int) or mask_line < 0:
+        raise ValueError("sdgp: mask_line must be an integer >= 0 (0: all positions), got %r" % (mask_line,))
     cfg.axis, cfg.scope, cfg.seed, cfg.step, cfg.layer, cfg.threads = axis, scope, seed, step, layer, threads
+    cfg.mask_block, cfg.mask_line = mask_block, mask_line
     return cfg

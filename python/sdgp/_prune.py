@@ -59,7 +59,7 @@ def _empty(kind, shape, dtype):
 
 
 def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-channel", compressed=False,
-          dim=-1, step=0, layer=0, threads=0):
+          dim=-1, step=0, layer=0, threads=0, mask_block=1, mask_line=0):
     """Prune x to N:M sparsity with sdgp_prune (include/sdgp/prune.h has the exact semantics).
 
     x: a float32 numpy array or CPU torch tensor; dimension `dim` (default: the last) holds the C
@@ -77,6 +77,10 @@ def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-cha
           axis "channel": shapes x.shape (channel dim moved last) with C replaced by C/M*N;
           axis "row": (rows/M*N, C). index is uint8 (offset of the kept value in its group).
     threads: OpenMP team size (0: OpenMP's default of the calling thread).
+    mask_block, mask_line: shared masks (axis "channel"): the positions of a sample form lines of
+          mask_line positions (0: one line) cut into blocks of mask_block consecutive positions, and
+          all rows of a block keep the same channels (include/sdgp/prune.h gives each function's
+          block rule; mvue-approx has none). 1: a mask per row.
     No copy of x is made when it is float32, C-contiguous and dim is its last dimension.
     Raises TypeError (not an array, dtype other than float32, non-CPU tensor), ValueError (bad nm,
     fn, scope, shape: the library's message), sdgp.NumericError (NaN/Inf for mvue/rescaled).
@@ -90,7 +94,7 @@ def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-cha
     for name, v, lim in (("step", step, 2 ** 64), ("layer", layer, 2 ** 32)):
         if not isinstance(v, int) or not 0 <= v < lim:
             raise ValueError("%s: %s must be an integer in [0, %d), got %r" % (who, name, lim, v))
-    cfg = _lib.make_cfg(code, n, m, ax, sc, seed, step, layer, threads)
+    cfg = _lib.make_cfg(code, n, m, ax, sc, seed, step, layer, threads, mask_block, mask_line)
     shape = tuple(y.shape)
     C = shape[-1]
     B = shape[0] if len(shape) >= 2 else 1

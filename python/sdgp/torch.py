@@ -119,11 +119,13 @@ def _scratch(slot, shape, dtype=torch.float32):
 class _Plan:
     """A sparse backward-data plan for one geometry (it holds the packed weights)."""
 
-    def __init__(self, geom, n, m, threads):
+    def __init__(self, geom, n, m, threads, mask_block):
         err = _lib.Error()
         self.ptr = ctypes.c_void_p()
         _lib.check(_lib.sparse_bwd_create(ctypes.byref(self.ptr), ctypes.byref(geom), n, m, _lib.ISA_AUTO, threads,
                                           ctypes.byref(err)), err)
+        if mask_block > 1:  # dL/dO's masks are shared along its rows (_cfg): the kernel may rely on it
+            _lib.check(_lib.sparse_bwd_set_mask_block(self.ptr, mask_block, ctypes.byref(err)), err)
         self.rows, self.slots = geom.B * geom.Ho * geom.Wo, geom.Cout // m * n
         self.nm = _lib.NMTensor(0, n, m, self.rows, geom.Cout, None, None)
 
@@ -142,8 +144,9 @@ class _Plan:
 class _LayerState:
     """Per converted layer: configuration, the kernel choice, plans per geometry, the step counter."""
 
-    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, stride, pad):
+    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, stride, pad, mask_block=1):
         self.name, self.layer, self.fn, self.n, self.m = name, layer, fn, n, m
+        self.mask_block = mask_block
         self.scope, self.seed, self.kernel, self.stride, self.pad = scope, seed, kernel, stride, pad
         self.choice = None if kernel == "auto" else kernel  # "sparse" | "dense"
         self.times_ms = None  # {"sparse": ms, "dense": ms} of the auto measurement
@@ -163,6 +166,7 @@ class _LayerState:
         return d
 
     def __setstate__(self, d):
+        d.setdefault("mask_block", 1)  # pickled before shared masks existed
         self.__dict__.update(d)
         self.lock = threading.Lock()
 
@@ -178,14 +182,16 @@ class _LayerState:
             geom, err = _lib.ConvGeom(), _lib.Error()
             _lib.check(_lib.conv_geom_init(ctypes.byref(geom), B, H, W, Cin, Cout, kh, kw, self.stride, self.pad,
                                            ctypes.byref(err)), err)
-            p = _Plan(geom, self.n, self.m, threads)
+            p = _Plan(geom, self.n, self.m, threads, self.mask_block)
             while len(self.plans) >= _PLAN_CACHE:
                 self.plans.pop(next(iter(self.plans))).close()
         self.plans[key] = p  # most recently used last
         return p
 
-    def _cfg(self, threads):
-        return _lib.make_cfg(self.fn, self.n, self.m, 0, self.scope, self.seed, self.step, self.layer, threads)
+    def _cfg(self, threads, Wo):
+        # shared masks: blocks of mask_block pixels along each row of dL/dO (as `sdgp train`)
+        return _lib.make_cfg(self.fn, self.n, self.m, 0, self.scope, self.seed, self.step, self.layer, threads,
+                             self.mask_block, Wo)
 
     def _sparse(self, goN, x_shape, x_cl, w, threads):
         B, Ho, Wo, Cout = goN.shape
@@ -194,7 +200,7 @@ class _LayerState:
         values = _scratch("values", (p.rows * p.slots,))
         index = _scratch("index", (p.rows * p.slots,), torch.uint8)
         p.nm.values, p.nm.index = values.data_ptr(), index.data_ptr()
-        cfg, err = self._cfg(threads), _lib.Error()
+        cfg, err = self._cfg(threads, Wo), _lib.Error()
         _lib.check(_lib.prune(ctypes.byref(cfg), goN.data_ptr(), B, Ho * Wo, Cout, None, ctypes.byref(p.nm),
                               ctypes.byref(err)), err)
         _lib.check(_lib.sparse_bwd_pack(p.ptr, w.data_ptr(), ctypes.byref(err)), err)
@@ -211,7 +217,7 @@ class _LayerState:
     def _dense(self, goN, x, w, threads):
         B, Ho, Wo, Cout = goN.shape
         pruned = _scratch("pruned", goN.shape)
-        cfg, err = self._cfg(threads), _lib.Error()
+        cfg, err = self._cfg(threads, Wo), _lib.Error()
         _lib.check(_lib.prune(ctypes.byref(cfg), goN.data_ptr(), B, Ho * Wo, Cout, pruned.data_ptr(), None,
                               ctypes.byref(err)), err)
         pruned = pruned.permute(0, 3, 1, 2)
@@ -298,12 +304,13 @@ class SdgpConv2d(nn.Conv2d):
 
     def extra_repr(self):
         s = self._sdgp
-        return "%s, sdgp=%s %d:%d kernel=%s" % (super().extra_repr(), _lib.prune_fn_name(s.fn).decode(), s.n, s.m,
-                                                 s.choice or "auto (not measured yet)")
+        return "%s, sdgp=%s %d:%d%s kernel=%s" % (
+            super().extra_repr(), _lib.prune_fn_name(s.fn).decode(), s.n, s.m,
+            " mask_block=%d" % s.mask_block if s.mask_block > 1 else "", s.choice or "auto (not measured yet)")
 
 
 def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=False, kernel="auto",
-                  scope="sample-channel", seed=0):
+                  scope="sample-channel", seed=0, mask_block=1):
     """Convert, in place, each eligible nn.Conv2d of model into an SdgpConv2d; return the model.
 
     prune: "random", "magnitude", "rescaled", "mvue", "mvue-approx" (sdgp.prune's functions).
@@ -314,6 +321,9 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
         plain and an SdgpConversionWarning lists them with the reason (layer_report() too).
     kernel: "auto" (measure at the first backward, keep the faster), "sparse" or "dense".
     scope, seed: the rescaled function's scope; the seed of the random functions.
+    mask_block: P > 1 makes P neighbouring pixels along a row of dL/dO share one N:M mask (sdgp
+        train's --mask-block; the sparse kernel of stride-1 layers loads each kept weight row once
+        per block); every function but mvue-approx has a block form. 1: a mask per pixel (the paper).
     Eligible: exactly nn.Conv2d, groups 1, dilation 1, zero padding, the same stride and pad in both
     dimensions (pad < kernel), kernels up to 64x64 (rectangular too), float32 CPU weights.
     """
@@ -325,7 +335,10 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
         raise ValueError("sdgp.torch.convert_model: prune='none' keeps dL/dO dense: use the plain model")
     sc = _lib.parse_choice("scope", scope, _lib.SCOPE)
     _lib.parse_choice("kernel", kernel, {"auto": 0, "sparse": 1, "dense": 2})
-    _lib.make_cfg(fn, n, m, seed=seed)  # validates seed
+    _lib.make_cfg(fn, n, m, seed=seed, mask_block=mask_block)  # validates seed and mask_block
+    if mask_block > 1 and _lib.prune_fn_name(fn).decode() == "mvue-approx":
+        raise ValueError("sdgp.torch.convert_model: mvue-approx has no shared-mask form (mask_block=%d); use mvue"
+                         % mask_block)
     convs = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, nn.Conv2d)]
     skipped = []
     todo = []
@@ -347,7 +360,7 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
         warnings.warn(msg, SdgpConversionWarning, stacklevel=2)
     for i, name, conv in todo:
         pad, _ = _resolve_padding(conv)
-        conv._sdgp = _LayerState(name, i, fn, n, m, sc, seed, kernel, _pair(conv.stride)[0], pad)
+        conv._sdgp = _LayerState(name, i, fn, n, m, sc, seed, kernel, _pair(conv.stride)[0], pad, mask_block)
         # the class swap keeps the object: its parameters (and an optimizer's references to
         # them), hooks and state-dict names stay exactly the plain layer's
         conv.__class__ = SdgpConv2d
@@ -378,7 +391,7 @@ def layer_report(model):
         if r["converted"]:
             s = mod._sdgp
             r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(), kernel=s.choice or "auto",
-                     times_ms=s.times_ms, steps=s.step)
+                     times_ms=s.times_ms, steps=s.step, mask_block=s.mask_block)
         else:
             why = _ineligible(mod, m)
             r["reason"] = why or ("first layer (first_layer=False)" if first else "not converted")
