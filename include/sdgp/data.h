@@ -88,8 +88,14 @@ typedef struct sdgp_loader sdgp_loader;
  * ds must outlive the loader; aug is copied. The worker is one plain thread (no OpenMP). */
 SDGP_API sdgp_status sdgp_loader_create(sdgp_loader **out, const sdgp_dataset *ds, int B, const sdgp_augment *aug,
                                         uint64_t seed, int64_t start_step, sdgp_error *err);
+/* The same for rows [r0, r1) of each batch of B (0 <= r0 < r1 <= B): a data-parallel process's
+ * share, bitwise those rows of the batches sdgp_loader_create yields (the data order and each image's
+ * augmentation depend on its position in the whole batch, not on the split). x holds r1 - r0 images. */
+SDGP_API sdgp_status sdgp_loader_create_part(sdgp_loader **out, const sdgp_dataset *ds, int B, int r0, int r1,
+                                             const sdgp_augment *aug, uint64_t seed, int64_t start_step,
+                                             sdgp_error *err);
 /* Blocks until the batch for the next step is ready and returns pointers valid until the next
- * call (x: B x h x w x c, y: B). */
+ * call (x: B x h x w x c, y: B; r1 - r0 images for a part). */
 SDGP_API void sdgp_loader_next(sdgp_loader *l, const float **x, const int32_t **y);
 SDGP_API int64_t sdgp_loader_steps_per_epoch(const sdgp_loader *l);
 SDGP_API void sdgp_loader_destroy(sdgp_loader *l);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "sdgp/conv.h"
+#include "sdgp/dist.h"
 #include "sdgp/export.h"
 #include "sdgp/nn.h"
 #include "sdgp/prune.h"
@@ -191,6 +192,21 @@ SDGP_API const sdgp_layer_times *sdgp_model_conv_times(const sdgp_model *m, int 
  * gradient, not dL/dO). */
 typedef void (*sdgp_dz_hook)(void *ctx, int conv_index, const float *dz, const float *dz_used, int64_t rows, int C);
 SDGP_API void sdgp_model_set_dz_hook(sdgp_model *m, sdgp_dz_hook hook, void *ctx);
+
+/* Data-parallel training (include/sdgp/dist.h): called during backward with the index of each
+ * trainable parameter as soon as its gradient is final (the conv weight right after its weight
+ * gradient, before the data gradient), so that its sum over processes can start while backward
+ * goes on. Each parameter is reported once per backward, in backward order. */
+typedef void (*sdgp_grad_hook)(void *ctx, int param);
+SDGP_API void sdgp_model_set_grad_hook(sdgp_model *m, sdgp_grad_hook hook, void *ctx);
+
+/* Synchronised BatchNorm: with dist, a training forward normalises with the statistics of the
+ * whole batch over dist's processes and backward uses the whole batch's sums (blocking allreduces
+ * of 2C + 1 doubles per BatchNorm layer each way), so K processes compute what one process computes
+ * on the whole batch; each BatchNorm's dgamma and dbeta then hold this process's share (they add up
+ * over processes). NULL (default): statistics of this process's rows only. dist must outlive its
+ * use. Errors: memory. */
+SDGP_API sdgp_status sdgp_model_set_bn_dist(sdgp_model *m, const sdgp_dist *dist, sdgp_error *err);
 
 #ifdef __cplusplus
 }

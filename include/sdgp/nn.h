@@ -52,6 +52,31 @@ SDGP_API void sdgp_batchnorm_relu_backward(float *dx, float *dgamma, float *dbet
                                            const float *mean, const float *rstd, const float *gamma, const float *beta,
                                            int64_t rows, int C);
 
+/* ---- BatchNorm over a batch split between processes (data-parallel training, --sync-bn) ----
+ * Each process holds `rows` of the batch. Forward: sdgp_batchnorm_forward_stats writes this
+ * process's sums (2C + 1 doubles: sum x per channel, sum x^2 per channel, rows); the caller adds
+ * them over processes (an allreduce), and sdgp_batchnorm_forward_train_sums normalises with the
+ * statistics of the whole batch (relu: fused ReLU), saving mean and rstd and updating the running
+ * statistics as sdgp_batchnorm_forward_train does for the whole batch at once. Backward:
+ * sdgp_batchnorm_backward_sums writes this process's dgamma and dbeta (its share: summed over
+ * processes they give the whole batch's) and its sums (2C doubles: sum dy, sum dy (x - mean));
+ * the caller adds the sums over processes, and sdgp_batchnorm_backward_apply computes dx (in place
+ * ok) from them and `total`, the whole batch's rows, writing the whole batch's dgamma and dbeta
+ * into dgamma_all, dbeta_all (C floats each). beta != NULL: the ReLU of the fused forward. Results
+ * match a single process on the whole batch up to the rounding of the sums' order. */
+SDGP_API void sdgp_batchnorm_forward_stats(double *sums, const float *x, int64_t rows, int C);
+SDGP_API void sdgp_batchnorm_forward_train_sums(float *y, float *mean, float *rstd, float *running_mean,
+                                                float *running_var, const double *sums, const float *x,
+                                                const float *gamma, const float *beta, int64_t rows, int C,
+                                                float momentum, float eps, int relu);
+SDGP_API void sdgp_batchnorm_backward_sums(double *sums, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                           const float *mean, const float *rstd, const float *gamma, const float *beta,
+                                           int64_t rows, int C);
+SDGP_API void sdgp_batchnorm_backward_apply(float *dx, float *dgamma_all, float *dbeta_all, const double *sums,
+                                            double total, const float *dy, const float *x, const float *mean,
+                                            const float *rstd, const float *gamma, const float *beta, int64_t rows,
+                                            int C);
+
 /* ---- ReLU (in place ok) ---- NaN propagates; backward masks by the forward OUTPUT y (y > 0). */
 SDGP_API void sdgp_relu_forward(float *y, const float *x, size_t n);
 SDGP_API void sdgp_relu_backward(float *dx, const float *dy, const float *y, size_t n);
@@ -101,6 +126,11 @@ SDGP_API void sdgp_linear_backward(float *dx, float *dw, float *db, const float 
  * 0..K-1 makes the loss NaN. Computed in double, with the row maximum subtracted. */
 SDGP_API double sdgp_softmax_xent(float *dlogits, int *correct, const float *logits, const int32_t *labels, int B,
                                   int K, float smoothing);
+/* The same for B rows of a larger batch of `total` rows (data parallel: this process's share):
+ * dlogits = (softmax - q) / total, and the return value is the sum of the B rows' losses / total,
+ * so that summed over the processes both are what a single process computes on the whole batch. */
+SDGP_API double sdgp_softmax_xent_part(float *dlogits, int *correct, const float *logits, const int32_t *labels, int B,
+                                       int K, float smoothing, int total);
 
 /* ---- SGD with momentum, PyTorch semantics ----
  * g' = g + wd w;  v = momentum v + g';  step = nesterov ? g' + momentum v : v;  w -= lr step.

@@ -2,7 +2,9 @@
  *
  * A run is a pure function of its configuration and thread count: the data order, augmentation
  * and pruning masks are keyed by (seed, step), so a run resumed from a checkpoint ends bitwise
- * equal to an uninterrupted one on the same number of threads. */
+ * equal to an uninterrupted one on the same number of threads. A data-parallel run (dist) is a
+ * pure function of its configuration and number of processes; its checkpoints resume under any
+ * number of processes. */
 #ifndef SDGP_TRAIN_H
 #define SDGP_TRAIN_H
 
@@ -10,6 +12,7 @@
 #include <stdio.h>
 
 #include "sdgp/data.h"
+#include "sdgp/dist.h"
 #include "sdgp/export.h"
 #include "sdgp/model.h"
 #include "sdgp/nn.h"
@@ -43,6 +46,16 @@ typedef struct {
     sdgp_on_nan on_nan;
     int progress;                 /* 1: a live progress line on stderr (a terminal); 0: plain lines */
     int quiet;                    /* no per-epoch lines on stderr */
+    /* Data-parallel training (include/sdgp/dist.h); NULL or a size of 1: a single process. With K
+     * processes, model.batch is the global batch: process r trains on rows [r B/K, (r+1) B/K) of
+     * every batch (B must be a multiple of K; the data order and augmentation do not depend on K),
+     * the loss is the mean over the global batch and the weight gradients are summed over
+     * processes (in buckets, started during backward) before the same SGD update everywhere.
+     * Process 0 alone writes the log and checkpoints and prints; evaluation splits the test set.
+     * At start the processes compare their configurations, data and weights: a mismatch is an
+     * error on every process. Not a setting: it is not saved in checkpoints. */
+    const sdgp_dist *dist;
+    int sync_bn;                  /* with dist: BatchNorm statistics of the global batch (default: per process) */
 } sdgp_train_config;
 
 /* The reference recipe scaled to 15 epochs, ResNet-9 width 0.25, Fashion-MNIST from

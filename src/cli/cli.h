@@ -22,6 +22,12 @@ int sdgp_cmd_report(int argc, char **argv);
  * argument goes to *resume (when resume is not NULL). Returns 0, or prints why and returns 2. */
 int cli_apply_train_flags(sdgp_train_config *cfg, int argc, char **argv, const char **resume);
 
+/* Data-parallel training (src/cli/dist_mpi.c): when an MPI launcher started this process, MPI is
+ * initialised and the communicator of all its processes returned; otherwise (or without MPI in the
+ * build) NULL. cli_dist_end(d, exit code) ends MPI: a failure aborts every rank. */
+const sdgp_dist *cli_dist_start(void);
+void cli_dist_end(const sdgp_dist *d, int code);
+
 /* Monotonic wall clock in seconds. */
 double cli_now(void);
 /* Median of n values (sorts a copy in place of v). */

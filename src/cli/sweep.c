@@ -62,6 +62,8 @@ typedef struct {
     const char *results;
     char dir[PATH_MAX]; /* absolute results folder */
     int dry_run, threads;
+    int mpi;              /* > 0: each run under `MPIRUN -np mpi` (data parallel) */
+    const char *mpirun;   /* the launcher's words, split at spaces */
     long checkpoint_every;
     const char *only;
     int extra_argc;
@@ -81,7 +83,7 @@ typedef struct {
 static void sweep_usage(FILE *f) {
     fprintf(f,
             "usage: sdgp sweep FILE [--results DIR] [--dry-run] [--only NAME[,NAME...]] [--threads N]\n"
-            "                       [--checkpoint-every K] [-- TRAIN_FLAGS...]\n\n"
+            "                       [--checkpoint-every K] [--mpi K [--mpirun CMD]] [-- TRAIN_FLAGS...]\n\n"
             "Runs every configuration of a sweep file (one run per line: NAME then `sdgp train` flags; a\n"
             "`defaults` line's flags apply to every later run; # comments) as its own `sdgp train` process,\n"
             "each in DIR/NAME/ with log.jsonl, checkpoint.safetensors, status.json, command.txt, train.out.\n"
@@ -91,6 +93,8 @@ static void sweep_usage(FILE *f) {
             "  --only LIST            run only these names (comma separated)\n"
             "  --threads N            --threads N for every run (overrides the file)\n"
             "  --checkpoint-every K   checkpoint every K steps unless the file says otherwise [25]\n"
+            "  --mpi K                run each training data parallel on K MPI ranks: CMD -np K sdgp train ...\n"
+            "  --mpirun CMD           the launcher and its options, e.g. 'mpirun --hostfile hosts' [mpirun]\n"
             "  -- TRAIN_FLAGS         flags applied to every run after its own, e.g. -- --epochs 1 --max-steps 40\n\n"
             "Exit code: 0 all selected runs finished, 1 some failed or the sweep was interrupted, 2 bad input.\n");
 }
@@ -324,9 +328,11 @@ static void path_join(char *out, size_t size, const char *dir, const char *name)
 
 /* The train command of run r (argv, NULL-terminated; strings point into sf, o, or paths). */
 typedef struct {
-    char *argv[3 * MAX_TOKENS + 16];
+    char *argv[4 * MAX_TOKENS + 16];
     int argc;
-    char every[32], threads[32];
+    int exe_at;                      /* argv[exe_at] is this program (after the launcher's words, if any) */
+    char every[32], threads[32], np[32];
+    char launcher[1024];             /* --mpirun's words, NUL-separated */
     char log[PATH_MAX], ckpt[PATH_MAX];
 } command;
 
@@ -337,6 +343,16 @@ static void command_build(command *c, const sweep_file *sf, const sweep_run *r, 
     snprintf(c->threads, sizeof c->threads, "%d", o->threads);
     path_join(c->log, sizeof c->log, rundir, "log.jsonl");
     path_join(c->ckpt, sizeof c->ckpt, rundir, "checkpoint.safetensors");
+    if (o->mpi > 0) { /* the launcher's words (at most MAX_TOKENS), -np K, then this program */
+        snprintf(c->launcher, sizeof c->launcher, "%s", o->mpirun);
+        for (char *save = NULL, *w = strtok_r(c->launcher, " ", &save); w && c->argc < MAX_TOKENS;
+             w = strtok_r(NULL, " ", &save))
+            c->argv[c->argc++] = w;
+        snprintf(c->np, sizeof c->np, "%d", o->mpi);
+        c->argv[c->argc++] = "-np";
+        c->argv[c->argc++] = c->np;
+    }
+    c->exe_at = c->argc;
     c->argv[c->argc++] = "sdgp"; /* executed as /proc/self/exe: this very binary, even if rebuilt meanwhile */
     c->argv[c->argc++] = "train";
     if (resume) {
@@ -364,7 +380,7 @@ static void command_text(const command *c, int first, const char *exe, char *out
     size_t len = 0;
     out[0] = '\0';
     for (int i = first; i < c->argc && len + 1 < size; i++) {
-        const char *w = i == 0 && exe ? exe : c->argv[i];
+        const char *w = i == c->exe_at && exe ? exe : c->argv[i];
         int plain = *w != '\0';
         for (const char *p = w; *p; p++)
             if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@%", *p)) plain = 0;
@@ -499,8 +515,19 @@ static pid_t spawn(const command *c, const char *out_path, const sigset_t *old_m
         close(fd);
     }
     sigprocmask(SIG_SETMASK, old_mask, NULL);
-    execv("/proc/self/exe", c->argv);
-    fprintf(stderr, "sdgp sweep: cannot run /proc/self/exe: %s\n", strerror(errno));
+    if (c->exe_at == 0) {
+        execv("/proc/self/exe", c->argv);
+        fprintf(stderr, "sdgp sweep: cannot run /proc/self/exe: %s\n", strerror(errno));
+        _exit(127);
+    }
+    /* under a launcher: it starts this binary by its path */
+    static char exe[PATH_MAX], *argv[sizeof c->argv / sizeof c->argv[0]];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    memcpy(argv, c->argv, sizeof argv);
+    argv[c->exe_at] = exe;
+    execvp(argv[0], argv);
+    fprintf(stderr, "sdgp sweep: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }
 
@@ -595,6 +622,7 @@ static int parse_sweep_args(sweep_opts *o, const char **file, int argc, char **a
     memset(o, 0, sizeof *o);
     o->results = "results";
     o->checkpoint_every = 25;
+    o->mpirun = "mpirun";
     *file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -605,7 +633,7 @@ static int parse_sweep_args(sweep_opts *o, const char **file, int argc, char **a
             break;
         } else if (!strcmp(a, "--dry-run")) o->dry_run = 1;
         else if (!strcmp(a, "--results") || !strcmp(a, "--only") || !strcmp(a, "--threads") ||
-                 !strcmp(a, "--checkpoint-every")) {
+                 !strcmp(a, "--checkpoint-every") || !strcmp(a, "--mpi") || !strcmp(a, "--mpirun")) {
             if (!v) {
                 fprintf(stderr, "sdgp: %s needs a value\n", a);
                 return 0;
@@ -613,6 +641,11 @@ static int parse_sweep_args(sweep_opts *o, const char **file, int argc, char **a
             i++;
             if (!strcmp(a, "--results")) o->results = v;
             else if (!strcmp(a, "--only")) o->only = v;
+            else if (!strcmp(a, "--mpirun")) o->mpirun = v;
+            else if (!strcmp(a, "--mpi")) {
+                if (!cli_parse_int(a, v, 1, 1 << 20, &x)) return 0;
+                o->mpi = (int)x;
+            }
             else if (!strcmp(a, "--threads")) {
                 if (!cli_parse_int(a, v, 1, 1024, &x)) return 0;
                 o->threads = (int)x;

@@ -25,6 +25,9 @@ static void train_usage(FILE *f) {
     }
     fprintf(f, "  %-26s continue the run of this checkpoint (its settings; flags given here override)\n", "--resume FILE");
     fprintf(f, "  %-26s no per-epoch lines\n", "--quiet");
+    fprintf(f, "\nData parallel over MPI: mpirun -np K sdgp train ... runs K ranks on shares of each global batch\n"
+               "(--batch-size, divisible by K); weight gradients are summed over ranks, rank 0 logs and checkpoints,\n"
+               "and checkpoints resume under any K. --sync-bn makes BatchNorm use the global batch's statistics.\n");
 }
 
 /* Applies argv's flags to cfg. Returns 0 on success, else prints why and returns 2. */
@@ -95,39 +98,57 @@ static int exit_code(sdgp_status st) {
     return st == SDGP_ERR_INVALID || st == SDGP_ERR_FORMAT || st == SDGP_ERR_IO ? 2 : 1;
 }
 
+static int train_run(int argc, char **argv, const sdgp_dist *dist);
+
 int sdgp_cmd_train(int argc, char **argv) {
     if (has_help(argc, argv)) {
         train_usage(stdout);
         return 0;
     }
+    const sdgp_dist *dist = cli_dist_start();
+    int rc = train_run(argc, argv, dist && dist->size > 1 ? dist : NULL);
+    cli_dist_end(dist, rc);
+    return rc;
+}
+
+/* Under mpirun (dist): rank 0 alone prints the settings and the result; errors come from every
+ * rank, each naming itself. */
+static int train_run(int argc, char **argv, const sdgp_dist *dist) {
+    int lead = !dist || dist->rank == 0;
+    char who[32] = "";
+    if (dist) snprintf(who, sizeof who, "rank %d: ", dist->rank);
     sdgp_train_config cfg = sdgp_train_config_default();
     const char *resume = NULL;
     if (cli_apply_train_flags(&cfg, argc, argv, &resume)) return 2;
     sdgp_error err;
     if (resume) { /* the checkpoint's settings, then this command's flags on top */
         if (sdgp_checkpoint_read_config(resume, &cfg, &err) != SDGP_OK) {
-            fprintf(stderr, "sdgp: --resume %s\n", err.msg);
+            fprintf(stderr, "sdgp: %s--resume %s\n", who, err.msg);
             return 2;
         }
         if (cli_apply_train_flags(&cfg, argc, argv, NULL)) return 2;
         snprintf(cfg.resume, sizeof cfg.resume, "%s", resume);
     }
     cfg.progress = isatty(2);
+    cfg.dist = dist;
     char val[1100];
-    fprintf(stderr, "sdgp train:");
-    for (int i = 0; i < sdgp_train_config_field_count(); i++) {
-        const char *name = sdgp_train_config_field(&cfg, i, NULL, val, sizeof val);
-        if (val[0]) fprintf(stderr, " %s=%s", name, val);
+    if (lead) {
+        fprintf(stderr, "sdgp train:");
+        for (int i = 0; i < sdgp_train_config_field_count(); i++) {
+            const char *name = sdgp_train_config_field(&cfg, i, NULL, val, sizeof val);
+            if (val[0]) fprintf(stderr, " %s=%s", name, val);
+        }
+        fprintf(stderr, "\n");
     }
-    fprintf(stderr, "\n");
     sdgp_train_result res;
     sdgp_status st = sdgp_train(&cfg, &res, stderr, &err);
     if (st != SDGP_OK) {
-        fprintf(stderr, "%ssdgp: %s\n", cfg.progress ? "\n" : "", err.msg);
+        fprintf(stderr, "%ssdgp: %s%s\n", cfg.progress && lead ? "\n" : "", who, err.msg);
         return exit_code(st);
     }
-    printf("test accuracy %.2f%% (loss %.4f) after %d epochs, %lld steps, %.1f s, %.0f img/s\n", 100 * res.test_acc,
-           res.test_loss, res.epochs_done, (long long)res.steps, res.elapsed_s, res.img_per_s);
+    if (lead)
+        printf("test accuracy %.2f%% (loss %.4f) after %d epochs, %lld steps, %.1f s, %.0f img/s\n", 100 * res.test_acc,
+               res.test_loss, res.epochs_done, (long long)res.steps, res.elapsed_s, res.img_per_s);
     return 0;
 }
 

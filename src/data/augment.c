@@ -109,13 +109,14 @@ static void build_image(float *xo, int32_t *yo, const sdgp_dataset *ds, int64_t 
     *yo = ds->labels[index];
 }
 
-void batch_build_range(float *x, int32_t *y, const sdgp_dataset *ds, const int64_t *idx, int i0, int i1,
+void batch_build_range(float *x, int32_t *y, const sdgp_dataset *ds, const int64_t *idx, int slot0, int i0, int i1,
                        const sdgp_augment *aug, uint64_t seed, uint64_t step, int mirror) {
     norm_table nt;
     norm_table_init(&nt, aug, ds->c);
     sdgp_philox_key key = sdgp_philox_make_key(seed, step, RNG_LAYER_AUGMENT);
     const size_t image = (size_t)ds->h * ds->w * ds->c;
-    for (int i = i0; i < i1; i++) build_image(x + (size_t)i * image, y + i, ds, idx[i], &nt, aug, key, i, mirror);
+    for (int i = i0; i < i1; i++)
+        build_image(x + (size_t)(i - slot0) * image, y + (i - slot0), ds, idx[i - slot0], &nt, aug, key, i, mirror);
 }
 
 void sdgp_batch_build(float *x, int32_t *y, const sdgp_dataset *ds, const int64_t *idx, int B,
@@ -125,6 +126,6 @@ void sdgp_batch_build(float *x, int32_t *y, const sdgp_dataset *ds, const int64_
     {
         int nth = omp_get_num_threads(), t = omp_get_thread_num();
         int i0 = (int)((int64_t)B * t / nth), i1 = (int)((int64_t)B * (t + 1) / nth);
-        batch_build_range(x, y, ds, idx, i0, i1, aug, seed, step, mirror);
+        batch_build_range(x, y, ds, idx, 0, i0, i1, aug, seed, step, mirror);
     }
 }

@@ -64,8 +64,10 @@ uint32_t rng_u32(rng_stream *r);
 uint64_t rng_below(rng_stream *r, uint64_t range);
 
 /* Builds images [i0, i1) of a batch on the calling thread (the loader's path; sdgp_batch_build
- * runs the same function over OpenMP threads). */
-void batch_build_range(float *x, int32_t *y, const sdgp_dataset *ds, const int64_t *idx, int i0, int i1,
+ * runs the same function over OpenMP threads). x, y and idx hold the batch's images from slot0 on
+ * (a data-parallel process holds only its share); image i's random draws are keyed by i, its
+ * position in the whole batch, so they do not depend on how the batch is split. */
+void batch_build_range(float *x, int32_t *y, const sdgp_dataset *ds, const int64_t *idx, int slot0, int i0, int i1,
                        const sdgp_augment *aug, uint64_t seed, uint64_t step, int mirror);
 
 #endif

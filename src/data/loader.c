@@ -2,7 +2,9 @@
  * caller trains on the batch of step s in the other.
  *
  * The batch of global step s is slice (s mod steps_per_epoch) of the permutation of epoch
- * s / steps_per_epoch, augmented with key (seed, s): a pure function of s, so a loader started at
+ * s / steps_per_epoch, augmented with key (seed, s) and each image's position in the batch: a pure
+ * function of s (a data-parallel process builds its rows of that batch, the same images whatever
+ * the number of processes), so a loader started at
  * step s (resume) yields exactly what an uninterrupted one yields there. The thread is single-
  * threaded on purpose (batch_build_range, no OpenMP): it is light work and must not compete with
  * the training threads for the cores. */
@@ -15,6 +17,7 @@
 struct sdgp_loader {
     const sdgp_dataset *ds;
     int B;
+    int r0, r1; /* the rows of each batch this loader builds (a data-parallel process's share) */
     sdgp_augment aug;
     int has_aug;
     uint64_t seed;
@@ -43,8 +46,8 @@ static void loader_build(sdgp_loader *l, int64_t step, int b) {
         sdgp_epoch_permutation(l->perm, l->ds->count, l->seed, (uint64_t)epoch);
         l->perm_epoch = epoch;
     }
-    batch_build_range(l->x[b], l->y[b], l->ds, l->perm + slot * l->B, 0, l->B, l->has_aug ? &l->aug : NULL,
-                      l->seed, (uint64_t)step, 0);
+    batch_build_range(l->x[b], l->y[b], l->ds, l->perm + slot * l->B + l->r0, l->r0, l->r0, l->r1,
+                      l->has_aug ? &l->aug : NULL, l->seed, (uint64_t)step, 0);
 }
 
 static void *loader_main(void *arg) {
@@ -76,6 +79,11 @@ static void loader_free(sdgp_loader *l) {
 
 sdgp_status sdgp_loader_create(sdgp_loader **out, const sdgp_dataset *ds, int B, const sdgp_augment *aug,
                                uint64_t seed, int64_t start_step, sdgp_error *err) {
+    return sdgp_loader_create_part(out, ds, B, 0, B, aug, seed, start_step, err);
+}
+
+sdgp_status sdgp_loader_create_part(sdgp_loader **out, const sdgp_dataset *ds, int B, int r0, int r1,
+                                    const sdgp_augment *aug, uint64_t seed, int64_t start_step, sdgp_error *err) {
     if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "sdgp_loader_create: out is NULL");
     *out = NULL;
     if (!ds || !ds->images || !ds->labels || ds->count <= 0)
@@ -83,6 +91,9 @@ sdgp_status sdgp_loader_create(sdgp_loader **out, const sdgp_dataset *ds, int B,
     if (B <= 0 || B > ds->count)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sdgp_loader_create: batch size %d must be in [1, %lld] (dataset size)", B,
                          (long long)ds->count);
+    if (r0 < 0 || r1 <= r0 || r1 > B)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sdgp_loader_create: rows [%d, %d) are not a part of a batch of %d", r0,
+                         r1, B);
     if (start_step < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "sdgp_loader_create: start step %lld < 0", (long long)start_step);
     if (ds->c > 4) return sdgp_fail(err, SDGP_ERR_INVALID, "sdgp_loader_create: %d channels (at most 4)", ds->c);
 
@@ -90,6 +101,8 @@ sdgp_status sdgp_loader_create(sdgp_loader **out, const sdgp_dataset *ds, int B,
     if (!l) return sdgp_fail(err, SDGP_ERR_NOMEM, "sdgp_loader_create: out of memory");
     l->ds = ds;
     l->B = B;
+    l->r0 = r0;
+    l->r1 = r1;
     if (aug) l->aug = *aug;
     l->has_aug = aug != NULL;
     l->seed = seed;
@@ -101,12 +114,12 @@ sdgp_status sdgp_loader_create(sdgp_loader **out, const sdgp_dataset *ds, int B,
     size_t image = (size_t)ds->h * ds->w * ds->c;
     l->perm = malloc(sizeof(int64_t) * (size_t)ds->count);
     for (int b = 0; b < 2; b++) {
-        l->x[b] = malloc(sizeof(float) * image * (size_t)B);
-        l->y[b] = malloc(sizeof(int32_t) * (size_t)B);
+        l->x[b] = malloc(sizeof(float) * image * (size_t)(r1 - r0));
+        l->y[b] = malloc(sizeof(int32_t) * (size_t)(r1 - r0));
     }
     if (!l->perm || !l->x[0] || !l->x[1] || !l->y[0] || !l->y[1]) {
         loader_free(l);
-        return sdgp_fail(err, SDGP_ERR_NOMEM, "sdgp_loader_create: out of memory for two batches of %d images", B);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "sdgp_loader_create: out of memory for two batches of %d images", r1 - r0);
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);

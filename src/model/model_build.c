@@ -653,6 +653,7 @@ void sdgp_model_destroy(sdgp_model *m) {
     free(m->params);
     free(m->pmeta);
     free(m->conv_ops);
+    free(m->bn_sums);
     free(m);
 }
 

@@ -64,6 +64,7 @@ struct op {
     float *z;                       /* conv output, pre-BatchNorm (B x Ho x Wo x Cout); without bn,
                                        the output slot itself */
     float *mean, *rstd;             /* saved BatchNorm statistics (Cout) */
+    double bn_total;                /* synchronised BatchNorm: rows of the whole batch (forward's sums) */
     int prune;                      /* prune dL/dO for the data gradient */
     const bwd_impl *bwd;            /* how the pruned data gradient is computed (model_bwd.c) */
     void *bwd_plan;                 /* its plan (NULL for dense) */
@@ -125,6 +126,12 @@ struct sdgp_model {
     int grad_stats, timing;
     sdgp_dz_hook dz_hook;
     void *dz_hook_ctx;
+    sdgp_grad_hook grad_hook;
+    void *grad_hook_ctx;
+    const sdgp_dist *bn_dist;       /* synchronised BatchNorm over these processes (NULL: per process) */
+    double *bn_sums;                /* its sums, then the whole batch's dgamma, dbeta (largest BN's C) */
+    sdgp_status bn_st;              /* the first failure of a forward's allreduce, for the next backward */
+    sdgp_error bn_err;
     int *conv_ops;                  /* op index of conv i */
     int n_convs, cap_convs;
     float *w_eff_arena;             /* every sparse-weight layer's w_eff */

@@ -1,6 +1,7 @@
 /* Running a model: forward, backward (with SDGP's pruned data gradient), SGD. */
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -15,6 +16,64 @@ static double now_ms(void) {
 
 /* ---- forward ---- */
 
+/* ---- BatchNorm over the batches of all processes (sdgp_model_set_bn_dist) ----
+ * The sums go through the communicator's blocking allreduce: the next layer needs them. The first
+ * failure is kept and returned by the next backward (forward has no status). */
+static void bn_dist_forward(sdgp_model *m, op *o, float *y, int64_t rows) {
+    const sdgp_param *p = m->params;
+    int C = o->geom.Cout;
+    sdgp_batchnorm_forward_stats(m->bn_sums, o->z, rows, C);
+    if (m->bn_st == SDGP_OK)
+        m->bn_st = m->bn_dist->allreduce(m->bn_dist->ctx, m->bn_sums, 2 * (size_t)C + 1, SDGP_DIST_DOUBLE, &m->bn_err);
+    o->bn_total = m->bn_sums[2 * C];
+    sdgp_batchnorm_forward_train_sums(y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, m->bn_sums, o->z,
+                                      p[o->p_gamma].data, p[o->p_beta].data, rows, C, m->cfg.bn_momentum,
+                                      m->cfg.bn_eps, o->relu);
+}
+
+/* dy becomes dL/dz from the whole batch's sums; this process's share of dgamma and dbeta stays in
+ * the parameters' gradients (the gradient allreduce adds the shares). */
+static sdgp_status bn_dist_backward(sdgp_model *m, op *o, float *dy, int64_t rows, sdgp_error *err) {
+    const sdgp_param *p = m->params;
+    int C = o->geom.Cout;
+    const float *beta = o->relu ? p[o->p_beta].data : NULL;
+    sdgp_batchnorm_backward_sums(m->bn_sums, p[o->p_gamma].grad, p[o->p_beta].grad, dy, o->z, o->mean, o->rstd,
+                                 p[o->p_gamma].data, beta, rows, C);
+    sdgp_status st = m->bn_dist->allreduce(m->bn_dist->ctx, m->bn_sums, 2 * (size_t)C, SDGP_DIST_DOUBLE, err);
+    if (st != SDGP_OK) return st;
+    float *dgamma_all = (float *)(m->bn_sums + 2 * C + 1), *dbeta_all = dgamma_all + C;
+    sdgp_batchnorm_backward_apply(dy, dgamma_all, dbeta_all, m->bn_sums, o->bn_total, dy, o->z, o->mean, o->rstd,
+                                  p[o->p_gamma].data, beta, rows, C);
+    return SDGP_OK;
+}
+
+sdgp_status sdgp_model_set_bn_dist(sdgp_model *m, const sdgp_dist *dist, sdgp_error *err) {
+    free(m->bn_sums);
+    m->bn_sums = NULL;
+    m->bn_dist = NULL;
+    m->bn_st = SDGP_OK;
+    if (!dist) return SDGP_OK;
+    int cmax = 0;
+    for (int i = 0; i < m->n_convs; i++) {
+        const op *o = &m->ops[m->conv_ops[i]];
+        if (o->bn && o->geom.Cout > cmax) cmax = o->geom.Cout;
+    }
+    /* sums (2C + 1 doubles), then the whole batch's dgamma and dbeta (2C floats) */
+    m->bn_sums = malloc((2 * (size_t)cmax + 1) * sizeof(double) + 2 * (size_t)cmax * sizeof(float));
+    if (!m->bn_sums) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory for synchronised BatchNorm");
+    m->bn_dist = dist;
+    return SDGP_OK;
+}
+
+void sdgp_model_set_grad_hook(sdgp_model *m, sdgp_grad_hook hook, void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
+
+static void grad_ready(sdgp_model *m, int param) {
+    if (m->grad_hook && param >= 0) m->grad_hook(m->grad_hook_ctx, param);
+}
+
 /* conv, then (with bn) BatchNorm into the output slot and (with relu) ReLU; without bn the conv
  * writes the output slot itself (o->z is that slot). */
 static void conv_forward(sdgp_model *m, op *o, int train) {
@@ -28,6 +87,8 @@ static void conv_forward(sdgp_model *m, op *o, int train) {
     if (m->timing) o->times.fwd_ms = now_ms() - t0;
     if (!o->bn) {
         if (o->relu) sdgp_relu_forward(y, y, m->slots[o->out].count);
+    } else if (train && m->bn_dist) {
+        bn_dist_forward(m, o, y, rows);
     } else if (train) {
         (o->relu ? sdgp_batchnorm_relu_forward_train : sdgp_batchnorm_forward_train)(
             y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, o->z, p[o->p_gamma].data, p[o->p_beta].data, rows,
@@ -151,7 +212,10 @@ static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step,
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     /* ReLU and BatchNorm backward, fused and in place: dy becomes dL/dz, the conv's dense dL/dO
      * (without BatchNorm, the ReLU's mask is the kept output's sign). */
-    if (o->bn && o->relu)
+    if (o->bn && m->bn_dist) {
+        sdgp_status st = bn_dist_backward(m, o, dy, rows, err);
+        if (st != SDGP_OK) return st;
+    } else if (o->bn && o->relu)
         sdgp_batchnorm_relu_backward(dy, p[o->p_gamma].grad, p[o->p_beta].grad, dy, o->z, o->mean, o->rstd,
                                      p[o->p_gamma].data, p[o->p_beta].data, rows, o->geom.Cout);
     else if (o->bn)
@@ -159,6 +223,10 @@ static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step,
                                 rows, o->geom.Cout);
     else if (o->relu)
         sdgp_relu_backward(dy, dy, o->z, m->slots[o->out].count);
+    if (o->bn) {
+        grad_ready(m, o->p_gamma);
+        grad_ready(m, o->p_beta);
+    }
     const float *dz = dy;
     float *dx = o->in_mode != GRAD_NONE ? input_target(m, o) : NULL; /* NULL: the input is the image */
     sdgp_status st = SDGP_OK;
@@ -185,8 +253,10 @@ static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step,
     }
     st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, x, dz_w, err);
     if (m->timing) o->times.bwd_weights_ms = now_ms() - t0;
-    if (st == SDGP_OK) model_weights_backward(m, o); /* the gradient of W~ is W's (straight-through) */
-    if (st != SDGP_OK || !dx) return st;
+    if (st != SDGP_OK) return st;
+    model_weights_backward(m, o); /* the gradient of W~ is W's (straight-through) */
+    grad_ready(m, o->p_w);        /* before the data gradient: its allreduce can overlap with it */
+    if (!dx) return st;
 
     t0 = m->timing ? now_ms() : 0;
     st = model_conv_backward_data(m, o, dx, dz, step, err);
@@ -197,6 +267,10 @@ static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step,
 }
 
 sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t step, sdgp_error *err) {
+    if (m->bn_st != SDGP_OK) { /* a failed BatchNorm allreduce of the forward */
+        m->bn_st = SDGP_OK;
+        return sdgp_fail(err, SDGP_ERR_INTERNAL, "forward: %s", m->bn_err.msg);
+    }
     for (int k = m->n_ops - 1; k >= 0; k--) {
         op *o = &m->ops[k];
         slot *in = &m->slots[o->in], *out = &m->slots[o->out];
@@ -225,6 +299,8 @@ sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t st
             sdgp_linear_backward(dx, m->params[o->p_lw].grad, o->p_lb >= 0 ? m->params[o->p_lb].grad : NULL, dy, in->act,
                                  model_op_weights(m, o), m->B, in->C, out->C);
             model_weights_backward(m, o);
+            grad_ready(m, o->p_lw);
+            grad_ready(m, o->p_lb);
             break;
         case OP_SCALE: sdgp_scale_forward(dx, dy, o->scale, out->count); break;
         }

@@ -120,11 +120,25 @@ static void apply_stats(float *y, const float *x, const float *mean, const float
     }
 }
 
-static void forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var, const float *x,
-                          const float *gamma, const float *beta, int64_t rows, int C, float momentum, float eps, int relu) {
-    /* mean, var per channel; running stats with the unbiased variance (rows/(rows-1); for a
-     * single row, where PyTorch refuses to train, the biased one). */
-    double unbias = rows > 1 ? (double)rows / (double)(rows - 1) : 1.0;
+/* Channel c's saved statistics and running-statistics update from its batch mean m and biased
+ * variance var over `rows` rows (running: the unbiased variance rows/(rows-1); for a single row,
+ * where PyTorch refuses to train, the biased one). */
+static void finish_stats(float *mean, float *rstd, float *running_mean, float *running_var, int c, double m, double var,
+                         double rows, float momentum, float eps) {
+    double unbias = rows > 1 ? rows / (rows - 1) : 1.0;
+    if (var < 0) var = 0;
+    mean[c] = (float)m;
+    rstd[c] = (float)(1.0 / sqrt(var + (double)eps));
+    if (running_mean) running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * m);
+    if (running_var) running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * var * unbias);
+}
+
+/* Per channel, the sums shifted by the first row, s = sum (x - x0) and q = sum (x - x0)^2. Without
+ * sums: mean, var and the running statistics from them. With sums (2C + 1 doubles): the unshifted
+ * sums of x and x^2 into sums[c] and sums[C + c], and rows into sums[2C], to be added over
+ * processes (sdgp_batchnorm_forward_stats). */
+static void forward_reduce(double *sums, float *mean, float *rstd, float *running_mean, float *running_var,
+                           const float *x, int64_t rows, int C, float momentum, float eps) {
 #pragma omp parallel if (worth_threads(rows, C))
     {
         int c0, c1;
@@ -136,14 +150,39 @@ static void forward_train(float *y, float *mean, float *rstd, float *running_mea
             channel_sums(s, q, x, x + w0, x, x + w0, NULL, NULL, rows, C, w0, n);
             for (int j = 0; j < n; j++) {
                 int c = w0 + j;
-                double d = s[j] / (double)rows, var = q[j] / (double)rows - d * d, m = x[c] + d;
-                if (var < 0) var = 0;
-                mean[c] = (float)m;
-                rstd[c] = (float)(1.0 / sqrt(var + (double)eps));
-                if (running_mean) running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * m);
-                if (running_var) running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * var * unbias);
+                double x0 = x[c];
+                if (sums) {
+                    sums[c] = s[j] + (double)rows * x0;
+                    sums[C + c] = q[j] + 2.0 * x0 * s[j] + (double)rows * x0 * x0;
+                    continue;
+                }
+                double d = s[j] / (double)rows, var = q[j] / (double)rows - d * d;
+                finish_stats(mean, rstd, running_mean, running_var, c, x0 + d, var, (double)rows, momentum, eps);
             }
         }
+    }
+    if (sums) sums[2 * C] = (double)rows;
+}
+
+static void forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var, const float *x,
+                          const float *gamma, const float *beta, int64_t rows, int C, float momentum, float eps, int relu) {
+    forward_reduce(NULL, mean, rstd, running_mean, running_var, x, rows, C, momentum, eps);
+    apply_stats(y, x, mean, rstd, gamma, beta, rows, C, relu);
+}
+
+void sdgp_batchnorm_forward_stats(double *sums, const float *x, int64_t rows, int C) {
+    forward_reduce(sums, NULL, NULL, NULL, NULL, x, rows, C, 0.0f, 0.0f);
+}
+
+void sdgp_batchnorm_forward_train_sums(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                       const double *sums, const float *x, const float *gamma, const float *beta,
+                                       int64_t rows, int C, float momentum, float eps, int relu) {
+    /* E[x^2] - E[x]^2 in double: with |mean| / std below 1e3 (BatchNorm inputs) the cancellation
+     * costs at most 1e-10 relative, far below the float results. */
+    double total = sums[2 * C];
+    for (int c = 0; c < C; c++) {
+        double m = sums[c] / total, var = sums[C + c] / total - m * m;
+        finish_stats(mean, rstd, running_mean, running_var, c, m, var, total, momentum, eps);
     }
     apply_stats(y, x, mean, rstd, gamma, beta, rows, C, relu);
 }
@@ -183,9 +222,12 @@ void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, c
 
 /* With xhat = (x - mean) rstd:  dbeta = sum dy,  dgamma = sum dy xhat,
  * dx = gamma rstd (dy - dbeta/rows - xhat dgamma/rows) = k dy + m (x - mean) + o per channel,
- * with k = gamma rstd, m = -k rstd dgamma/rows, o = -k dbeta/rows. */
-static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
-                     const float *rstd, const float *gamma, const float *relu_beta, int64_t rows, int C) {
+ * with k = gamma rstd, m = -k rstd dgamma/rows, o = -k dbeta/rows.
+ * First the reductions: dgamma, dbeta, and with sums (2C doubles) also sum dy and
+ * sum dy (x - mean) unrounded into sums[c] and sums[C + c] (sdgp_batchnorm_backward_sums). */
+static void backward_reduce(double *sums, float *dgamma, float *dbeta, const float *dy, const float *x,
+                            const float *mean, const float *rstd, const float *gamma, const float *relu_beta,
+                            int64_t rows, int C) {
 #pragma omp parallel if (worth_threads(rows, C))
     {
         int c0, c1;
@@ -200,9 +242,19 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
             for (int j = 0; j < n; j++) {
                 dbeta[w0 + j] = (float)s[j];
                 dgamma[w0 + j] = (float)(q[j] * rstd[w0 + j]);
+                if (sums) {
+                    sums[w0 + j] = s[j];
+                    sums[C + w0 + j] = q[j];
+                }
             }
         }
     }
+}
+
+/* Then dx from the reductions over all `total` rows (dgamma, dbeta of the whole batch). */
+static void backward_apply(float *dx, const float *dgamma, const float *dbeta, double total, const float *dy,
+                           const float *x, const float *mean, const float *rstd, const float *gamma,
+                           const float *relu_beta, int64_t rows, int C) {
     /* dx may alias dy: each element is read before it is written, by the same iteration. */
 #pragma omp parallel if (worth_threads(rows, C))
     for (int w0 = 0; w0 < C; w0 += CWIN) {
@@ -214,8 +266,8 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
             int c = w0 + j;
             double kc = (double)gamma[c] * rstd[c];
             k[j] = (float)kc;
-            m[j] = (float)(-kc * rstd[c] * dgamma[c] / (double)rows);
-            o[j] = (float)(-kc * dbeta[c] / (double)rows);
+            m[j] = (float)(-kc * rstd[c] * dgamma[c] / total);
+            o[j] = (float)(-kc * dbeta[c] / total);
         }
 #pragma omp for schedule(static) nowait
         for (int64_t r = 0; r < rows; r++) {
@@ -232,6 +284,29 @@ static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
             }
         }
     }
+}
+
+static void backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
+                     const float *rstd, const float *gamma, const float *relu_beta, int64_t rows, int C) {
+    backward_reduce(NULL, dgamma, dbeta, dy, x, mean, rstd, gamma, relu_beta, rows, C);
+    backward_apply(dx, dgamma, dbeta, (double)rows, dy, x, mean, rstd, gamma, relu_beta, rows, C);
+}
+
+void sdgp_batchnorm_backward_sums(double *sums, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                  const float *mean, const float *rstd, const float *gamma, const float *beta,
+                                  int64_t rows, int C) {
+    backward_reduce(sums, dgamma, dbeta, dy, x, mean, rstd, gamma, beta, rows, C);
+}
+
+void sdgp_batchnorm_backward_apply(float *dx, float *dgamma_all, float *dbeta_all, const double *sums, double total,
+                                   const float *dy, const float *x, const float *mean, const float *rstd,
+                                   const float *gamma, const float *beta, int64_t rows, int C) {
+    /* the whole batch's dgamma and dbeta, rounded to float as a single process rounds them */
+    for (int c = 0; c < C; c++) {
+        dbeta_all[c] = (float)sums[c];
+        dgamma_all[c] = (float)(sums[C + c] * rstd[c]);
+    }
+    backward_apply(dx, dgamma_all, dbeta_all, total, dy, x, mean, rstd, gamma, beta, rows, C);
 }
 
 void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,

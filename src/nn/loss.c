@@ -11,7 +11,12 @@
  * a data set is loaded); its gradient then only carries the smoothing part. */
 double sdgp_softmax_xent(float *dlogits, int *correct, const float *logits, const int32_t *labels, int B, int K,
                          float smoothing) {
-    double total = 0.0;
+    return sdgp_softmax_xent_part(dlogits, correct, logits, labels, B, K, smoothing, B);
+}
+
+double sdgp_softmax_xent_part(float *dlogits, int *correct, const float *logits, const int32_t *labels, int B, int K,
+                              float smoothing, int total) {
+    double loss_sum = 0.0;
     int ncorrect = 0;
     double s = smoothing, q_off = s / K, q_on = 1.0 - s + s / K;
     for (int b = 0; b < B; b++) {
@@ -29,16 +34,16 @@ double sdgp_softmax_xent(float *dlogits, int *correct, const float *logits, cons
         double lse = zmax + log(sumexp);
         /* -sum_k q_k log p_k = lse - sum_k q_k z_k */
         double loss = valid ? lse - (1.0 - s) * z[label] - s * sumz / K : NAN;
-        total += loss;
+        loss_sum += loss;
         ncorrect += valid && argmax == label;
         if (dlogits) {
             float *g = dlogits + (size_t)b * K;
             for (int k = 0; k < K; k++) {
                 double p = exp((double)z[k] - lse);
-                g[k] = (float)((p - (k == label ? q_on : q_off)) / B);
+                g[k] = (float)((p - (k == label ? q_on : q_off)) / total);
             }
         }
     }
     if (correct) *correct = ncorrect;
-    return total / B;
+    return loss_sum / total;
 }

@@ -162,6 +162,7 @@ sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg
         if (!v && !strcmp(name, "conv-workspace")) v = "0";
         if (!v && !strcmp(name, "sdgp-domain")) v = "pixel";
         if (!v && !strcmp(name, "mask-block")) v = "1";
+        if (!v && !strcmp(name, "sync-bn")) v = "0";
         if (!v) {
             st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: setting '%s' missing from the checkpoint", path, name);
             break;

@@ -62,7 +62,7 @@ static const char *const conv_algo_names[] = {"direct", "winograd", "auto", NULL
 static const field fields[] = {
     {"model", F_ENUM, OFF(model.kind), 0, 0, 0, model_names, SDGP_MODEL_ZOO(ZOO_HELP) + 3},
     {"width", F_FLOAT, OFF(model.width), 0, 0.03125, 16, NULL, "channel multiplier (channels stay multiples of 32)"},
-    {"batch-size", F_INT, OFF(model.batch), 0, 1, 65536, NULL, "images per step"},
+    {"batch-size", F_INT, OFF(model.batch), 0, 1, 65536, NULL, "images per step (over all MPI ranks: each takes its share)"},
     {"seed", F_U64, OFF(model.seed), 0, 0, 0, NULL, "seed of initialisation, data order, augmentation, masks"},
     {"threads", F_INT, OFF(model.threads), 0, 0, 1024, NULL, "OpenMP threads (0: all cores)"},
     {"conv-algo", F_ENUM, OFF(model.conv_algo), 0, 0, 0, conv_algo_names,
@@ -90,6 +90,7 @@ static const field fields[] = {
     {"checkpoint-every", F_INT64, OFF(checkpoint_every), 0, 0, 1e15, NULL, "also every this many steps (0: off)"},
     {"log", F_STRING, OFF(log), SZ(log), 0, 0, NULL, "JSON lines log, one object per epoch"},
     {"grad-stats", F_INT, OFF(grad_stats_every), 0, 0, 1000000000, NULL, "every k steps: per-layer dL/dD error vs dense (0: off)"},
+    {"sync-bn", F_BOOL, OFF(sync_bn), 0, 0, 1, NULL, "MPI ranks: BatchNorm statistics of the global batch (off: per rank)"},
     {"on-nan", F_ENUM, OFF(on_nan), 0, 0, 0, nan_names, "stop | skip: NaN/Inf in the loss or a gradient"},
     {"prune", F_PRUNE_FN, OFF(model.prune.fn), 0, 0, 0, NULL, "none | random | magnitude | rescaled | mvue | mvue-approx"},
     {"nm", F_NM, OFF(model.prune.n), 0, 0, 0, NULL, "N:M of the data-gradient pruning"},

@@ -4,19 +4,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sdgp/train.h"
+#include "train/train_internal.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta, float smoothing,
-                          double *loss, double *acc, sdgp_error *err) {
+/* Loss sum and correct count over test images [first, end) of ds, in batches of the model's batch. */
+static sdgp_status evaluate_range(sdgp_model *m, const sdgp_dataset *ds, int64_t first, int64_t end,
+                                  const sdgp_augment *aug, int tta, float smoothing, double *loss_sum_out,
+                                  int64_t *correct_out, sdgp_error *err) {
     const sdgp_model_config *c = sdgp_model_get_config(m);
     int B = c->batch, K = c->num_classes;
     size_t img = (size_t)ds->h * ds->w * ds->c;
@@ -31,8 +27,8 @@ sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augm
     norm.flip = norm.translate = norm.cutout = 0;
     double loss_sum = 0;
     int64_t correct = 0;
-    for (int64_t start = 0; start < ds->count; start += B) {
-        int n = (int)(ds->count - start < B ? ds->count - start : B);
+    for (int64_t start = first; start < end; start += B) {
+        int n = (int)(end - start < B ? end - start : B);
         for (int i = 0; i < B; i++) idx[i] = start + (i < n ? i : 0); /* pad a short last batch; rows >= n are ignored */
         for (int pass = 0; pass < (tta ? 2 : 1); pass++) {
             sdgp_batch_build(x, y, ds, idx, B, &norm, 0, 0, pass);
@@ -43,10 +39,30 @@ sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augm
         loss_sum += sdgp_softmax_xent(NULL, &ok, avg, y, n, K, smoothing) * n;
         correct += ok;
     }
-    *loss = loss_sum / (double)ds->count;
-    *acc = (double)correct / (double)ds->count;
+    *loss_sum_out = loss_sum;
+    *correct_out = correct;
     free(x), free(avg), free(y), free(idx);
     return SDGP_OK;
+}
+
+/* Over all of ds; with d, each process takes its contiguous share of the images and the sums are added. */
+static sdgp_status evaluate_dist(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta,
+                                 float smoothing, const sdgp_dist *d, double *loss, double *acc, sdgp_error *err) {
+    int64_t first = d ? ds->count * d->rank / d->size : 0, end = d ? ds->count * (d->rank + 1) / d->size : ds->count;
+    double sums[2];
+    int64_t correct = 0;
+    sdgp_status st = evaluate_range(m, ds, first, end, aug, tta, smoothing, &sums[0], &correct, err);
+    sums[1] = (double)correct; /* exact: counts below 2^53 */
+    if (st == SDGP_OK && d) st = d->allreduce(d->ctx, sums, 2, SDGP_DIST_DOUBLE, err);
+    if (st != SDGP_OK) return st;
+    *loss = sums[0] / (double)ds->count;
+    *acc = sums[1] / (double)ds->count;
+    return SDGP_OK;
+}
+
+sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta, float smoothing,
+                          double *loss, double *acc, sdgp_error *err) {
+    return evaluate_dist(m, ds, aug, tta, smoothing, NULL, loss, acc, err);
 }
 
 /* Names the first parameter whose gradient (grads != 0) or value is not finite, or returns NULL. */
@@ -73,10 +89,15 @@ typedef struct {
     float *bn_backup; /* running statistics before the step, for --on-nan skip */
     int64_t spe, total_steps, end_step;
     sdgp_schedule sched;
-    double t_start;
+    double t_start, t_eval;  /* t_eval: time spent in evaluations, for the training throughput */
+    const sdgp_dist *d;      /* data parallel over several processes, else NULL */
+    int lead;                /* this process logs, prints and writes checkpoints (rank 0, or the only one) */
+    int batch;               /* this process's rows of each batch */
+    grad_sync *gs;
 } run;
 
 static void run_free(run *r) {
+    grad_sync_destroy(r->gs);
     sdgp_loader_destroy(r->loader);
     sdgp_model_destroy(r->model);
     sdgp_dataset_free(&r->train);
@@ -111,21 +132,46 @@ static void log_grad_stats(run *r, int64_t step) {
     fflush(r->log);
 }
 
+/* Data parallel: the training throughput and the gradient allreduce's counters of the epoch into
+ * the open epoch line. exposed_s: time the training thread spent in communication calls; the
+ * overlapped fraction compares it with a blocking allreduce of all gradients per step. */
+static void log_comm(run *r, const sdgp_train_result *res, double elapsed) {
+    double train_s = elapsed - r->t_eval;
+    fprintf(r->log, ",\"train_img_per_s\":%.1f", (double)res->steps * r->cfg->model.batch / (train_s > 0 ? train_s : 1));
+    if (!r->gs) return;
+    grad_sync_stats g = grad_sync_take_stats(r->gs);
+    double blocking_s = 1e-3 * g.blocking_ms * (double)g.steps;
+    double overlap = blocking_s > 0 ? 1.0 - g.exposed_s / blocking_s : 0.0;
+    fprintf(r->log,
+            ",\"ranks\":%d,\"allreduce_bytes_per_step\":%zu,\"buckets\":%d,\"allreduce_blocking_ms\":%.3f,"
+            "\"comm_steps\":%lld,\"comm_exposed_s\":%.4f,\"comm_wait_s\":%.4f,\"comm_inflight_s\":%.4f,"
+            "\"overlap\":%.3f",
+            r->d->size, g.floats * sizeof(float), g.buckets, g.blocking_ms, (long long)g.steps, g.exposed_s, g.wait_s,
+            g.inflight_s, overlap < 0 ? 0.0 : overlap);
+}
+
 static sdgp_status end_of_epoch(run *r, int64_t step, int epoch, double train_loss, double lr, sdgp_train_result *res,
                                 sdgp_error *err) {
-    double test_loss, test_acc;
-    sdgp_status st = sdgp_evaluate(r->model, &r->test, &r->aug, r->cfg->tta, r->cfg->label_smoothing, &test_loss, &test_acc, err);
+    double test_loss, test_acc, t0 = train_now();
+    sdgp_status st = SDGP_OK;
+    if (r->d && !r->cfg->sync_bn) st = dist_share_bn_stats(r->d, r->model, err); /* evaluate with rank 0's */
+    if (st == SDGP_OK)
+        st = evaluate_dist(r->model, &r->test, &r->aug, r->cfg->tta, r->cfg->label_smoothing, r->d, &test_loss,
+                           &test_acc, err);
     if (st != SDGP_OK) return st;
-    double elapsed = now_s() - r->t_start;
+    double elapsed = train_now() - r->t_start;
+    r->t_eval += train_now() - t0;
     double ips = (double)res->steps * r->cfg->model.batch / (elapsed > 0 ? elapsed : 1);
     if (r->log) {
         fprintf(r->log,
                 "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%lld,\"lr\":%.6g,\"train_loss\":%.6f,\"test_loss\":%.6f,"
-                "\"test_acc\":%.6f,\"elapsed_s\":%.3f,\"img_per_s\":%.1f}\n",
+                "\"test_acc\":%.6f,\"elapsed_s\":%.3f,\"img_per_s\":%.1f",
                 epoch, (long long)step, lr, train_loss, test_loss, test_acc, elapsed, ips);
+        log_comm(r, res, elapsed);
+        fprintf(r->log, "}\n");
         fflush(r->log);
     }
-    if (!r->cfg->quiet)
+    if (!r->cfg->quiet && r->lead)
         fprintf(r->out, "%sepoch %d  step %lld  lr %.4f  train_loss %.4f  test_loss %.4f  test_acc %.2f%%  %.0fs  %.0f img/s\n",
                 r->cfg->progress ? "\r\033[K" : "", epoch, (long long)step, lr, train_loss, test_loss, 100 * test_acc,
                 elapsed, ips);
@@ -138,6 +184,16 @@ static sdgp_status end_of_epoch(run *r, int64_t step, int epoch, double train_lo
     return SDGP_OK;
 }
 
+/* Data parallel: every process on rank 0's kernels, the same configuration, data and weights
+ * (checked), BatchNorm synchronised when asked, and the gradient buckets. */
+static sdgp_status setup_dist(run *r, int64_t start_step, sdgp_error *err) {
+    sdgp_status st = dist_share_kernels(r->d, r->model, err);
+    if (st == SDGP_OK) st = dist_check_config(r->d, r->cfg, &r->train, r->model, start_step, err);
+    if (st == SDGP_OK && r->cfg->sync_bn) st = sdgp_model_set_bn_dist(r->model, r->d, err);
+    if (st == SDGP_OK) st = grad_sync_create(&r->gs, r->model, r->d, err);
+    return st;
+}
+
 static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) {
     const sdgp_train_config *cfg = r->cfg;
     sdgp_status st = sdgp_dataset_load(&r->train, cfg->data, cfg->data_dir, 1, err);
@@ -146,6 +202,10 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     r->aug = cfg->augment;
     sdgp_dataset_stats(&r->train, r->aug.mean, r->aug.std);
     sdgp_model_config mc = cfg->model;
+    if (r->d && mc.batch % r->d->size != 0)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "--batch-size %d is not divisible by the %d MPI ranks (each takes an "
+                         "equal share of the global batch)", mc.batch, r->d->size);
+    r->batch = mc.batch = r->d ? mc.batch / r->d->size : mc.batch;
     mc.height = r->train.h;
     mc.width_px = r->train.w;
     mc.channels = r->train.c;
@@ -162,9 +222,10 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
         memcpy(state->mean, r->aug.mean, sizeof state->mean);
         memcpy(state->std, r->aug.std, sizeof state->std);
     }
-    r->spe = r->train.count / mc.batch;
+    const int B = cfg->model.batch;
+    r->spe = r->train.count / B;
     if (r->spe < 1)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "batch size %d is larger than the training set (%lld images)", mc.batch,
+        return sdgp_fail(err, SDGP_ERR_INVALID, "batch size %d is larger than the training set (%lld images)", B,
                          (long long)r->train.count);
     r->total_steps = r->spe * cfg->epochs;
     r->end_step = cfg->max_steps > 0 && cfg->max_steps < r->total_steps ? cfg->max_steps : r->total_steps;
@@ -174,7 +235,10 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     r->sched = (sdgp_schedule){cfg->schedule, cfg->lr, 1e-4f, (int64_t)(cfg->warmup_epochs * (float)r->spe),
                                r->total_steps, (int64_t)(cfg->step_epochs * (float)r->spe), cfg->step_gamma};
     if (r->sched.step_size < 1) r->sched.step_size = 1;
-    st = sdgp_loader_create(&r->loader, &r->train, mc.batch, &r->aug, mc.seed, state->step, err);
+    if (r->d) st = setup_dist(r, state->step, err);
+    if (st != SDGP_OK) return st;
+    int r0 = r->d ? r->d->rank * r->batch : 0;
+    st = sdgp_loader_create_part(&r->loader, &r->train, B, r0, r0 + r->batch, &r->aug, mc.seed, state->step, err);
     if (st != SDGP_OK) return st;
     size_t bn_floats = 0;
     for (int i = 0; i < sdgp_model_param_count(r->model); i++)
@@ -182,7 +246,7 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     r->dlogits = calloc((size_t)mc.batch * mc.num_classes, sizeof(float));
     r->bn_backup = calloc(bn_floats + 1, sizeof(float));
     if (!r->dlogits || !r->bn_backup) return sdgp_fail(err, SDGP_ERR_NOMEM, "train: out of memory");
-    if (cfg->log[0]) {
+    if (cfg->log[0] && r->lead) {
         r->log = fopen(cfg->log, cfg->resume[0] ? "a" : "w");
         if (!r->log) return sdgp_fail(err, SDGP_ERR_IO, "--log %s: cannot open for writing", cfg->log);
     }
@@ -190,7 +254,14 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
 }
 
 static void report_layers(run *r) {
-    if (r->cfg->quiet) return;
+    if (r->cfg->quiet || !r->lead) return;
+    if (r->d) {
+        grad_sync_stats g = grad_sync_take_stats(r->gs);
+        fprintf(r->out, "data parallel: %d ranks x %d threads, global batch %d (%d per rank), BN %s; gradient allreduce "
+                "%.2f MB per step in %d buckets (blocking: %.2f ms)\n", r->d->size, omp_get_max_threads(),
+                r->cfg->model.batch, r->batch, r->cfg->sync_bn ? "synced" : "per-rank", 1e-6 * (double)g.floats * 4,
+                g.buckets, g.blocking_ms);
+    }
     /* per layer: forward,backward-data,backward-weights as "direct" or "wino" with its split
      * (images per call x channel slices) when it has one */
     fprintf(r->out, "dense convolutions (--conv-algo %s --conv-workspace %d; fwd,bwd-data,bwd-weights):",
@@ -201,7 +272,7 @@ static void report_layers(run *r) {
         for (int p = 0; p < 3; p++) {
             const sdgp_conv_pass_plan *pl = &li->plan[p];
             if (pl->algo != SDGP_CONV_WINOGRAD) fprintf(r->out, "%sdirect", p ? "," : "");
-            else if (pl->chunk == r->cfg->model.batch && pl->parts == 1) fprintf(r->out, "%swino", p ? "," : "");
+            else if (pl->chunk == r->batch && pl->parts == 1) fprintf(r->out, "%swino", p ? "," : "");
             else fprintf(r->out, "%swino/%dx%d", p ? "," : "", pl->chunk, pl->parts);
         }
     }
@@ -238,6 +309,8 @@ sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FIL
     memset(res, 0, sizeof *res);
     r.cfg = cfg;
     r.out = out ? out : stderr;
+    r.d = cfg->dist && cfg->dist->size > 1 ? cfg->dist : NULL;
+    r.lead = !r.d || r.d->rank == 0;
     if (cfg->model.threads > 0) omp_set_num_threads(cfg->model.threads);
     sdgp_checkpoint_state state;
     sdgp_status st = setup(&r, &state, err);
@@ -247,7 +320,7 @@ sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FIL
     }
     report_layers(&r);
     const int B = cfg->model.batch, K = r.train.num_classes;
-    r.t_start = now_s();
+    r.t_start = train_now();
     double lr = 0;
     for (int64_t step = state.step; step < r.end_step; step++) {
         const float *x;
@@ -258,10 +331,15 @@ sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FIL
         sdgp_model_enable_grad_stats(r.model, stats);
         if (cfg->on_nan == SDGP_ON_NAN_SKIP) bn_stats_copy(r.model, r.bn_backup, 0);
         const float *logits = sdgp_model_forward(r.model, x, 1);
-        double loss = sdgp_softmax_xent(r.dlogits, NULL, logits, y, B, K, cfg->label_smoothing);
+        /* this process's rows' share of the global batch's mean loss, and their dlogits */
+        double loss = sdgp_softmax_xent_part(r.dlogits, NULL, logits, y, r.batch, K, cfg->label_smoothing, B);
+        /* data parallel: every process needs the global loss to take the same decision below */
+        if (r.d && (st = r.d->allreduce(r.d->ctx, &loss, 1, SDGP_DIST_DOUBLE, err)) != SDGP_OK) break;
         const char *bad = isfinite(loss) ? NULL : "the loss";
         if (!bad) {
+            if (r.gs) grad_sync_begin(r.gs);
             st = sdgp_model_backward(r.model, r.dlogits, (uint64_t)step, err);
+            if (st == SDGP_OK && r.gs) st = grad_sync_end(r.gs, err); /* the sums over processes */
             if (st != SDGP_OK) break;
             bad = nonfinite_param(r.model, 1);
         }
@@ -275,17 +353,17 @@ sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FIL
             }
             bn_stats_copy(r.model, r.bn_backup, 1);
             res->skipped_steps++;
-            if (!cfg->quiet) fprintf(r.out, "step %lld: NaN or Inf in %s: step skipped\n", (long long)step, bad);
+            if (!cfg->quiet && r.lead) fprintf(r.out, "step %lld: NaN or Inf in %s: step skipped\n", (long long)step, bad);
         } else {
             sdgp_model_sgd(r.model, (float)lr, cfg->momentum, cfg->weight_decay, cfg->nesterov);
             state.loss_sum += loss;
             state.loss_count++;
         }
-        if (stats) log_grad_stats(&r, step);
+        if (stats) log_grad_stats(&r, step); /* (rank 0's layers) */
         res->steps++;
         int64_t done = step + 1;
-        if (cfg->progress && !cfg->quiet && (done % 5 == 0)) {
-            double el = now_s() - r.t_start, ips = (double)res->steps * B / el;
+        if (cfg->progress && !cfg->quiet && r.lead && (done % 5 == 0)) {
+            double el = train_now() - r.t_start, ips = (double)res->steps * B / el;
             double eta = (double)(r.end_step - done) * B / (ips > 0 ? ips : 1);
             fprintf(r.out, "\r\033[Kepoch %lld/%d  step %lld/%lld  loss %.4f  %.0f img/s  ETA %dm%02ds",
                     (long long)(step / r.spe + 1), cfg->epochs, (long long)done, (long long)r.end_step,
@@ -310,8 +388,8 @@ sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FIL
             }
             state.step = done;
             state.epoch = (int)(done / r.spe);
-            st = sdgp_checkpoint_save(cfg->checkpoint, r.model, cfg, &state, err);
-            if (st != SDGP_OK) break;
+            if (r.d && (st = dist_check_weights(r.d, r.model, done, err)) != SDGP_OK) break;
+            if (r.lead && (st = sdgp_checkpoint_save(cfg->checkpoint, r.model, cfg, &state, err)) != SDGP_OK) break;
         }
     }
     run_free(&r);

@@ -1,0 +1,49 @@
+/* The trainer's data-parallel part (dist.c): gradient buckets, the start-up agreement between
+ * processes, and the small collectives of evaluation and checkpoints. */
+#ifndef SDGP_TRAIN_INTERNAL_H
+#define SDGP_TRAIN_INTERNAL_H
+
+#include "sdgp/train.h"
+
+/* Monotonic wall clock in seconds (the trainer's one clock). */
+double train_now(void);
+
+/* Weight gradients summed over processes in buckets: runs of consecutive trainable parameters
+ * (contiguous in the gradient arena), taken from the last parameter backwards, as backward
+ * finishes them. A bucket's non-blocking allreduce starts as soon as the model's gradient hook has
+ * reported all its parameters, buckets start in a fixed order (the same on every process), and
+ * each hook call lets the ones in flight progress. */
+typedef struct grad_sync grad_sync;
+
+typedef struct {
+    int buckets;
+    size_t floats;          /* per step, over all buckets */
+    double blocking_ms;     /* one blocking allreduce of all gradients, measured at start (median of 3) */
+    int64_t steps;          /* since the last grad_sync_take_stats */
+    double exposed_s;       /* time the training thread spent in communication calls (starts, tests, the final waits) */
+    double wait_s;          /* of which in the final waits before the update */
+    double inflight_s;      /* summed over buckets: from start until seen complete */
+} grad_sync_stats;
+
+sdgp_status grad_sync_create(grad_sync **out, sdgp_model *m, const sdgp_dist *d, sdgp_error *err);
+void grad_sync_destroy(grad_sync *g);
+/* Before a backward: no bucket started. */
+void grad_sync_begin(grad_sync *g);
+/* After it: starts what is left, waits for every bucket (their sums are then in the gradients). */
+sdgp_status grad_sync_end(grad_sync *g, sdgp_error *err);
+/* The counters since the last call (then zeroed; blocking_ms and sizes stay). */
+grad_sync_stats grad_sync_take_stats(grad_sync *g);
+
+/* Start-up agreement: every process's configuration (all settings but threads and data-dir),
+ * training data (a fingerprint of its bytes), start step and weights against process 0's. A
+ * difference is an error on every process; the ones that differ name the first setting. */
+sdgp_status dist_check_config(const sdgp_dist *d, const sdgp_train_config *cfg, const sdgp_dataset *train,
+                              const sdgp_model *m, int64_t start_step, sdgp_error *err);
+/* Process 0's data-gradient kernel choice (timed at start, so it may differ) for every process. */
+sdgp_status dist_share_kernels(const sdgp_dist *d, sdgp_model *m, sdgp_error *err);
+/* Process 0's BatchNorm running statistics (per-process BatchNorm lets them differ) for every process. */
+sdgp_status dist_share_bn_stats(const sdgp_dist *d, sdgp_model *m, sdgp_error *err);
+/* An error when the weights or momentum buffers differ from process 0's (they must stay bitwise equal). */
+sdgp_status dist_check_weights(const sdgp_dist *d, const sdgp_model *m, int64_t step, sdgp_error *err);
+
+#endif

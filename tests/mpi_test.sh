@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Data-parallel training over MPI (2 ranks x 1 thread, oversubscribed on this machine): K = 2 against
+# one process at the same global batch, bitwise reproducibility, resume under another K, a
+# mismatched configuration, a killed rank. Registered only in builds with MPI (SDGP_MPI).
+# Usage: mpi_test.sh PATH_TO_SDGP PATH_TO_SDGP_CKPT_DIFF
+set -u
+SDGP=$1
+DIFF=$2
+. "$(dirname "$0")/harness.sh"
+[ -d /usr/share/datasets/fashion-mnist ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+MPI="mpirun --oversubscribe -np 2"
+# smallcnn: a smooth model, so that fp32 rounding differences stay at rounding size over steps
+SMALL="train --model smallcnn --batch-size 64 --no-tta --threads 1 --quiet --lr 0.05"
+
+# Tolerances, as max |a - b| / max |b| per tensor (weights, BatchNorm statistics and momentum
+# buffers, which hold the summed gradients). K = 2 adds each weight gradient as two half-batch
+# sums, and synced BatchNorm takes its variance as E[x^2] - E[x]^2 of the added sums, where one
+# process sums blocks of rows; in fp32 that moves results by rounding only: measured 6e-5 for
+# ResNet-9 after one step and 3e-5 for smallcnn after 8 steps. One process alone moves as much
+# when only its convolution algorithm changes (--conv-algo direct against auto: 1.8e-3 on the
+# same ResNet-9 step), so 2e-4 is rounding, and a wrong scale (a gradient counted twice, a mean
+# over half the batch) is off by 0.5 or more. More steps are not compared on ResNet-9: its max
+# pools route gradients by argmax, and after 2-4 steps rounding alone (either kind) moves single
+# elements by 1-4 %.
+TOL=2e-4
+
+# 1. one step of ResNet-9 w=0.25 (the default model): K = 2 with --sync-bn against one process
+R9="train --batch-size 64 --max-steps 1 --no-tta --threads 1 --quiet"
+expect 0 "test accuracy" -- "$SDGP" $R9 --checkpoint "$T/r9_k1.st"
+expect 0 "test accuracy" -- $MPI "$SDGP" $R9 --sync-bn --checkpoint "$T/r9_k2.st"
+expect 0 "max_rel_err" -- "$DIFF" "$T/r9_k1.st" "$T/r9_k2.st" $TOL
+
+# 2. smallcnn, 8 steps: K = 2 --sync-bn against one process; the loss logged alike
+expect 0 "test accuracy" -- "$SDGP" $SMALL --max-steps 8 --checkpoint "$T/k1_8.st" --log "$T/k1.jsonl"
+expect 0 "data parallel: 2 ranks x 1 threads, global batch 64 \(32 per rank\), BN synced" -- \
+  $MPI "$SDGP" ${SMALL/--quiet/} --max-steps 8 --sync-bn --checkpoint "$T/k2_8.st" --log "$T/k2.jsonl"
+expect 0 "max_rel_err" -- "$DIFF" "$T/k1_8.st" "$T/k2_8.st" $TOL
+l1=$(grep -o '"train_loss":[0-9.]*' "$T/k1.jsonl" | cut -d: -f2)
+l2=$(grep -o '"train_loss":[0-9.]*' "$T/k2.jsonl" | cut -d: -f2)
+if awk -v a="$l1" -v b="$l2" 'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-5 * a) }'; then ok; else
+  bad "train loss of K=2 ($l2) is not that of one process ($l1)"; fi
+expect 0 '"ranks":2,"allreduce_bytes_per_step":[0-9]+,"buckets":[0-9]+' -- cat "$T/k2.jsonl"
+
+# 3. bitwise reproducible run to run (SDGP on, the sparse kernel forced: no timing-based choice);
+#    per-rank BatchNorm (the default)
+SP="--prune magnitude --nm 2:4 --sparse-kernel on --max-steps 6"
+expect 0 "test accuracy" -- $MPI "$SDGP" $SMALL $SP --checkpoint "$T/rep_a.st"
+expect 0 "test accuracy" -- $MPI "$SDGP" $SMALL $SP --checkpoint "$T/rep_b.st"
+expect 0 "0 differ" -- "$DIFF" "$T/rep_a.st" "$T/rep_b.st"
+
+# 4. resume: K = 2 from its own step-4 checkpoint is bitwise the uninterrupted run; under K = 1 it
+#    continues within rounding; a K = 1 checkpoint continues under K = 2 likewise
+expect 0 "test accuracy" -- $MPI "$SDGP" $SMALL --max-steps 4 --sync-bn --checkpoint "$T/k2_4.st"
+expect 0 "test accuracy" -- $MPI "$SDGP" train --resume "$T/k2_4.st" --max-steps 8 --quiet --checkpoint "$T/k2_r2.st"
+expect 0 "0 differ" -- "$DIFF" "$T/k2_8.st" "$T/k2_r2.st"
+expect 0 "test accuracy" -- "$SDGP" train --resume "$T/k2_4.st" --max-steps 8 --quiet --checkpoint "$T/k2_r1.st"
+expect 0 "max_rel_err" -- "$DIFF" "$T/k2_8.st" "$T/k2_r1.st" $TOL
+expect 0 "test accuracy" -- "$SDGP" $SMALL --max-steps 4 --sync-bn --checkpoint "$T/k1_4.st"
+expect 0 "test accuracy" -- $MPI "$SDGP" train --resume "$T/k1_4.st" --max-steps 8 --quiet --checkpoint "$T/k1_r2.st"
+expect 0 "max_rel_err" -- "$DIFF" "$T/k1_8.st" "$T/k1_r2.st" $TOL
+
+# 5. bad input: a mismatched configuration, a batch that does not split (every rank fails, and the first
+#    MPI_Abort may end the others before they print: either rank's message counts)
+expect 2 "different configurations.*(rank 1 has 'lr=0.4|1 of 2 ranks differ)" -- \
+  mpirun --oversubscribe -np 1 "$SDGP" $SMALL --max-steps 2 : -np 1 "$SDGP" $SMALL --max-steps 2 --lr 0.4
+expect 2 "rank [01]: --batch-size 63 is not divisible by the 2 MPI ranks" -- $MPI "$SDGP" ${SMALL/64/63} --max-steps 2
+
+# 6. a sweep passes its runs through the launcher
+printf 'defaults --model smallcnn --batch-size 64 --no-tta --threads 1 --max-steps 3\nrunA --lr 0.05\n' > "$T/sw.sweep"
+expect 0 "1 done" -- "$SDGP" sweep "$T/sw.sweep" --results "$T/sw" --mpi 2 --mpirun "mpirun --oversubscribe"
+expect 0 "^mpirun --oversubscribe -np 2 /.* train " -- cat "$T/sw/runA/command.txt"
+expect 0 "data parallel: 2 ranks" -- cat "$T/sw/runA/train.out"
+
+# 7. a rank killed mid-run ends the job with an error within the timeout; the last checkpoint loads
+timeout 120 $MPI "$SDGP" $SMALL --max-steps 100000 --epochs 100 --checkpoint "$T/kill.st" --checkpoint-every 5 \
+  > "$T/kill.out" 2>&1 &
+tpid=$!
+for _ in $(seq 100); do [ -f "$T/kill.st" ] && break; sleep 0.2; done
+mpid=$(pgrep -P "$tpid" | head -1)
+victim=$(pgrep -P "${mpid:-0}" | tail -1)
+if [ -n "$victim" ]; then kill -9 "$victim"; else bad "no rank process found under mpirun"; fi
+wait "$tpid"
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "exited on signal 9" "$T/kill.out"; then ok; else
+  bad "a killed rank: mpirun exit $rc (want non-zero, not the timeout's 124)"; tail -5 "$T/kill.out"; fi
+expect 0 "test accuracy" -- "$SDGP" eval --checkpoint "$T/kill.st" --threads 1
+
+finish
