@@ -69,6 +69,24 @@ def torchvision_resnet(kind, in_ch, classes):
     return m
 
 
+def regnetx400mf(in_ch, classes, width):
+    """torchvision's regnet_x_400mf (at width 1 the model itself, the stem conv taking in_ch channels);
+    other widths: torchvision's RegNet with the same depths, widths x width rounded to multiples of the
+    group width 16, as sdgp's builder."""
+    import torchvision.models.regnet as tvg
+    if width == 1.0:
+        model = tvg.regnet_x_400mf(num_classes=classes)
+    else:
+        w = [max(16, int(round(width * b / 16.0)) * 16) for b in (32, 64, 160, 400)]
+        params = tvg.BlockParams(depths=[1, 2, 7, 12], widths=w, group_widths=[16] * 4,
+                                 bottleneck_multipliers=[1.0] * 4, strides=[2] * 4)
+        model = tvg.RegNet(params, num_classes=classes, stem_width=max(16, int(round(width * 32 / 16.0)) * 16))
+    if in_ch != 3:
+        old = model.stem[0]
+        model.stem[0] = nn.Conv2d(in_ch, old.out_channels, 3, 2, 1, bias=False)
+    return model
+
+
 def make_model(kind, in_ch, classes, width):
     """The PyTorch twin of sdgp's registry model `kind`."""
     if kind == "resnet9":
@@ -82,6 +100,8 @@ def make_model(kind, in_ch, classes, width):
         if kind == "resnet18":
             return _scaled_resnet(tvr.BasicBlock, [2, 2, 2, 2], in_ch, classes, width)
         return _scaled_resnet(tvr.Bottleneck, [3, 4, 6, 3], in_ch, classes, width, imagenet_stem=True)
+    if kind == "regnetx400mf":
+        return regnetx400mf(in_ch, classes, width)
     raise ValueError(f"no PyTorch twin for model {kind!r}")
 
 

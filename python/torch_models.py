@@ -21,19 +21,19 @@ class _PrunedConvFn(torch.autograd.Function):
     """conv2d whose backward prunes dL/dO for dL/dD only; dL/dW uses the dense dL/dO."""
 
     @staticmethod
-    def forward(ctx, x, w, stride, pad, factor):
+    def forward(ctx, x, w, stride, pad, factor, groups=1):
         ctx.save_for_backward(x, w, factor)
-        ctx.stride, ctx.pad = stride, pad
-        return F.conv2d(x, w, None, stride, pad)
+        ctx.stride, ctx.pad, ctx.groups = stride, pad, groups
+        return F.conv2d(x, w, None, stride, pad, 1, groups)
 
     @staticmethod
     def backward(ctx, go):
         x, w, factor = ctx.saved_tensors
         gx = None
         if ctx.needs_input_grad[0]:
-            gx = torch.nn.grad.conv2d_input(x.shape, w, go * factor, ctx.stride, ctx.pad)
-        gw = torch.nn.grad.conv2d_weight(x, w.shape, go, ctx.stride, ctx.pad)
-        return gx, gw, None, None, None
+            gx = torch.nn.grad.conv2d_input(x.shape, w, go * factor, ctx.stride, ctx.pad, groups=ctx.groups)
+        gw = torch.nn.grad.conv2d_weight(x, w.shape, go, ctx.stride, ctx.pad, groups=ctx.groups)
+        return gx, gw, None, None, None, None
 
 
 class ConvBN(nn.Module):

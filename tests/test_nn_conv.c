@@ -7,8 +7,13 @@
 
 /* ---- naive oracles, NHWC activations, OIHW weights, double accumulation ---- */
 
+/* Grouped convs: output channel o meets the input channels of its group only, weights
+ * Cout x Cin/G x kh x kw. */
+static int cin_g(const sdgp_conv_geom *g) { return g->Cin / g->groups; }
+static int first_in(const sdgp_conv_geom *g, int o) { return o / (g->Cout / g->groups) * cin_g(g); }
+
 static float w_at(const float *w, const sdgp_conv_geom *g, int o, int i, int r, int s) {
-    return w[(((size_t)o * g->Cin + i) * g->kh + r) * g->kw + s];
+    return w[(((size_t)o * cin_g(g) + (i - first_in(g, o))) * g->kh + r) * g->kw + s];
 }
 
 /* y[b,oh,ow,o] = bias[o] + sum_{r,s,i} x[b, oh*st - pad + r, ow*st - pad + s, i] w[o,i,r,s] */
@@ -23,7 +28,8 @@ static void naive_forward(float *y, const float *x, const float *w, const float 
                             int ih = oh * g->stride - g->pad + r, iw = ow * g->stride - g->pad + s;
                             if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W) continue;
                             const float *xp = x + (((size_t)b * g->H + ih) * g->W + iw) * g->Cin;
-                            for (int i = 0; i < g->Cin; i++) acc += (double)xp[i] * w_at(w, g, o, i, r, s);
+                            for (int i = first_in(g, o); i < first_in(g, o) + cin_g(g); i++)
+                                acc += (double)xp[i] * w_at(w, g, o, i, r, s);
                         }
                     y[(((size_t)b * g->Ho + oh) * g->Wo + ow) * g->Cout + o] = (float)acc;
                 }
@@ -32,7 +38,7 @@ static void naive_forward(float *y, const float *x, const float *w, const float 
 /* dw[o,i,r,s] = sum_{b,oh,ow} dy[b,oh,ow,o] x[b, oh*st-pad+r, ow*st-pad+s, i]; dbias[o] = sum dy */
 static void naive_backward_weights(float *dw, float *dbias, const float *x, const float *dy, const sdgp_conv_geom *g) {
     for (int o = 0; o < g->Cout; o++) {
-        for (int i = 0; i < g->Cin; i++)
+        for (int i = first_in(g, o); i < first_in(g, o) + cin_g(g); i++)
             for (int r = 0; r < g->kh; r++)
                 for (int s = 0; s < g->kw; s++) {
                     double acc = 0;
@@ -44,7 +50,7 @@ static void naive_backward_weights(float *dw, float *dbias, const float *x, cons
                                 acc += (double)dy[(((size_t)b * g->Ho + oh) * g->Wo + ow) * g->Cout + o] *
                                        x[(((size_t)b * g->H + ih) * g->W + iw) * g->Cin + i];
                             }
-                    dw[(((size_t)o * g->Cin + i) * g->kh + r) * g->kw + s] = (float)acc;
+                    dw[(((size_t)o * cin_g(g) + (i - first_in(g, o))) * g->kh + r) * g->kw + s] = (float)acc;
                 }
         if (dbias) {
             double acc = 0;
@@ -68,7 +74,7 @@ static sdgp_conv_geom make_geom(int B, int H, int W, int Cin, int Cout, int k, i
 static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int threads, sdgp_conv_options opt,
                                 double tol) {
     size_t nx = (size_t)g->B * g->H * g->W * g->Cin, ny = (size_t)g->B * g->Ho * g->Wo * g->Cout;
-    size_t nw = (size_t)g->Cout * g->Cin * g->kh * g->kw;
+    size_t nw = (size_t)g->Cout * cin_g(g) * g->kh * g->kw;
     float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *b = test_xmalloc((size_t)g->Cout * 4);
     float *y = test_xmalloc(ny * 4), *y_ref = test_xmalloc(ny * 4), *dy = test_xmalloc(ny * 4);
     float *dx = test_xmalloc(nx * 4), *dx_ref = test_xmalloc(nx * 4);
@@ -97,8 +103,8 @@ static void check_geom_vs_naive(const sdgp_conv_geom *g, int with_bias, int thre
                   err.msg);
             double ey = test_rel_err(y, y_ref, ny), ex = test_rel_err(dx, dx_ref, nx), ew = test_rel_err(dw, dw_ref, nw);
             char what[160];
-            snprintf(what, sizeof what, "B=%d %dx%d %d->%d k%d s%d p%d bias=%d threads=%d algo=%d limit=%zu", g->B, g->H,
-                     g->W, g->Cin, g->Cout, g->kh, g->stride, g->pad, with_bias, threads, (int)opt.algo,
+            snprintf(what, sizeof what, "B=%d %dx%d %d->%d k%d s%d p%d groups=%d bias=%d threads=%d algo=%d limit=%zu", g->B,
+                     g->H, g->W, g->Cin, g->Cout, g->kh, g->stride, g->pad, g->groups, with_bias, threads, (int)opt.algo,
                      opt.workspace_limit);
             CHECK(ey < tol, "%s: forward rel err %.2e", what, ey);
             CHECK(ex < tol, "%s: bwd data rel err %.2e", what, ex);
@@ -132,6 +138,36 @@ TEST_CASE(conv_matches_naive) {
         const sdgp_conv_options direct = {SDGP_CONV_DIRECT, 0};
         for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0, direct, 1e-5);
     }
+}
+
+/* Grouped convolutions (RegNet's 3x3 with group width 16, depthwise, a 1x1): every pass against the
+ * grouped naive loops, direct; AUTO runs them direct, an explicit Winograd request is UNSUPPORTED. */
+TEST_CASE(conv_grouped_matches_naive) {
+    const int shapes[][9] = {
+        /* B  H  W Cin Cout k s p groups */
+        {2, 8, 8, 32, 32, 3, 1, 1, 2}, {2, 9, 7, 48, 48, 3, 2, 1, 3}, {1, 6, 6, 16, 16, 3, 1, 1, 16},
+        {2, 5, 5, 32, 64, 1, 1, 0, 4},
+    };
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int *s = shapes[t];
+        sdgp_conv_geom g = make_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+        sdgp_error err;
+        REQUIRE(sdgp_conv_geom_set_groups(&g, s[8], &err) == SDGP_OK, "groups: %s", err.msg);
+        for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0, (sdgp_conv_options){SDGP_CONV_DIRECT, 0}, 1e-5);
+        sdgp_conv *c = NULL;
+        const sdgp_conv_options any = {SDGP_CONV_AUTO, 0}, wino = {SDGP_CONV_WINOGRAD, 0};
+        CHECK(sdgp_conv_create_opts(&c, &g, 0, 0, &any, &err) == SDGP_OK && sdgp_conv_get_algo(c) == SDGP_CONV_DIRECT,
+              "auto runs a grouped conv direct");
+        sdgp_conv_destroy(c);
+        c = NULL;
+        CHECK(sdgp_conv_create_opts(&c, &g, 0, 0, &wino, &err) == SDGP_ERR_UNSUPPORTED && strstr(err.msg, "group"),
+              "Winograd for groups: %s", err.msg);
+        sdgp_conv_destroy(c);
+    }
+    sdgp_conv_geom g = make_geom(1, 4, 4, 6, 8, 3, 1, 1);
+    sdgp_error err;
+    CHECK(sdgp_conv_geom_set_groups(&g, 4, &err) == SDGP_ERR_INVALID && strstr(err.msg, "groups=4"), "4 does not divide 6");
+    CHECK(sdgp_conv_geom_set_groups(&g, 0, &err) == SDGP_ERR_INVALID, "groups 0");
 }
 
 /* Winograd: 3x3 stride 1 (pad 1 and 0, odd sizes, tiles cut by the border, one image, 16..64
@@ -371,6 +407,7 @@ TEST_CASE(conv_shared_workspace) {
 
 int main(void) {
     RUN(conv_matches_naive);
+    RUN(conv_grouped_matches_naive);
     RUN(conv_winograd_matches_naive);
     RUN(conv_winograd_splits);
     RUN(conv_backward_matches_finite_differences);

@@ -20,12 +20,17 @@ typedef struct {
     int Cout, kh, kw;   /* weights */
     int stride, pad;
     int Ho, Wo;         /* output, derived: (H + 2 pad - kh) / stride + 1 */
+    int groups;         /* grouped convolution: Cin and Cout split into groups; weights are
+                           Cout x (Cin/groups) x kh x kw (PyTorch's); 1 by sdgp_conv_geom_init */
 } sdgp_conv_geom;
 
 /* Validates (all sizes >= 1, pad >= 0, pad < k, output >= 1x1, no int overflow of tensor sizes)
- * and fills Ho, Wo. The message names the bad value. */
+ * and fills Ho, Wo; groups = 1. The message names the bad value. */
 SDGP_API sdgp_status sdgp_conv_geom_init(sdgp_conv_geom *g, int B, int H, int W, int Cin, int Cout, int kh, int kw,
                                          int stride, int pad, sdgp_error *err);
+/* Makes g a grouped convolution: groups >= 1 must divide Cin and Cout. Only oneDNN's direct kernel
+ * runs grouped convolutions (no Winograd), and the sparse kernels take groups = 1 only. */
+SDGP_API sdgp_status sdgp_conv_geom_set_groups(sdgp_conv_geom *g, int groups, sdgp_error *err);
 
 /* ---- Dense convolution through oneDNN (primitives created once per geometry) ---- */
 typedef struct sdgp_conv sdgp_conv;

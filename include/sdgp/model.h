@@ -28,7 +28,13 @@ extern "C" {
 #endif
 
 /* The registry's models, by index (sdgp_model_zoo has their names and descriptions). */
-typedef enum { SDGP_MODEL_RESNET9 = 0, SDGP_MODEL_SMALLCNN = 1, SDGP_MODEL_RESNET18 = 2, SDGP_MODEL_RESNET50 = 3 } sdgp_model_kind;
+typedef enum {
+    SDGP_MODEL_RESNET9 = 0,
+    SDGP_MODEL_SMALLCNN = 1,
+    SDGP_MODEL_RESNET18 = 2,
+    SDGP_MODEL_RESNET50 = 3,
+    SDGP_MODEL_REGNETX400MF = 4
+} sdgp_model_kind;
 
 typedef struct {
     const char *name;               /* --model value, checkpoint signature: "resnet9", "resnet18", ... */

@@ -35,7 +35,7 @@ class NMTensor(ctypes.Structure):  # sdgp_nm_tensor
 
 class ConvGeom(ctypes.Structure):  # sdgp_conv_geom
     _fields_ = [("B", c_int), ("H", c_int), ("W", c_int), ("Cin", c_int), ("Cout", c_int), ("kh", c_int),
-                ("kw", c_int), ("stride", c_int), ("pad", c_int), ("Ho", c_int), ("Wo", c_int)]
+                ("kw", c_int), ("stride", c_int), ("pad", c_int), ("Ho", c_int), ("Wo", c_int), ("groups", c_int)]
 
 
 # ---- exceptions: one class per sdgp_status, each also a builtin Python users already catch ----

@@ -45,14 +45,24 @@ sdgp_status sdgp_conv_geom_init(sdgp_conv_geom *g, int B, int H, int W, int Cin,
     if (!product_fits(limit, Cout, Cin, kh, kw))
         return sdgp_fail(err, SDGP_ERR_INVALID, "conv geometry: weights %dx%dx%dx%d are too large", Cout, Cin, kh, kw);
     *g = (sdgp_conv_geom){.B = B, .H = H, .W = W, .Cin = Cin, .Cout = Cout, .kh = kh, .kw = kw, .stride = stride,
-                          .pad = pad, .Ho = (int)ho, .Wo = (int)wo};
+                          .pad = pad, .Ho = (int)ho, .Wo = (int)wo, .groups = 1};
+    return SDGP_OK;
+}
+
+sdgp_status sdgp_conv_geom_set_groups(sdgp_conv_geom *g, int groups, sdgp_error *err) {
+    if (!g) return sdgp_fail(err, SDGP_ERR_INVALID, "conv geometry: NULL");
+    if (groups < 1 || g->Cin % groups || g->Cout % groups)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "conv geometry: groups=%d must be >= 1 and divide Cin=%d and Cout=%d", groups,
+                         g->Cin, g->Cout);
+    g->groups = groups;
     return SDGP_OK;
 }
 
 /* dD (B x H x W x Cin) from dense dO (B x Ho x Wo x Cout) and w (Cout x Cin x kh x kw).
  * Seven loops, accumulation in double so the oracle is more exact than any kernel it checks. */
 void sdgp_conv_backward_data_naive(float *dD, const float *dO, const float *w, const sdgp_conv_geom *g) {
-    const int64_t Cin = g->Cin, Cout = g->Cout, kh = g->kh, kw = g->kw;
+    const int64_t G = g->groups > 1 ? g->groups : 1;
+    const int64_t Cin = g->Cin, Cout = g->Cout, kh = g->kh, kw = g->kw, cig = Cin / G, cog = Cout / G;
     for (int64_t b = 0; b < g->B; b++)
         for (int64_t h = 0; h < g->H; h++)
             for (int64_t x = 0; x < g->W; x++)
@@ -69,7 +79,10 @@ void sdgp_conv_backward_data_naive(float *dD, const float *dO, const float *w, c
                             int64_t wo = tw / g->stride;
                             if (wo >= g->Wo) continue;
                             const float *o = dO + ((b * g->Ho + ho) * g->Wo + wo) * Cout;
-                            for (int64_t k = 0; k < Cout; k++) acc += (double)o[k] * (double)w[((k * Cin + c) * kh + i) * kw + j];
+                            /* input channel c meets the output channels of its group, through its
+                             * index within the group (weights Cout x Cin/G x kh x kw) */
+                            for (int64_t k = c / cig * cog; k < (c / cig + 1) * cog; k++)
+                                acc += (double)o[k] * (double)w[((k * cig + c % cig) * kh + i) * kw + j];
                         }
                     }
                     dD[((b * g->H + h) * g->W + x) * Cin + c] = (float)acc;

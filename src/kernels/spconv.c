@@ -57,6 +57,9 @@ sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_
                          chk.Wo);
     if (m < 1 || m > SDGP_NM_MAX_M || n < 1 || n > m)
         return sdgp_fail(err, SDGP_ERR_INVALID, "%s: %d:%d is not an N:M pattern (1 <= n <= m <= %d)", who, n, m, SDGP_NM_MAX_M);
+    if (g->groups != 1)
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: groups=%d: the sparse kernels take ungrouped convolutions only", who,
+                         g->groups);
     if (g->Cout % m) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: Cout=%d is not a multiple of m=%d", who, g->Cout, m);
     if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: threads=%d < 0", who, threads);
     return sdgp_isa_resolve(isa, resolved, err);

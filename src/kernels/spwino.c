@@ -50,7 +50,7 @@ static void *alloc64(size_t bytes) {
 }
 
 int sdgp_sparse_wino_supports(const sdgp_conv_geom *g) {
-    return g && g->kh == 3 && g->kw == 3 && g->stride == 1 && g->pad >= 0 && g->pad <= 2;
+    return g && g->kh == 3 && g->kw == 3 && g->stride == 1 && g->pad >= 0 && g->pad <= 2 && g->groups == 1;
 }
 
 static void plan_blocking(sdgp_sparse_wino *p) {

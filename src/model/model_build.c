@@ -141,6 +141,7 @@ int model_conv(model_builder *b, int in, const model_conv_spec *spec) {
     o->relu = spec->relu;
     int k = spec->k, cout = spec->cout;
     b->st = sdgp_conv_geom_init(&o->geom, m->B, H, W, C, cout, k, k, spec->stride, spec->pad, b->err);
+    if (b->st == SDGP_OK) b->st = sdgp_conv_geom_set_groups(&o->geom, spec->groups > 1 ? spec->groups : 1, b->err);
     char name[MODEL_NAME_LEN], bn[MODEL_NAME_LEN];
     if (spec->name) snprintf(name, sizeof name, "%s", spec->name);
     else snprintf(name, sizeof name, "conv%d", o->conv_index);
@@ -153,7 +154,7 @@ int model_conv(model_builder *b, int in, const model_conv_spec *spec) {
         return in;
     }
     snprintf(o->name, sizeof o->name, "%s", name);
-    int64_t wshape[4] = {cout, C, k, k}, cshape[1] = {cout};
+    int64_t wshape[4] = {cout, C / o->geom.groups, k, k}, cshape[1] = {cout};
     int conv_index = o->conv_index;
     int p_w = model_add_param(b, name, ".weight", 4, wshape, 1, 1);
     int p_g = -1, p_b = -1, p_rm = -1, p_rv = -1;
@@ -263,10 +264,12 @@ int model_scale(model_builder *b, int in, float s) {
     return out;
 }
 
-int model_scaled_channels(float width, int base) {
-    int c = (int)lrintf(width * (float)base / 32.0f) * 32;
-    return c < 32 ? 32 : c;
+int model_group_channels(float width, int base, int group_width) {
+    int c = (int)lrintf(width * (float)base / (float)group_width) * group_width;
+    return c < group_width ? group_width : c;
 }
+
+int model_scaled_channels(float width, int base) { return model_group_channels(width, base, 32); }
 
 /* ---- gradient buffers by liveness ----
  * Backward runs the ops in reverse. An op reads its output's gradient and writes its inputs'.
@@ -535,6 +538,10 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
         if (o->prune && o->geom.Cout % pc->m != 0)
             return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %d output channels, not a multiple of m=%d (--nm %d:%d)",
                              o->name, o->geom.Cout, pc->m, pc->n, pc->m);
+        if (o->prune && (o->geom.Cout / o->geom.groups) % pc->m != 0) /* a group of m never spans two conv groups */
+            return sdgp_fail(err, SDGP_ERR_INVALID,
+                             "model: %s has %d groups of %d output channels, not a multiple of m=%d (--nm %d:%d)", o->name,
+                             o->geom.groups, o->geom.Cout / o->geom.groups, pc->m, pc->n, pc->m);
         if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
             size_t rows = (size_t)o->geom.B * (size_t)o->geom.Ho * (size_t)o->geom.Wo;
             if (rows % (size_t)m->cfg.prune_wgrad.m != 0)

@@ -54,6 +54,7 @@ static sdgp_status dense_pruned(sdgp_model *m, op *o, const float **used, sdgp_e
 }
 
 /* ---- sparse: pixel-domain pruning + the N:M sparse kernel ---- */
+static int ungrouped(const op *o) { return o->geom.groups == 1; } /* the sparse kernel's layers */
 static sdgp_status sparse_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
     sdgp_status st = sdgp_sparse_bwd_create((sdgp_sparse_bwd **)plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
@@ -97,7 +98,7 @@ static sdgp_status wino_pruned(sdgp_model *m, op *o, const float **used, sdgp_er
 static void wino_destroy(void *plan) { sdgp_sparse_wino_destroy(plan); }
 
 static const bwd_impl impl_dense = {'d', "dense", 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, dense_run, dense_pruned, NULL};
-static const bwd_impl impl_sparse = {'s', "sparse", 1, SDGP_DOMAIN_PIXEL, any_layer, sparse_create, sparse_run, sparse_pruned,
+static const bwd_impl impl_sparse = {'s', "sparse", 1, SDGP_DOMAIN_PIXEL, ungrouped, sparse_create, sparse_run, sparse_pruned,
                                      sparse_destroy};
 static const bwd_impl impl_wino = {'w', "winograd", 1, SDGP_DOMAIN_WINOGRAD, wino_supports, wino_create, wino_run, wino_pruned,
                                    wino_destroy};
@@ -113,9 +114,19 @@ static int winograd_domain_applies(const op *o) {
     return 0;
 }
 
+/* Whether some sparse entry can run layer o at all. */
+static int sparse_applies(const op *o) {
+    for (int i = 0; model_bwd_impls[i]; i++)
+        if (model_bwd_impls[i]->sparse && model_bwd_impls[i]->supports(o)) return 1;
+    return 0;
+}
+
 int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
     if (!impl->supports(o)) return 0;
-    if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse) || (m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse)) return 0;
+    /* --sparse-kernel on: a layer no sparse kernel takes (a grouped conv) prunes into the dense one */
+    if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(o)) ||
+        (m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse))
+        return 0;
     switch (m->cfg.domain) {
     case SDGP_DOMAIN_PIXEL: return impl->domain == SDGP_DOMAIN_PIXEL;
     case SDGP_DOMAIN_WINOGRAD: return impl->domain == SDGP_DOMAIN_WINOGRAD || !winograd_domain_applies(o);

@@ -151,6 +151,7 @@ typedef struct {
 
 typedef struct {
     int cout, k, stride, pad;
+    int groups;                     /* grouped conv (0 or 1: none) */
     int bn, relu;
     /* the conv's name and its BatchNorm's, prefixes of their parameters' names ("layer1.0.conv1" ->
      * "layer1.0.conv1.weight"); NULL: "conv<i>" and "bn<i>" by conv index (ResNet-9's names) */
@@ -170,8 +171,11 @@ int model_global_maxpool(model_builder *b, int in);
 int model_global_avgpool(model_builder *b, int in);
 int model_linear(model_builder *b, int in, int out_features, int bias, const char *name);
 int model_scale(model_builder *b, int in, float s);
-/* Channels: width x base, a multiple of 32, at least 32 (every model's --width rule). */
+/* Channels: width x base, a multiple of 32, at least 32 (every model's --width rule but RegNet's). */
 int model_scaled_channels(float width, int base);
+/* Channels of a model with grouped convs: width x base rounded to a multiple of the group width,
+ * at least one group. */
+int model_group_channels(float width, int base, int group_width);
 
 /* model_zoo.c: the registry's builder of cfg->kind (it sets the logits slot); an error for an
  * unknown kind. */

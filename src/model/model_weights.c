@@ -13,6 +13,7 @@ int model_weights_sparse_layer(const sdgp_model *m, int conv_index) {
 }
 
 void model_weights_add(model_builder *b, op *o, int cin, const char *name) {
+    if (o->kind == OP_CONV) cin /= o->geom.groups; /* groups of m along each conv group's input channels */
     const sdgp_weights_cfg *w = &b->m->cfg.weights;
     if (b->st != SDGP_OK) return;
     if (cin % w->m != 0) {
@@ -37,9 +38,9 @@ static void weight_shape(const sdgp_model *m, const op *o, int *cout, int *cin, 
         *cout = (int)p->shape[0];
         *cin = (int)p->shape[1];
         *taps = 1;
-    } else {
+    } else { /* a grouped conv's weights: Cout x Cin/groups x kh x kw */
         *cout = o->geom.Cout;
-        *cin = o->geom.Cin;
+        *cin = o->geom.Cin / o->geom.groups;
         *taps = o->geom.kh * o->geom.kw;
     }
 }

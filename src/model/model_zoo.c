@@ -103,6 +103,42 @@ static void torchvision_resnet(model_builder *b, int (*block)(model_builder *, i
     b->m->logits_slot = model_linear(b, x, c->num_classes, 1, "fc");
 }
 
+/* torchvision's RegNet ResBottleneckBlock (bottleneck multiplier 1, no squeeze-excitation):
+ * relu(proj(x) + c(b(a(x)))), a: 1x1 conv+BN+ReLU, b: 3x3 grouped conv (group width 16) with the
+ * stride +BN+ReLU, c: 1x1 conv+BN; proj: 1x1 conv+BN when the stride or the channels change, else x. */
+static int regnet_block(model_builder *b, int x, const char *prefix, int cout, int stride) {
+    int cin = b->st == SDGP_OK ? b->m->slots[x].C : cout;
+    char cn[MODEL_NAME_LEN], bn[MODEL_NAME_LEN];
+    int r = tv_conv(b, x, prefix, "f.a.0", "f.a.1", cout, 1, 1, 1);
+    snprintf(cn, sizeof cn, "%sf.b.0", prefix);
+    snprintf(bn, sizeof bn, "%sf.b.1", prefix);
+    model_conv_spec s = {.cout = cout, .k = 3, .stride = stride, .pad = 1, .groups = cout / 16, .bn = 1, .relu = 1,
+                         .name = cn, .bn_name = bn};
+    r = model_conv(b, r, &s);
+    r = tv_conv(b, r, prefix, "f.c.0", "f.c.1", cout, 1, 1, 0);
+    int sc = x;
+    if (stride != 1 || cin != cout) sc = tv_conv(b, x, prefix, "proj.0", "proj.1", cout, 1, stride, 0);
+    return model_add(b, sc, r, 1);
+}
+
+/* torchvision's regnet_x_400mf: stem (3x3 stride-2 conv+BN+ReLU, 32 channels), four stages of
+ * 1/2/7/12 blocks with 32/64/160/400 channels, each stage starting with stride 2, global average
+ * pool, fc. --width scales the channels to multiples of the group width 16 (at least 16). */
+static void build_regnetx400mf(model_builder *b) {
+    const sdgp_model_config *c = &b->m->cfg;
+    static const int depth[4] = {1, 2, 7, 12}, base[4] = {32, 64, 160, 400};
+    int x = model_input(b);
+    x = tv_conv(b, x, "", "stem.0", "stem.1", model_group_channels(c->width, 32, 16), 3, 2, 1);
+    for (int l = 0; l < 4; l++)
+        for (int k = 0; k < depth[l]; k++) {
+            char prefix[48];
+            snprintf(prefix, sizeof prefix, "trunk_output.block%d.block%d-%d.", l + 1, l + 1, k);
+            x = regnet_block(b, x, prefix, model_group_channels(c->width, base[l], 16), k == 0 ? 2 : 1);
+        }
+    x = model_global_avgpool(b, x);
+    b->m->logits_slot = model_linear(b, x, c->num_classes, 1, "fc");
+}
+
 static void build_resnet18(model_builder *b) { torchvision_resnet(b, basic_block, (const int[4]){2, 2, 2, 2}, 0); }
 static void build_resnet50(model_builder *b) { torchvision_resnet(b, bottleneck, (const int[4]){3, 4, 6, 3}, 1); }
 
@@ -116,7 +152,8 @@ static void (*const builders[])(model_builder *) = {SDGP_MODEL_ZOO(ZOO_BUILDER)}
 enum { SDGP_MODEL_ZOO(ZOO_INDEX) ZOO_COUNT };
 /* the public constants name rows of the registry */
 _Static_assert((int)SDGP_MODEL_RESNET9 == (int)ZOO_resnet9 && (int)SDGP_MODEL_SMALLCNN == (int)ZOO_smallcnn &&
-                   (int)SDGP_MODEL_RESNET18 == (int)ZOO_resnet18 && (int)SDGP_MODEL_RESNET50 == (int)ZOO_resnet50,
+                   (int)SDGP_MODEL_RESNET18 == (int)ZOO_resnet18 && (int)SDGP_MODEL_RESNET50 == (int)ZOO_resnet50 &&
+                   (int)SDGP_MODEL_REGNETX400MF == (int)ZOO_regnetx400mf,
                "sdgp_model_kind must follow the rows of SDGP_MODEL_ZOO");
 
 int sdgp_model_zoo_count(void) { return ZOO_COUNT; }

@@ -18,6 +18,9 @@
       "64/128/256/512 channels x width")                                                                         \
     X(resnet50, 224, 224, 3,                                                                                        \
       "torchvision's ResNet-50 (Bottleneck, stride in the 3x3 conv) with the ImageNet stem: 7x7 stride-2 conv, "    \
-      "3x3 stride-2 max pool; 64/128/256/512 (x4) channels x width")
+      "3x3 stride-2 max pool; 64/128/256/512 (x4) channels x width")                                              \
+    X(regnetx400mf, 224, 224, 3,                                                                                    \
+      "torchvision's RegNetX-400MF: 3x3 stride-2 stem, 1/2/7/12 bottleneck blocks of grouped 3x3 convs (group "     \
+      "width 16); 32/64/160/400 channels x width, multiples of 16")
 
 #endif

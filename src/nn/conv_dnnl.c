@@ -58,6 +58,7 @@ static void threads_leave(int threads, int saved) {
 static sdgp_status check_geom(const sdgp_conv_geom *g, sdgp_error *err) {
     sdgp_conv_geom chk;
     sdgp_status st = sdgp_conv_geom_init(&chk, g->B, g->H, g->W, g->Cin, g->Cout, g->kh, g->kw, g->stride, g->pad, err);
+    if (st == SDGP_OK) st = sdgp_conv_geom_set_groups(&chk, g->groups, err);
     if (st != SDGP_OK) return st;
     if (chk.Ho != g->Ho || chk.Wo != g->Wo)
         return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create: output %dx%d does not match the geometry (expected %dx%d)",
@@ -71,6 +72,7 @@ static sdgp_status check_geom(const sdgp_conv_geom *g, sdgp_error *err) {
  * positions (5x5 outputs use 25 of 64: 15 % slower), and wins elsewhere (14x14: 1.2-1.4x,
  * 32x32 and 4x4-16x16 with 128-512 channels: 2-2.5x). */
 static int winograd_pays(const sdgp_conv_geom *g) {
+    if (g->groups > 1) return 0; /* oneDNN has no grouped Winograd kernel */
     int64_t tiles = (int64_t)((g->Ho + 3) / 4) * ((g->Wo + 3) / 4) * 16;
     return g->Cin >= 16 && (int64_t)g->Ho * g->Wo * 4 >= tiles * 3; /* >= 75 % of tile outputs used */
 }

@@ -37,8 +37,13 @@ static dnnl_status_t nhwc_slice(dnnl_memory_desc_t *md, int n, int c, int h, int
     return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides);
 }
 
-/* o x i of Cout x Cin OIHW weights (a slice of rows or of columns). */
-static dnnl_status_t oihw_slice(dnnl_memory_desc_t *md, int o, int i, int kh, int kw, int Cin) {
+/* o x i of Cout x Cin OIHW weights (a slice of rows or of columns); a grouped conv (never sliced):
+ * its Cout x Cin/G OIHW weights as oneDNN's G x Cout/G x Cin/G x kh x kw. */
+static dnnl_status_t oihw_slice(dnnl_memory_desc_t *md, int o, int i, int kh, int kw, int Cin, int G) {
+    if (G > 1) {
+        dnnl_dims_t dims = {G, o / G, i / G, kh, kw};
+        return dnnl_memory_desc_init_by_tag(md, 5, dims, dnnl_f32, dnnl_goihw);
+    }
     dnnl_dims_t dims = {o, i, kh, kw}, strides = {(dnnl_dim_t)Cin * kh * kw, (dnnl_dim_t)kh * kw, kw, 1};
     return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides);
 }
@@ -120,7 +125,7 @@ static sdgp_status plan_pds(conv_pass *p, pass_pds *q, const conv_ctx *ctx, cons
     dnnl_primitive_attr_t attr = NULL, add_attr = NULL;
     dnnl_post_ops_t sum = NULL;
     sdgp_status st;
-    if ((st = conv_dnnl_ok(dnnl_memory_desc_init_by_tag(&wany, 4, md_w->dims, dnnl_f32, dnnl_format_tag_any), err,
+    if ((st = conv_dnnl_ok(dnnl_memory_desc_init_by_tag(&wany, md_w->ndims, md_w->dims, dnnl_f32, dnnl_format_tag_any), err,
                            "weights desc")) ||
         (wino && ((st = conv_dnnl_ok(dnnl_memory_desc_init_by_tag(&xa, 4, md_x->dims, dnnl_f32, dnnl_format_tag_any),
                                      err, "src desc")) ||
@@ -231,7 +236,7 @@ static sdgp_status pass_build(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo 
     sdgp_status st;
     if ((st = conv_dnnl_ok(nhwc_slice(&md_x, chunk, ci, g->H, g->W, g->Cin), err, "src desc")) ||
         (st = conv_dnnl_ok(nhwc_slice(&md_y, chunk, co, g->Ho, g->Wo, g->Cout), err, "dst desc")) ||
-        (st = conv_dnnl_ok(oihw_slice(&md_w, co, ci, g->kh, g->kw, g->Cin), err, "weights desc")) ||
+        (st = conv_dnnl_ok(oihw_slice(&md_w, co, ci, g->kh, g->kw, g->Cin, g->groups), err, "weights desc")) ||
         (st = conv_dnnl_ok(dnnl_memory_desc_init_by_tag(&md_b, 1, db, dnnl_f32, dnnl_x), err, "bias desc")) ||
         (st = plan_pds(p, &q, ctx, &md_x, &md_y, &md_w, &md_b, err)))
         goto done;
@@ -278,6 +283,9 @@ sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo alg
     const sdgp_conv_geom *g = &ctx->g;
     const int B = g->B, wide = p->pass == SDGP_CONV_BACKWARD_DATA ? g->Cin : g->Cout;
     if (algo == SDGP_CONV_DIRECT) return pass_build_any(p, ctx, SDGP_CONV_DIRECT, B, 1, err);
+    if (g->groups > 1)
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "conv: oneDNN has no Winograd kernel for grouped convolutions (groups=%d)",
+                         g->groups);
     split cand[64]; /* 50 for 16 calls */
     int n = 0;
     for (int chunks = 1; chunks <= 16; chunks++)
