@@ -438,6 +438,55 @@ TEST_CASE(checkpoint_keeps_kernel_choice) {
     sdgp_model_destroy(b);
 }
 
+/* --sparse-kernel fastest: every pruned layer ends on a sparse kernel or unpruned ('u', its exact
+ * dL/dO: the dz hook sees dz itself and the layer reports pruned = 0), never pruned into the dense
+ * kernel; a 'u' choice survives a checkpoint; a step trains. */
+static int hook_same; /* 1 while every unpruned layer's dz_used == dz */
+static void same_hook(void *ctx, int conv, const float *dz, const float *used, int64_t rows, int C) {
+    const sdgp_model *m = ctx;
+    (void)rows, (void)C;
+    if (!sdgp_model_conv_info(m, conv)->pruned && used != dz) hook_same = 0;
+}
+
+TEST_CASE(sparse_fastest_prunes_only_where_sparse) {
+    sdgp_model_config c = small_config(8);
+    c.prune = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4);
+    c.sparse = SDGP_SPARSE_FASTEST;
+    sdgp_model *a;
+    sdgp_error err;
+    REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK, "%s", err.msg);
+    char choice[16];
+    sdgp_model_sparse_choice(a, choice, sizeof choice);
+    CHECK(choice[0] == '-' && strchr("swu", choice[1]) && !strchr(choice, 'd'), "fastest: %s", choice);
+    REQUIRE(sdgp_model_set_sparse_choice(a, "-u", &err) == SDGP_OK, "%s", err.msg);
+    CHECK(!sdgp_model_conv_info(a, 1)->pruned && !strcmp(sdgp_model_conv_info(a, 1)->bwd_kernel, "unpruned"), "u: not pruned");
+    size_t n = (size_t)c.batch * c.height * c.width_px * c.channels;
+    float *x = test_xmalloc(n * sizeof(float)), *dl = test_xmalloc((size_t)c.batch * c.num_classes * sizeof(float));
+    test_fill_normal(x, n, 5);
+    test_fill_normal(dl, (size_t)c.batch * c.num_classes, 6);
+    hook_same = 1;
+    sdgp_model_set_dz_hook(a, same_hook, a);
+    sdgp_model_forward(a, x, 1);
+    CHECK(sdgp_model_backward(a, dl, 0, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(hook_same, "an unpruned layer's data gradient uses dL/dO itself");
+    char path[256];
+    tmp_path(path, sizeof path, "fastest.safetensors");
+    sdgp_train_config tc = sdgp_train_config_default();
+    sdgp_checkpoint_state st = {0};
+    sdgp_model *b;
+    REQUIRE(sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
+    REQUIRE(sdgp_checkpoint_save(path, a, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
+    REQUIRE(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    CHECK(strcmp(choice, "-u") == 0, "restored choice: %s", choice);
+    unlink(path);
+    free(x), free(dl);
+    sdgp_model_destroy(a);
+    sdgp_model_destroy(b);
+    c.sparse = (sdgp_sparse_mode)7;
+    CHECK(sdgp_model_create(&a, &c, &err) == SDGP_ERR_INVALID, "unknown mode refused");
+}
+
 /* --sdgp-domain: the choice text names the Winograd domain, survives a checkpoint, is refused
  * where the geometry has no Winograd-domain kernel, and winograd + --sparse-kernel off is refused. */
 TEST_CASE(winograd_domain_choice) {
@@ -539,6 +588,7 @@ int main(void) {
     RUN(maxpool_strided_padded);
     RUN(resnet50_builds);
     RUN(checkpoint_keeps_kernel_choice);
+    RUN(sparse_fastest_prunes_only_where_sparse);
     RUN(winograd_domain_choice);
     RUN(prune_none_and_m_of_m_are_bitwise_dense);
     RUN(every_pruning_function_trains);

@@ -50,8 +50,13 @@ SDGP_API sdgp_status sdgp_model_kind_parse(const char *name, sdgp_model_kind *ou
 typedef enum {
     SDGP_SPARSE_AUTO = 0, /* per layer: the sparse kernel only where a start-up measurement says it is faster */
     SDGP_SPARSE_ON = 1,   /* always the sparse kernel */
-    SDGP_SPARSE_OFF = 2   /* oneDNN dense backward-data on the pruned (decompressed) tensor */
+    SDGP_SPARSE_OFF = 2,  /* oneDNN dense backward-data on the pruned (decompressed) tensor */
+    SDGP_SPARSE_FASTEST = 3 /* per layer: a sparse kernel where a start-up measurement says it beats the plain
+                               dense step, else no pruning in that layer (its exact dL/dO, oneDNN): never
+                               slower than dense, and no less exact than pruning everywhere */
 } sdgp_sparse_mode;
+/* The names, indexed by the enum and NULL-terminated: "auto", "on", "off", "fastest". */
+extern SDGP_API const char *const sdgp_sparse_mode_names[];
 
 /* Where SDGP prunes the data gradient of a 3x3 stride-1 conv (other convs: always the pixel
  * domain). PIXEL: dL/dO itself, N:M along channels at every pixel (the paper). WINOGRAD: the
@@ -176,7 +181,8 @@ SDGP_API const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i)
 SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 
 /* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'w'
- * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, '-' not pruned (e.g.
+ * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, 'u' left unpruned by
+ * SDGP_SPARSE_FASTEST, '-' not pruned (e.g.
  * "-sdwwsss"). Checkpoints store it, so a
  * resumed run uses the same kernels (their results differ in rounding) and stays bitwise exact. */
 SDGP_API void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);

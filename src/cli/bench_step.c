@@ -52,6 +52,7 @@ typedef struct {
     int batch; /* 0: each model's own batch */
     sdgp_weights_cfg weights; /* --sparse-weights, --nm-weights, --weight-groups: on the variant rows */
     sdgp_prune_cfg wgrad;     /* --prune-wgrad, --nm-wgrad: on the variant rows */
+    sdgp_sparse_mode sparse;  /* --sparse-kernel: on the variant rows (bench layers: always on) */
 } options;
 
 typedef struct {
@@ -229,6 +230,7 @@ static void usage(FILE *f, const char *cmd) {
             "  --nm-weights N:M       their pattern [2:4]; --weight-groups tap | kernel [tap]\n"
             "  --prune-wgrad FN       variant rows with the weight gradient's dL/dO pruned: none | mvue | ... [none]\n"
             "  --nm-wgrad N:M         its pattern [2:4]\n"
+            "  --sparse-kernel MODE   SDGP rows (step): auto | on | off | fastest, as in training [auto]\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
@@ -350,9 +352,9 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
                 return 0;
             }
             o->width = (float)w, i++;
-        } else if (!strcmp(a, "--sparse-weights") || !strcmp(a, "--weight-groups")) {
-            int kind = !strcmp(a, "--sparse-weights");
-            const char *const *names = kind ? sdgp_weights_kind_names : sdgp_weights_group_names;
+        } else if (!strcmp(a, "--sparse-weights") || !strcmp(a, "--weight-groups") || !strcmp(a, "--sparse-kernel")) {
+            int kind = !strcmp(a, "--sparse-weights"), mode = !strcmp(a, "--sparse-kernel");
+            const char *const *names = kind ? sdgp_weights_kind_names : mode ? sdgp_sparse_mode_names : sdgp_weights_group_names;
             int found = -1;
             for (int j = 0; names[j]; j++)
                 if (!strcmp(v, names[j])) found = j;
@@ -361,6 +363,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
                 return 0;
             }
             if (kind) o->weights.kind = (sdgp_weights_kind)found;
+            else if (mode) o->sparse = (sdgp_sparse_mode)found;
             else o->weights.group = (sdgp_weights_group)found;
             i++;
         } else if (!strcmp(a, "--nm-weights") || !strcmp(a, "--nm-wgrad")) {
@@ -478,6 +481,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 pc.prune.mask_block = (int)o.blocks[bi];
                 pc.domain = o.domains[di];
                 pc.weights = o.weights;
+                pc.sparse = o.sparse;
                 pc.prune_wgrad = o.wgrad;
                 pc.prune_wgrad.axis = SDGP_AXIS_ROW;
                 result sd;
@@ -488,10 +492,10 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 }
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
+                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
                            "\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f,%s}\n",
                            bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
-                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
+                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sdgp_sparse_mode_names[pc.sparse], sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
                            torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb, extras);
                 else
                     printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s %8.1f ms  vs our dense x%.3f  kernels %s%s", bm->name,

@@ -599,6 +599,8 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
                          wc->m, SDGP_NM_MAX_M);
     if (!(wc->lambda >= 0.0f && wc->lambda <= 1.0f))
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: SR-STE lambda %g out of range [0, 1]", (double)wc->lambda);
+    if ((unsigned)cfg->sparse > SDGP_SPARSE_FASTEST)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sparse-kernel mode %d", (int)cfg->sparse);
     if ((unsigned)cfg->domain > SDGP_DOMAIN_AUTO) return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sdgp domain %d", (int)cfg->domain);
     if (cfg->domain == SDGP_DOMAIN_WINOGRAD && cfg->sparse == SDGP_SPARSE_OFF && cfg->prune.fn != SDGP_PRUNE_NONE)
         return sdgp_fail(err, SDGP_ERR_INVALID,

@@ -97,6 +97,19 @@ static sdgp_status wino_pruned(sdgp_model *m, op *o, const float **used, sdgp_er
 }
 static void wino_destroy(void *plan) { sdgp_sparse_wino_destroy(plan); }
 
+/* ---- unpruned: --sparse-kernel fastest keeps a layer's exact dL/dO where no sparse kernel beats
+ * the plain dense step (pruning into the dense kernel would only add the pruning's cost) ---- */
+static sdgp_status unpruned_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc,
+                                double *prune_ms, sdgp_error *err) {
+    (void)pc;
+    *prune_ms = 0;
+    return sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
+}
+static sdgp_status unpruned_dz(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
+    (void)m, (void)o, (void)used, (void)err; /* *used stays dz itself */
+    return SDGP_OK;
+}
+
 static const bwd_impl impl_dense = {'d', "dense", 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, dense_run, dense_pruned, NULL};
 static const bwd_impl impl_sparse = {'s', "sparse", 1, SDGP_DOMAIN_PIXEL, ungrouped, sparse_create, sparse_run, sparse_pruned,
                                      sparse_destroy};
@@ -105,7 +118,9 @@ static const bwd_impl impl_wino = {'w', "winograd", 1, SDGP_DOMAIN_WINOGRAD, win
 
 /* In order of preference: the first supported entry is the layer's choice without tuning (so
  * --sdgp-domain winograd puts the Winograd domain first), and ties in tuning go to the earlier. */
-const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_dense, NULL};
+static const bwd_impl impl_unpruned = {'u', "unpruned", 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, unpruned_run, unpruned_dz,
+                                       NULL};
+const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_dense, &impl_unpruned, NULL};
 
 /* Whether some sparse entry of the Winograd domain can run layer o. */
 static int winograd_domain_applies(const op *o) {
@@ -123,6 +138,14 @@ static int sparse_applies(const op *o) {
 
 int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
     if (!impl->supports(o)) return 0;
+    /* fastest: a sparse kernel or no pruning at all (never pruning into the dense kernel); the
+     * other modes always prune */
+    if (m->cfg.sparse == SDGP_SPARSE_FASTEST) {
+        if (impl == &impl_dense) return 0;
+        if (impl == &impl_unpruned) return 1;
+    } else if (impl == &impl_unpruned) {
+        return 0;
+    }
     /* --sparse-kernel on: a layer no sparse kernel takes (a grouped conv) prunes into the dense one */
     if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(o)) ||
         (m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse))
@@ -145,6 +168,7 @@ void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan) {
     o->bwd = impl;
     o->bwd_plan = plan;
     o->info.sparse_kernel = impl && impl->sparse;
+    o->info.pruned = o->prune && impl != &impl_unpruned; /* fastest may leave a layer's dL/dO exact */
     o->info.bwd_kernel = impl ? impl->name : "dense";
 }
 
@@ -166,6 +190,7 @@ sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err) {
 }
 
 const char *const sdgp_prune_domain_names[] = {"pixel", "winograd", "auto", NULL};
+const char *const sdgp_sparse_mode_names[] = {"auto", "on", "off", "fastest", NULL};
 
 const char *sdgp_prune_domain_name(sdgp_prune_domain d) {
     return (unsigned)d <= SDGP_DOMAIN_AUTO ? sdgp_prune_domain_names[d] : "?";

@@ -197,7 +197,8 @@ struct bwd_impl {
     sdgp_status (*run)(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
                        sdgp_error *err);
     /* after run: *used = the pixel-domain pruned dL/dO it used (for the dz hook), NULL when its
-     * pruning is not in the pixel domain */
+     * pruning is not in the pixel domain; *used comes in as dL/dO itself (kept by an entry that
+     * does not prune) */
     sdgp_status (*pruned_dz)(sdgp_model *m, op *o, const float **used, sdgp_error *err);
     void (*destroy)(void *plan);
 };

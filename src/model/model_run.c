@@ -199,7 +199,7 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
         o->times.bwd_data_ms = now_ms() - t0 - prune_ms;
     }
     if (st == SDGP_OK && m->dz_hook) {
-        const float *used = NULL;
+        const float *used = dz;
         st = o->bwd->pruned_dz(m, o, &used, err);
         if (st == SDGP_OK) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, used, rows, o->geom.Cout);
     }

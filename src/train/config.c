@@ -53,7 +53,6 @@ typedef struct {
 static const char *const model_names[] = {SDGP_MODEL_ZOO(ZOO_NAME) NULL};
 static const char *const sched_names[] = {"reference", "step", "cosine", "constant", NULL};
 static const char *const scope_names[] = {"sample-channel", "channel", NULL};
-static const char *const sparse_names[] = {"auto", "on", "off", NULL};
 static const char *const nan_names[] = {"stop", "skip", NULL};
 static const char *const conv_algo_names[] = {"direct", "winograd", "auto", NULL};
 
@@ -96,7 +95,8 @@ static const field fields[] = {
     {"nm", F_NM, OFF(model.prune.n), 0, 0, 0, NULL, "N:M of the data-gradient pruning"},
     {"rescale-scope", F_ENUM, OFF(model.prune.scope), 0, 0, 0, scope_names, "sample-channel | channel"},
     {"prune-first-layer", F_BOOL, OFF(model.prune_first_layer), 0, 0, 1, NULL, "also prune the first conv"},
-    {"sparse-kernel", F_ENUM, OFF(model.sparse), 0, 0, 0, sparse_names, "auto | on | off"},
+    {"sparse-kernel", F_ENUM, OFF(model.sparse), 0, 0, 0, sdgp_sparse_mode_names,
+     "auto | on | off | fastest (per layer the sparse kernel where it beats dense, else that layer unpruned)"},
     {"sdgp-domain", F_ENUM, OFF(model.domain), 0, 0, 0, sdgp_prune_domain_names,
      "pixel | winograd | auto: prune dL/dO itself, or its F(2x2,3x3) transform in 3x3 layers (auto: per layer the faster)"},
     {"mask-block", F_INT, OFF(model.prune.mask_block), 0, 1, SDGP_MASK_BLOCK_MAX, NULL,

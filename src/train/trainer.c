@@ -295,7 +295,8 @@ static void report_layers(run *r) {
     for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
         const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
         /* sparse: pixel-domain kernel; winograd: Winograd-domain kernel; pruned+dense: oneDNN on the pruned tensor */
-        fprintf(r->out, " %s=%s", li->layer, !li->pruned ? "dense" : !li->sparse_kernel ? "pruned+dense" : li->bwd_kernel);
+        fprintf(r->out, " %s=%s", li->layer,
+                !li->pruned ? (li->bwd_kernel[0] == 'u' ? "unpruned" : "dense") : !li->sparse_kernel ? "pruned+dense" : li->bwd_kernel);
     }
     fprintf(r->out, "\n");
     if (r->cfg->model.prune_wgrad.fn != SDGP_PRUNE_NONE)
