@@ -116,10 +116,11 @@ static const bwd_impl impl_sparse = {'s', "sparse", 1, SDGP_DOMAIN_PIXEL, ungrou
 static const bwd_impl impl_wino = {'w', "winograd", 1, SDGP_DOMAIN_WINOGRAD, wino_supports, wino_create, wino_run, wino_pruned,
                                    wino_destroy};
 
-/* In order of preference: the first supported entry is the layer's choice without tuning (so
- * --sdgp-domain winograd puts the Winograd domain first), and ties in tuning go to the earlier. */
 static const bwd_impl impl_unpruned = {'u', "unpruned", 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, unpruned_run, unpruned_dz,
                                        NULL};
+
+/* In order of preference: the first supported entry is the layer's choice without tuning (so
+ * --sdgp-domain winograd puts the Winograd domain first), and ties in tuning go to the earlier. */
 const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_dense, &impl_unpruned, NULL};
 
 /* Whether some sparse entry of the Winograd domain can run layer o. */
