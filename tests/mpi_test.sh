@@ -48,6 +48,9 @@ SP="--prune magnitude --nm 2:4 --sparse-kernel on --max-steps 6"
 expect 0 "test accuracy" -- $MPI "$SDGP" $SMALL $SP --checkpoint "$T/rep_a.st"
 expect 0 "test accuracy" -- $MPI "$SDGP" $SMALL $SP --checkpoint "$T/rep_b.st"
 expect 0 "0 differ" -- "$DIFF" "$T/rep_a.st" "$T/rep_b.st"
+#    --allreduce end (blocking sums after backward) sums the same buckets: bitwise the same for 2 ranks
+expect 0 "test accuracy" -- $MPI "$SDGP" $SMALL $SP --allreduce end --checkpoint "$T/rep_end.st"
+expect 0 "0 differ" -- "$DIFF" "$T/rep_a.st" "$T/rep_end.st"
 
 # 4. resume: K = 2 from its own step-4 checkpoint is bitwise the uninterrupted run; under K = 1 it
 #    continues within rounding; a K = 1 checkpoint continues under K = 2 likewise

@@ -56,6 +56,10 @@ typedef struct {
      * error on every process. Not a setting: it is not saved in checkpoints. */
     const sdgp_dist *dist;
     int sync_bn;                  /* with dist: BatchNorm statistics of the global batch (default: per process) */
+    int allreduce_at_end;         /* with dist: one blocking allreduce per bucket after backward instead of
+                                     non-blocking ones started during it (same sums, bitwise for 2
+                                     processes); cheaper where the transfer is the CPU's own copying (one
+                                     machine: docs/scaling.md) */
 } sdgp_train_config;
 
 /* The reference recipe scaled to 15 epochs, ResNet-9 width 0.25, Fashion-MNIST from

@@ -55,6 +55,7 @@ static const char *const sched_names[] = {"reference", "step", "cosine", "consta
 static const char *const scope_names[] = {"sample-channel", "channel", NULL};
 static const char *const nan_names[] = {"stop", "skip", NULL};
 static const char *const conv_algo_names[] = {"direct", "winograd", "auto", NULL};
+static const char *const allreduce_names[] = {"overlap", "end", NULL}; /* indexed by allreduce_at_end */
 
 #define OFF(member) offsetof(sdgp_train_config, member)
 #define SZ(member) sizeof(((sdgp_train_config *)0)->member)
@@ -90,6 +91,8 @@ static const field fields[] = {
     {"log", F_STRING, OFF(log), SZ(log), 0, 0, NULL, "JSON lines log, one object per epoch"},
     {"grad-stats", F_INT, OFF(grad_stats_every), 0, 0, 1000000000, NULL, "every k steps: per-layer dL/dD error vs dense (0: off)"},
     {"sync-bn", F_BOOL, OFF(sync_bn), 0, 0, 1, NULL, "MPI ranks: BatchNorm statistics of the global batch (off: per rank)"},
+    {"allreduce", F_ENUM, OFF(allreduce_at_end), 0, 0, 0, allreduce_names,
+     "overlap | end: MPI gradient sums started during backward, or all after it (cheaper on one machine)"},
     {"on-nan", F_ENUM, OFF(on_nan), 0, 0, 0, nan_names, "stop | skip: NaN/Inf in the loss or a gradient"},
     {"prune", F_PRUNE_FN, OFF(model.prune.fn), 0, 0, 0, NULL, "none | random | magnitude | rescaled | mvue | mvue-approx"},
     {"nm", F_NM, OFF(model.prune.n), 0, 0, 0, NULL, "N:M of the data-gradient pruning"},

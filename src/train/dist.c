@@ -35,6 +35,7 @@ struct grad_sync {
     int nb;
     int *of_param;          /* parameter -> bucket (-1: not trainable) */
     int started, finished;  /* buckets [0, started) started this step, [0, finished) complete */
+    int at_end;             /* --allreduce end: blocking sums after backward, nothing in the hook */
     sdgp_status st;         /* the first failure inside a hook, returned by grad_sync_end */
     sdgp_error err;
     grad_sync_stats stats;
@@ -64,7 +65,7 @@ static void start_ready(grad_sync *g, int all) {
 static void on_grad(void *ctx, int param) {
     grad_sync *g = ctx;
     int k = param >= 0 && param < sdgp_model_param_count(g->m) ? g->of_param[param] : -1;
-    if (k < 0) return;
+    if (k < 0 || g->at_end) return;
     double t0 = train_now();
     g->b[k].ready++;
     start_ready(g, 0);
@@ -79,6 +80,9 @@ void grad_sync_begin(grad_sync *g) {
 
 sdgp_status grad_sync_end(grad_sync *g, sdgp_error *err) {
     double t0 = train_now();
+    for (int k = 0; g->at_end && k < g->nb && g->st == SDGP_OK; k++) /* the buckets in the same order */
+        g->st = g->d->allreduce(g->d->ctx, g->b[k].buf, g->b[k].count, SDGP_DIST_FLOAT, &g->err);
+    if (g->at_end) g->started = g->nb;
     start_ready(g, 1); /* parameters the hook never reported (none in our models) */
     for (int k = g->finished; k < g->started && g->st == SDGP_OK; k++) {
         if (!g->b[k].req) continue;
@@ -130,7 +134,7 @@ static double blocking_allreduce_ms(grad_sync *g, sdgp_error *err) {
     return t[2] < lo ? lo : t[2] > hi ? hi : t[2];
 }
 
-sdgp_status grad_sync_create(grad_sync **out, sdgp_model *m, const sdgp_dist *d, sdgp_error *err) {
+sdgp_status grad_sync_create(grad_sync **out, sdgp_model *m, const sdgp_dist *d, int at_end, sdgp_error *err) {
     int np = sdgp_model_param_count(m);
     grad_sync *g = calloc(1, sizeof *g);
     if (g) g->of_param = malloc((size_t)(np + 1) * sizeof(int));
@@ -142,6 +146,7 @@ sdgp_status grad_sync_create(grad_sync **out, sdgp_model *m, const sdgp_dist *d,
     }
     g->d = d;
     g->m = m;
+    g->at_end = at_end;
     /* from the last parameter back: the order in which backward finishes them */
     const float *end = NULL;
     for (int i = np - 1; i >= 0; i--) {

@@ -25,7 +25,8 @@ typedef struct {
     double inflight_s;      /* summed over buckets: from start until seen complete */
 } grad_sync_stats;
 
-sdgp_status grad_sync_create(grad_sync **out, sdgp_model *m, const sdgp_dist *d, sdgp_error *err);
+/* at_end: the sums after backward (--allreduce end), else started from the gradient hook. */
+sdgp_status grad_sync_create(grad_sync **out, sdgp_model *m, const sdgp_dist *d, int at_end, sdgp_error *err);
 void grad_sync_destroy(grad_sync *g);
 /* Before a backward: no bucket started. */
 void grad_sync_begin(grad_sync *g);

@@ -190,7 +190,7 @@ static sdgp_status setup_dist(run *r, int64_t start_step, sdgp_error *err) {
     sdgp_status st = dist_share_kernels(r->d, r->model, err);
     if (st == SDGP_OK) st = dist_check_config(r->d, r->cfg, &r->train, r->model, start_step, err);
     if (st == SDGP_OK && r->cfg->sync_bn) st = sdgp_model_set_bn_dist(r->model, r->d, err);
-    if (st == SDGP_OK) st = grad_sync_create(&r->gs, r->model, r->d, err);
+    if (st == SDGP_OK) st = grad_sync_create(&r->gs, r->model, r->d, r->cfg->allreduce_at_end, err);
     return st;
 }
 
