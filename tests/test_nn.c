@@ -572,6 +572,14 @@ TEST_CASE(sparse_weights_by_hand) {
     const float wantg[8] = {0, 0, 0, 0.5f, 0.5f, 0, 0, 0};
     CHECK(test_bitwise_equal(g, wantg, sizeof g), "SR-STE term: lambda (1 - mask) w");
 
+    /* a NaN weight ranks first and stays NaN in both forms (the trainer's checks then see it) */
+    const float wn[4] = {1.0f, NAN, 0.5f, 0.25f};
+    float sn[4];
+    sdgp_weights_project(sn, wn, 1, 4, 1, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_TAP, 2, 4, 1.0f);
+    CHECK(isnan(sn[1]) && sn[0] == 0.5f && sn[2] == 0 && sn[3] == 0, "NaN, tap: %g %g %g %g", sn[0], sn[1], sn[2], sn[3]);
+    sdgp_weights_project(sn, wn, 1, 4, 1, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_KERNEL, 2, 4, 1.0f);
+    CHECK(isnan(sn[1]), "NaN, kernel");
+
     /* n == m and DENSE: the weights times the scale */
     float id[8];
     sdgp_weights_project(id, k, 1, 4, 2, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_KERNEL, 4, 4, 1.0f);

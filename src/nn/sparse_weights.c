@@ -51,7 +51,7 @@ void sdgp_weights_project(float *out, const float *w, int cout, int cin, int tap
                     for (int i = 0; i < m; i++) {
                         size_t at = (size_t)(g + i) * taps + t;
                         float v = wo[at], kept = 0.0f;
-                        if (keep[i]) kept = !sste ? v : copysignf(fmaxf(fabsf(v) - th, 0.0f), v);
+                        if (keep[i]) kept = !sste || isnan(v) ? v : copysignf(fmaxf(fabsf(v) - th, 0.0f), v);
                         oo[at] = scale * kept;
                     }
                 }
