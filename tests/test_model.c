@@ -536,7 +536,8 @@ TEST_CASE(config_table_round_trips) {
     CHECK(sdgp_train_config_set(&c, "prune", "rescaled", &err) == SDGP_OK, "prune");
     CHECK(sdgp_train_config_set(&c, "lr", "fast", &err) == SDGP_ERR_INVALID && strstr(err.msg, "fast"), "%s", err.msg);
     CHECK(sdgp_train_config_set(&c, "epochs", "0", &err) == SDGP_ERR_INVALID && strstr(err.msg, "range"), "%s", err.msg);
-    CHECK(sdgp_train_config_set(&c, "nm", "5:4", &err) == SDGP_ERR_INVALID, "5:4");
+    CHECK(sdgp_train_config_set(&c, "nm", "5:4", &err) == SDGP_ERR_INVALID && strstr(err.msg, "nm: N:M '5:4': n=5"),
+          "names the field and the text: %s", err.msg);
     CHECK(sdgp_train_config_set(&c, "bogus", "1", &err) == SDGP_ERR_INVALID && strstr(err.msg, "bogus"), "%s", err.msg);
     char v[1100];
     for (int i = 0; i < sdgp_train_config_field_count(); i++) {

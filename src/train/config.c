@@ -176,7 +176,11 @@ static sdgp_status set_field(const field *f, sdgp_train_config *cfg, const char 
     case F_NM: {
         int n, m;
         sdgp_status st = sdgp_nm_parse(value, &n, &m, err);
-        if (st != SDGP_OK) return sdgp_fail(err, st, "%s: %s", f->name, err ? err->msg : value);
+        if (st != SDGP_OK) { /* the message is err's own: copy it before sdgp_fail writes err */
+            char why[SDGP_ERROR_MSG_LEN];
+            snprintf(why, sizeof why, "%s", err ? err->msg : value);
+            return sdgp_fail(err, st, "%s: %s", f->name, why);
+        }
         int *nm = (int *)(void *)base; /* sdgp_prune_cfg's `int n, m;` */
         nm[0] = n;
         nm[1] = m;
