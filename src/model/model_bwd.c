@@ -12,16 +12,12 @@
  *             (src/kernels/spwino.c): a different estimator of dL/dD, only under --sdgp-domain
  *             winograd or auto. */
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "model/model_internal.h"
 #include "sdgp/sparse.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
+static double now_ms(void) { return 1e3 * sdgp_now_s(); }
 
 /* The pixel-domain pruning into the dense tensor (scratch2) or the compressed one (m->nm). */
 static sdgp_status prune_pixels(sdgp_model *m, const op *o, const float *dz, const sdgp_prune_cfg *pc, int compressed,

@@ -3,16 +3,12 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "model/model_internal.h"
 #include "sdgp/nn.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
+static double now_ms(void) { return 1e3 * sdgp_now_s(); }
 
 /* ---- forward ---- */
 

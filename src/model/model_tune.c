@@ -7,22 +7,17 @@
  * best of each, so a noisy neighbour hurts all alike. */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "model/model_internal.h"
 
 #define TUNE_REPS 5
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double time_impl(sdgp_model *m, op *o, float *dx, const float *dz, sdgp_status *st, sdgp_error *err) {
-    double t0 = now_s();
+    double t0 = sdgp_now_s();
     *st = model_conv_backward_data(m, o, dx, dz, 0, err);
-    return now_s() - t0;
+    return sdgp_now_s() - t0;
 }
 
 /* One layer: every allowed implementation, interleaved repetitions, the best time of each. */

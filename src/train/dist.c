@@ -3,15 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "train/train_internal.h"
-
-double train_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- gradient buckets ---- */
 
@@ -49,7 +42,7 @@ static void progress(grad_sync *g) {
         g->st = g->d->test(g->d->ctx, g->b[k].req, &done, &g->err);
         if (!done) break; /* in order: later ones are rarely ahead, and the next hook call looks again */
         g->b[k].req = NULL;
-        g->stats.inflight_s += train_now() - g->b[k].t_start;
+        g->stats.inflight_s += sdgp_now_s() - g->b[k].t_start;
         g->finished = k + 1;
     }
 }
@@ -57,7 +50,7 @@ static void progress(grad_sync *g) {
 static void start_ready(grad_sync *g, int all) {
     while (g->started < g->nb && g->st == SDGP_OK && (all || g->b[g->started].ready == g->b[g->started].need)) {
         bucket *b = &g->b[g->started++];
-        b->t_start = train_now();
+        b->t_start = sdgp_now_s();
         g->st = g->d->iallreduce(g->d->ctx, b->buf, b->count, SDGP_DIST_FLOAT, &b->req, &g->err);
     }
 }
@@ -66,11 +59,11 @@ static void on_grad(void *ctx, int param) {
     grad_sync *g = ctx;
     int k = param >= 0 && param < sdgp_model_param_count(g->m) ? g->of_param[param] : -1;
     if (k < 0 || g->at_end) return;
-    double t0 = train_now();
+    double t0 = sdgp_now_s();
     g->b[k].ready++;
     start_ready(g, 0);
     progress(g);
-    g->stats.exposed_s += train_now() - t0;
+    g->stats.exposed_s += sdgp_now_s() - t0;
 }
 
 void grad_sync_begin(grad_sync *g) {
@@ -79,7 +72,7 @@ void grad_sync_begin(grad_sync *g) {
 }
 
 sdgp_status grad_sync_end(grad_sync *g, sdgp_error *err) {
-    double t0 = train_now();
+    double t0 = sdgp_now_s();
     for (int k = 0; g->at_end && k < g->nb && g->st == SDGP_OK; k++) /* the buckets in the same order */
         g->st = g->d->allreduce(g->d->ctx, g->b[k].buf, g->b[k].count, SDGP_DIST_FLOAT, &g->err);
     if (g->at_end) g->started = g->nb;
@@ -88,10 +81,10 @@ sdgp_status grad_sync_end(grad_sync *g, sdgp_error *err) {
         if (!g->b[k].req) continue;
         g->st = g->d->wait(g->d->ctx, g->b[k].req, &g->err);
         g->b[k].req = NULL;
-        g->stats.inflight_s += train_now() - g->b[k].t_start;
+        g->stats.inflight_s += sdgp_now_s() - g->b[k].t_start;
     }
     g->finished = g->started;
-    double t = train_now() - t0;
+    double t = sdgp_now_s() - t0;
     g->stats.exposed_s += t;
     g->stats.wait_s += t;
     g->stats.steps++;
@@ -123,12 +116,12 @@ static double blocking_allreduce_ms(grad_sync *g, sdgp_error *err) {
     for (int r = 0; r < 3; r++) {
         double sync = 0; /* a tiny allreduce first, so the time leaves out the ranks' arrival skew */
         if (g->d->allreduce(g->d->ctx, &sync, 1, SDGP_DIST_DOUBLE, err) != SDGP_OK) return -1;
-        double t0 = train_now();
+        double t0 = sdgp_now_s();
         for (int k = 0; k < g->nb; k++) {
             sdgp_status st = g->d->allreduce(g->d->ctx, g->b[k].buf, g->b[k].count, SDGP_DIST_FLOAT, err);
             if (st != SDGP_OK) return -1;
         }
-        t[r] = 1e3 * (train_now() - t0);
+        t[r] = 1e3 * (sdgp_now_s() - t0);
     }
     double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
     return t[2] < lo ? lo : t[2] > hi ? hi : t[2];

@@ -3,10 +3,8 @@
 #ifndef SDGP_TRAIN_INTERNAL_H
 #define SDGP_TRAIN_INTERNAL_H
 
+#include "core/clock.h"
 #include "sdgp/train.h"
-
-/* Monotonic wall clock in seconds (the trainer's one clock). */
-double train_now(void);
 
 /* Weight gradients summed over processes in buckets: runs of consecutive trainable parameters
  * (contiguous in the gradient arena), taken from the last parameter backwards, as backward

@@ -152,15 +152,15 @@ static void log_comm(run *r, const sdgp_train_result *res, double elapsed) {
 
 static sdgp_status end_of_epoch(run *r, int64_t step, int epoch, double train_loss, double lr, sdgp_train_result *res,
                                 sdgp_error *err) {
-    double test_loss, test_acc, t0 = train_now();
+    double test_loss, test_acc, t0 = sdgp_now_s();
     sdgp_status st = SDGP_OK;
     if (r->d && !r->cfg->sync_bn) st = dist_share_bn_stats(r->d, r->model, err); /* evaluate with rank 0's */
     if (st == SDGP_OK)
         st = evaluate_dist(r->model, &r->test, &r->aug, r->cfg->tta, r->cfg->label_smoothing, r->d, &test_loss,
                            &test_acc, err);
     if (st != SDGP_OK) return st;
-    double elapsed = train_now() - r->t_start;
-    r->t_eval += train_now() - t0;
+    double elapsed = sdgp_now_s() - r->t_start;
+    r->t_eval += sdgp_now_s() - t0;
     double ips = (double)res->steps * r->cfg->model.batch / (elapsed > 0 ? elapsed : 1);
     if (r->log) {
         fprintf(r->log,
@@ -321,7 +321,7 @@ sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FIL
     }
     report_layers(&r);
     const int B = cfg->model.batch, K = r.train.num_classes;
-    r.t_start = train_now();
+    r.t_start = sdgp_now_s();
     double lr = 0;
     for (int64_t step = state.step; step < r.end_step; step++) {
         const float *x;
@@ -364,7 +364,7 @@ sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FIL
         res->steps++;
         int64_t done = step + 1;
         if (cfg->progress && !cfg->quiet && r.lead && (done % 5 == 0)) {
-            double el = train_now() - r.t_start, ips = (double)res->steps * B / el;
+            double el = sdgp_now_s() - r.t_start, ips = (double)res->steps * B / el;
             double eta = (double)(r.end_step - done) * B / (ips > 0 ? ips : 1);
             fprintf(r.out, "\r\033[Kepoch %lld/%d  step %lld/%lld  loss %.4f  %.0f img/s  ETA %dm%02ds",
                     (long long)(step / r.spe + 1), cfg->epochs, (long long)done, (long long)r.end_step,
