@@ -171,13 +171,13 @@ static int open_checkpoint(opened_checkpoint *oc, const char *path, int argc, ch
     }
     char *train_argv[256]; /* argv without the command's own flag and its value */
     int train_argc = 0;
-    for (int i = 0; i < argc && train_argc < 256; i++) {
-        if (own_flag && i > 0 && !strcmp(argv[i], own_flag)) i++;
-        else train_argv[train_argc++] = argv[i];
-    }
     if (argc > 256) {
         fprintf(stderr, "sdgp: too many arguments (%d)\n", argc);
         return 2;
+    }
+    for (int i = 0; i < argc; i++) {
+        if (own_flag && i > 0 && !strcmp(argv[i], own_flag)) i++;
+        else train_argv[train_argc++] = argv[i];
     }
     if (cli_apply_train_flags(&oc->cfg, train_argc, train_argv, NULL)) return 2;
     if (oc->cfg.model.threads > 0) omp_set_num_threads(oc->cfg.model.threads);
@@ -203,6 +203,12 @@ static int open_checkpoint(opened_checkpoint *oc, const char *path, int argc, ch
 static void close_checkpoint(opened_checkpoint *oc) {
     sdgp_model_destroy(oc->model);
     sdgp_dataset_free(&oc->test);
+}
+
+/* Whether name ends with suffix. */
+static int ends_with(const char *name, const char *suffix) {
+    size_t n = strlen(name), s = strlen(suffix);
+    return n > s && !strcmp(name + n - s, suffix);
 }
 
 /* The value of --flag in argv, or NULL. */
@@ -272,19 +278,20 @@ int sdgp_cmd_export(int argc, char **argv) {
     }
     for (int i = 0; !rc && i < np; i++) {
         const sdgp_param *p = sdgp_model_param(oc.model, i);
-        size_t len = strlen(p->name);
-        if (len > 10 && !strcmp(p->name + len - 10, ".sste_beta")) continue; /* folded into W~ */
+        if (ends_with(p->name, ".sste_beta")) continue; /* folded into W~ */
         t[nt] = (sdgp_st_tensor){p->name, SDGP_DT_F32, p->ndim, {0}, sdgp_model_param_used(oc.model, i)};
         memcpy(t[nt].shape, p->shape, sizeof p->shape);
         nt++;
-        if (len > 13 && !strcmp(p->name + len - 13, ".running_mean")) {
-            snprintf(names[i], sizeof names[i], "%.*s.num_batches_tracked", (int)(len - 13), p->name);
+        if (ends_with(p->name, ".running_mean")) {
+            snprintf(names[i], sizeof names[i], "%.*s.num_batches_tracked", (int)(strlen(p->name) - strlen(".running_mean")),
+                     p->name);
             t[nt++] = (sdgp_st_tensor){names[i], SDGP_DT_I64, 0, {0}, &steps};
         }
     }
     if (!rc) {
         char step[32], sparse[64], mean[160] = "", std[160] = "";
-        for (int c = 0; c < oc.test.c && c < 8; c++) { /* what an input pixel v becomes: (v/255 - mean) / std */
+        const int nmean = (int)(sizeof oc.state.mean / sizeof oc.state.mean[0]);
+        for (int c = 0; c < oc.test.c && c < nmean; c++) { /* what an input pixel v becomes: (v/255 - mean) / std */
             snprintf(mean + strlen(mean), sizeof mean - strlen(mean), "%s%.9g", c ? "," : "", (double)oc.state.mean[c]);
             snprintf(std + strlen(std), sizeof std - strlen(std), "%s%.9g", c ? "," : "", (double)oc.state.std[c]);
         }
