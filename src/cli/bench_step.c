@@ -50,10 +50,20 @@ typedef struct {
     long blocks[8]; /* --mask-block list, each measured in the same run */
     int n_blocks;
     int batch; /* 0: each model's own batch */
-    sdgp_weights_cfg weights; /* --sparse-weights, --nm-weights, --weight-groups: on the variant rows */
-    sdgp_prune_cfg wgrad;     /* --prune-wgrad, --nm-wgrad: on the variant rows */
-    sdgp_sparse_mode sparse;  /* --sparse-kernel: on the variant rows (bench layers: always on) */
+    /* --sparse-weights, --nm-weights, --weight-groups, --prune-wgrad, --nm-wgrad, --sparse-kernel: parsed by
+     * the training configuration's table (the same names, values and messages as `sdgp train`); the
+     * variant rows take their weights, prune_wgrad and sparse (bench layers: sparse kernel always on) */
+    sdgp_train_config train;
 } options;
+
+static const char *const train_flags[] = {"--sparse-weights", "--nm-weights", "--weight-groups", "--prune-wgrad",
+                                          "--nm-wgrad", "--sparse-kernel", NULL};
+
+static int is_train_flag(const char *a) {
+    for (int i = 0; train_flags[i]; i++)
+        if (!strcmp(a, train_flags[i])) return 1;
+    return 0;
+}
 
 typedef struct {
     double ms, rss_mb;
@@ -288,8 +298,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->n_domains = 1;
     o->blocks[0] = sdgp_model_config_default().prune.mask_block;
     o->n_blocks = 1;
-    o->weights = sdgp_model_config_default().weights;
-    o->wgrad = sdgp_model_config_default().prune_wgrad;
+    o->train = sdgp_train_config_default();
     if (layers) o->fns[o->n_fns++] = SDGP_PRUNE_MAGNITUDE;
     const char *nm_list = "2:4,1:4,2:8,4:32";
     for (int i = 1; i < argc; i++) {
@@ -352,30 +361,9 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
                 return 0;
             }
             o->width = (float)w, i++;
-        } else if (!strcmp(a, "--sparse-weights") || !strcmp(a, "--weight-groups") || !strcmp(a, "--sparse-kernel")) {
-            int kind = !strcmp(a, "--sparse-weights"), mode = !strcmp(a, "--sparse-kernel");
-            const char *const *names = kind ? sdgp_weights_kind_names : mode ? sdgp_sparse_mode_names : sdgp_weights_group_names;
-            int found = -1;
-            for (int j = 0; names[j]; j++)
-                if (!strcmp(v, names[j])) found = j;
-            if (found < 0) {
-                fprintf(stderr, "sdgp: %s: unknown value '%s'\n", a, v);
-                return 0;
-            }
-            if (kind) o->weights.kind = (sdgp_weights_kind)found;
-            else if (mode) o->sparse = (sdgp_sparse_mode)found;
-            else o->weights.group = (sdgp_weights_group)found;
-            i++;
-        } else if (!strcmp(a, "--nm-weights") || !strcmp(a, "--nm-wgrad")) {
-            int *nm = !strcmp(a, "--nm-weights") ? &o->weights.n : &o->wgrad.n; /* n, m in this order in both */
-            if (sdgp_nm_parse(v, &nm[0], &nm[1], &err) != SDGP_OK) {
-                fprintf(stderr, "sdgp: %s: %s\n", a, err.msg);
-                return 0;
-            }
-            i++;
-        } else if (!strcmp(a, "--prune-wgrad")) {
-            if (sdgp_prune_fn_parse(v, &o->wgrad.fn, &err) != SDGP_OK) {
-                fprintf(stderr, "sdgp: --prune-wgrad: %s\n", err.msg);
+        } else if (is_train_flag(a)) {
+            if (sdgp_train_config_set(&o->train, a + 2, v, &err) != SDGP_OK) {
+                fprintf(stderr, "sdgp: %s\n", err.msg);
                 return 0;
             }
             i++;
@@ -466,11 +454,13 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         fflush(stdout);
         /* Variant rows: each SDGP function x n:m x domain x block, all with the --sparse-weights and
          * --prune-wgrad settings; without --prune but with those, one row of them alone. */
-        int other = o.weights.kind != SDGP_WEIGHTS_DENSE || o.wgrad.fn != SDGP_PRUNE_NONE;
+        const sdgp_weights_cfg *wc = &o.train.model.weights;
+        const sdgp_prune_cfg *wg = &o.train.model.prune_wgrad;
+        int other = wc->kind != SDGP_WEIGHTS_DENSE || wg->fn != SDGP_PRUNE_NONE;
         char extras[96];
         snprintf(extras, sizeof extras, "\"sparse_weights\":\"%s %d:%d %s\",\"prune_wgrad\":\"%s %d:%d\"",
-                 sdgp_weights_kind_names[o.weights.kind], o.weights.n, o.weights.m, sdgp_weights_group_names[o.weights.group],
-                 sdgp_prune_fn_name(o.wgrad.fn), o.wgrad.n, o.wgrad.m);
+                 sdgp_weights_kind_names[wc->kind], wc->n, wc->m, sdgp_weights_group_names[wc->group],
+                 sdgp_prune_fn_name(wg->fn), wg->n, wg->m);
         if (o.n_fns == 0 && other) o.fns[o.n_fns++] = SDGP_PRUNE_NONE;
         for (int f = 0; f < o.n_fns; f++)
             for (int q = 0; q < (o.fns[f] == SDGP_PRUNE_NONE ? 1 : o.n_nm * o.n_domains * o.n_blocks); q++) {
@@ -480,10 +470,9 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
                 pc.prune.mask_block = (int)o.blocks[bi];
                 pc.domain = o.domains[di];
-                pc.weights = o.weights;
-                pc.sparse = o.sparse;
-                pc.prune_wgrad = o.wgrad;
-                pc.prune_wgrad.axis = SDGP_AXIS_ROW;
+                pc.weights = *wc;
+                pc.sparse = o.train.model.sparse;
+                pc.prune_wgrad = *wg;
                 result sd;
                 if (!run_child_ours(&pc, o.steps, 0, &sd)) {
                     fprintf(stderr, "sdgp: %s %s %d:%d: %s\n", bm->name, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
