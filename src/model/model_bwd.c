@@ -119,17 +119,12 @@ static const bwd_impl impl_unpruned = {'u', "unpruned", 0, SDGP_DOMAIN_PIXEL, an
  * --sdgp-domain winograd puts the Winograd domain first), and ties in tuning go to the earlier. */
 const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_dense, &impl_unpruned, NULL};
 
-/* Whether some sparse entry of the Winograd domain can run layer o. */
-static int winograd_domain_applies(const op *o) {
-    for (int i = 0; model_bwd_impls[i]; i++)
-        if (model_bwd_impls[i]->domain == SDGP_DOMAIN_WINOGRAD && model_bwd_impls[i]->supports(o)) return 1;
-    return 0;
-}
-
-/* Whether some sparse entry can run layer o at all. */
-static int sparse_applies(const op *o) {
-    for (int i = 0; model_bwd_impls[i]; i++)
-        if (model_bwd_impls[i]->sparse && model_bwd_impls[i]->supports(o)) return 1;
+/* Whether some sparse entry (of the Winograd domain only, when winograd_domain) can run layer o. */
+static int sparse_applies(const op *o, int winograd_domain) {
+    for (int i = 0; model_bwd_impls[i]; i++) {
+        const bwd_impl *impl = model_bwd_impls[i];
+        if (impl->sparse && (!winograd_domain || impl->domain == SDGP_DOMAIN_WINOGRAD) && impl->supports(o)) return 1;
+    }
     return 0;
 }
 
@@ -144,12 +139,12 @@ int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
         return 0;
     }
     /* --sparse-kernel on: a layer no sparse kernel takes (a grouped conv) prunes into the dense one */
-    if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(o)) ||
+    if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(o, 0)) ||
         (m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse))
         return 0;
     switch (m->cfg.domain) {
     case SDGP_DOMAIN_PIXEL: return impl->domain == SDGP_DOMAIN_PIXEL;
-    case SDGP_DOMAIN_WINOGRAD: return impl->domain == SDGP_DOMAIN_WINOGRAD || !winograd_domain_applies(o);
+    case SDGP_DOMAIN_WINOGRAD: return impl->domain == SDGP_DOMAIN_WINOGRAD || !sparse_applies(o, 1);
     default: return 1;
     }
 }
