@@ -294,10 +294,10 @@ TEST_CASE(resnet18_trains) {
         CHECK(sdgp_model_conv_info(m, 7)->pruned == pruned, "the 1x1 shortcut is pruned with the rest");
         const sdgp_param *last = sdgp_model_param(m, sdgp_model_param_count(m) - 1);
         CHECK(!strcmp(last->name, "fc.bias") && !strcmp(sdgp_model_param(m, 0)->name, "conv1.weight"), "names: %s", last->name);
-        /* every conv output (BatchNorm with or without ReLU) lives in a gradient buffer during forward */
+        /* every conv output (BatchNorm with or without ReLU) lives during forward only */
         int transient = 0;
         for (int k = 0; k < m->n_ops; k++)
-            transient += m->ops[k].kind == OP_CONV && m->slots[m->ops[k].out].lent_buf >= 0;
+            transient += m->ops[k].kind == OP_CONV && m->slots[m->ops[k].out].transient;
         CHECK(transient == 20, "%d of 20 conv outputs are transient", transient);
         double first, last_loss;
         CHECK(train_steps(m, &fmnist, TEST_SANITIZED ? 3 : 30, TEST_SANITIZED ? 1 : 6, &first, &last_loss), "steps");
@@ -562,7 +562,7 @@ TEST_CASE(resnet50_builds) {
     REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "create: %s", err.msg);
     int trainable = 0, transient = 0;
     for (int i = 0; i < sdgp_model_param_count(m); i++) trainable += sdgp_model_param(m, i)->trainable;
-    for (int k = 0; k < m->n_ops; k++) transient += m->ops[k].kind == OP_CONV && m->slots[m->ops[k].out].lent_buf >= 0;
+    for (int k = 0; k < m->n_ops; k++) transient += m->ops[k].kind == OP_CONV && m->slots[m->ops[k].out].transient;
     CHECK(sdgp_model_conv_count(m) == 53 && trainable == 161, "%d convs, %d trainable tensors", sdgp_model_conv_count(m), trainable);
     CHECK(transient == 53, "%d of 53 conv outputs are transient", transient);
     CHECK(!strcmp(sdgp_model_conv_info(m, 52)->layer, "layer4.2.conv3"), "last conv: %s", sdgp_model_conv_info(m, 52)->layer);
@@ -574,6 +574,46 @@ TEST_CASE(resnet50_builds) {
     CHECK(isfinite(loss) && sdgp_model_backward(m, dl, 0, &err) == SDGP_OK, "step: loss %g %s", loss, err.msg);
     free(x);
     sdgp_model_destroy(m);
+}
+
+/* The activation arena's plan, for every registered model with and without SDGP: buffers alive at the
+ * same time of the step never share a byte, all lie inside the arena, and the arena is smaller than
+ * the sum of its buffers (gradients reuse what backward has consumed). Whether the intervals
+ * themselves are right is what every golden and training test checks: a buffer reused too early
+ * corrupts a gradient. */
+TEST_CASE(activation_plan_never_overlaps_live_buffers) {
+    for (int k = 0; k < sdgp_model_zoo_count(); k++)
+        for (int pruned = 0; pruned < 2; pruned++) {
+            const sdgp_model_info *mi = sdgp_model_zoo(k);
+            sdgp_model_config c = sdgp_model_config_default();
+            c.kind = (sdgp_model_kind)k;
+            c.width = 0.25f;
+            c.batch = 2;
+            c.height = c.width_px = 32;
+            c.channels = mi->channels;
+            c.prune = sdgp_prune_cfg_make(pruned ? SDGP_PRUNE_MAGNITUDE : SDGP_PRUNE_NONE, 2, 4);
+            c.sparse = SDGP_SPARSE_OFF; /* no kernel timing: the plan is what is tested */
+            sdgp_model *m;
+            sdgp_error err = {0};
+            REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s: %s", mi->name, err.msg);
+            size_t sum = 0;
+            int bad = 0;
+            for (int i = 0; i < m->n_mem_items; i++) {
+                const model_mem_item *a = &m->mem_items[i];
+                sum += a->bytes;
+                bad += a->t0 > a->t1 || a->offset + a->bytes > m->act_bytes;
+                for (int j = 0; j < i && a->bytes; j++) {
+                    const model_mem_item *b = &m->mem_items[j];
+                    int live_together = !(a->t1 < b->t0 || b->t1 < a->t0);
+                    int share = b->bytes && a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+                    bad += live_together && share;
+                }
+            }
+            CHECK(bad == 0, "%s pruned=%d: %d buffers overlap a live one or leave the arena", mi->name, pruned, bad);
+            CHECK(m->act_bytes < sum, "%s: arena %zu bytes, buffers %zu: nothing shared", mi->name, m->act_bytes, sum);
+            CHECK(m->n_grad_pool > 0 && m->grad_pool[0] >= (float *)m->act_arena, "%s: gradient buffers", mi->name);
+            sdgp_model_destroy(m);
+        }
 }
 
 int main(void) {
@@ -588,6 +628,7 @@ int main(void) {
     RUN(batchnorm_recompute_is_bitwise);
     RUN(maxpool_strided_padded);
     RUN(resnet50_builds);
+    RUN(activation_plan_never_overlaps_live_buffers);
     RUN(checkpoint_keeps_kernel_choice);
     RUN(sparse_fastest_prunes_only_where_sparse);
     RUN(winograd_domain_choice);

@@ -4,8 +4,8 @@
  * A model is a fixed list of ops over activation slots (convs with or without BatchNorm and ReLU,
  * residual adds with or without ReLU, pools, linear), built once for a batch size and input
  * shape. Memory: one arena for parameters (weights, their gradients, momentum; running BatchNorm
- * statistics), one for activations (what backward needs), and a small pool of gradient buffers
- * reused by liveness during backward. Nothing is allocated per step.
+ * statistics), one for activations, in which every buffer of a step (what backward needs, gradients,
+ * scratch) gets bytes that no buffer alive at the same time uses. Nothing is allocated per step.
  *
  * SDGP: each conv layer can prune its output gradient dL/dO (N:M along output channels) before
  * the data-gradient product dL/dD = prune(dL/dO) x W, through the sparse kernel or through

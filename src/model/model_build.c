@@ -1,5 +1,5 @@
-/* Building a model: the layers builders string together (the builders themselves: model_zoo.c), parameters,
- * arenas, gradient-buffer liveness, transient activations, initialisation. */
+/* Building a model: the layers builders string together (the builders themselves: model_zoo.c), parameters
+ * and their arena, initialisation (the activation arena: model_memory.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,115 +271,6 @@ int model_group_channels(float width, int base, int group_width) {
 
 int model_scaled_channels(float width, int base) { return model_group_channels(width, base, 32); }
 
-/* ---- gradient buffers by liveness ----
- * Backward runs the ops in reverse. An op reads its output's gradient and writes its inputs'.
- * A slot's gradient is born at its first writer (the last consumer in forward order) and dies
- * after its producer's backward. Buffers are recycled from a pool; the pool's size is the
- * largest number alive at once. The network input (slot 0) never needs a gradient. */
-static sdgp_status plan_gradients(sdgp_model *m, sdgp_error *err) {
-    /* per slot: the pool buffer of its live gradient (-1 none); per pool buffer: in use. At most one
-     * buffer per slot plus a temporary. */
-    int *owner = malloc((size_t)m->n_slots * sizeof *owner), *busy = calloc((size_t)m->n_slots + 1, sizeof *busy);
-    m->grad_pool_count = calloc((size_t)m->n_slots + 1, sizeof *m->grad_pool_count);
-    if (!owner || !busy || !m->grad_pool_count) {
-        free(owner), free(busy);
-        return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning gradient buffers");
-    }
-    int pool = 0;
-    for (int s = 0; s < m->n_slots; s++) owner[s] = -1;
-    owner[m->logits_slot] = -2; /* the caller's dlogits */
-    for (int k = m->n_ops - 1; k >= 0; k--) {
-        op *o = &m->ops[k];
-        o->out_buf = owner[o->out];
-        int inputs[2] = {o->in, o->in2};
-        for (int j = 0; j < 2; j++) {
-            int s = inputs[j];
-            grad_mode *mode = j == 0 ? &o->in_mode : &o->in2_mode;
-            int *buf = j == 0 ? &o->in_buf : &o->in2_buf;
-            if (s < 0) continue;
-            if (s == 0) {
-                *mode = GRAD_NONE;
-                *buf = -1;
-                continue;
-            }
-            size_t count = m->slots[s].count;
-            if (owner[s] != -1) {
-                *mode = GRAD_ACCUMULATE;
-                *buf = owner[s];
-                if (o->kind != OP_ADD) { /* ADD adds dy directly; others write a free buffer first */
-                    int f = 0;
-                    while (busy[f]) f++;
-                    if (f + 1 > pool) pool = f + 1;
-                    if (count > m->grad_pool_count[f]) m->grad_pool_count[f] = count;
-                    o->acc_tmp = f; /* free again once the op is done: not marked busy */
-                }
-                continue;
-            }
-            *mode = GRAD_WRITE;
-            if (o->kind == OP_ADD && j == 0 && o->out_buf >= 0) {
-                owner[s] = o->out_buf; /* inherit: the identity gradient needs no copy */
-                o->in_inherits = 1;
-                o->out_buf = -3;       /* released to the input, not freed */
-            } else {
-                int f = 0;
-                while (busy[f]) f++;
-                busy[f] = 1;
-                owner[s] = f;
-                if (f + 1 > pool) pool = f + 1;
-            }
-            *buf = owner[s];
-            if (count > m->grad_pool_count[*buf]) m->grad_pool_count[*buf] = count;
-        }
-        if (o->out_buf >= 0) busy[o->out_buf] = 0;
-        if (o->in_inherits) o->out_buf = o->in_buf;
-    }
-    m->n_grad_pool = pool;
-    free(owner), free(busy);
-    return SDGP_OK;
-}
-
-/* ---- transient activations ----
- * A conv's output y = relu(bn(z)) (or bn(z)) need not be kept for backward: BatchNorm(+ReLU)'s
- * backward needs only z (it recomputes the ReLU mask from z), pools and adds use their own indices,
- * their own output (an add's ReLU mask) or nothing, and a conv consuming y recomputes it from z
- * (bitwise, sdgp_batchnorm_relu_recompute or sdgp_batchnorm_recompute) into the buffer its data
- * gradient goes to, which is free until then, and takes its weight gradient from there. So y lives,
- * during forward only, in a gradient-pool buffer (free until backward starts) that is big enough
- * and not lent to another output alive at the same time. Only a linear consumer (not in our models
- * after a conv) keeps y; so does a conv without BatchNorm (y is all there is). ResNet-9 w=1, batch
- * 64: activations 393 -> 239 MB. */
-static void plan_transients(sdgp_model *m) {
-    for (int s = 0; s < m->n_slots; s++) m->slots[s].lent_buf = -1;
-    for (int k = 0; k < m->n_ops; k++) m->ops[k].recompute_from = -1;
-    for (int k = 0; k < m->n_ops; k++) {
-        const op *o = &m->ops[k];
-        slot *sl = &m->slots[o->out];
-        if (o->kind != OP_CONV || !o->bn || o->out == m->logits_slot) continue;
-        int last = k, kept = 0;
-        for (int j = k + 1; j < m->n_ops; j++) {
-            const op *c = &m->ops[j];
-            if (c->in != o->out && c->in2 != o->out) continue;
-            last = j;
-            kept |= c->kind == OP_LINEAR;
-        }
-        if (kept) continue;
-        for (int f = 0; f < m->n_grad_pool && sl->lent_buf < 0; f++) {
-            int usable = m->grad_pool_count[f] >= sl->count;
-            for (int t = 0; t < m->n_slots && usable; t++) { /* not lent to an output alive meanwhile */
-                const slot *u = &m->slots[t];
-                usable = u->lent_buf != f || u->live_to < k || last < u->live_from;
-            }
-            if (!usable) continue;
-            sl->lent_buf = f;
-            sl->live_from = k;
-            sl->live_to = last;
-        }
-        if (sl->lent_buf < 0) continue;
-        for (int j = k + 1; j < m->n_ops; j++)
-            if (m->ops[j].kind == OP_CONV && m->ops[j].in == o->out) m->ops[j].recompute_from = k;
-    }
-}
-
 /* ---- initialisation: PyTorch's defaults, from our own generator ---- */
 static void init_params(sdgp_model *m) {
     sdgp_philox_key key = sdgp_philox_make_key(m->cfg.seed, 0, 0x1a17u);
@@ -437,7 +328,7 @@ static sdgp_status check_fits(const sdgp_model *m, sdgp_error *err) {
     return SDGP_OK;
 }
 
-static sdgp_status alloc_arenas(sdgp_model *m, sdgp_error *err) {
+static sdgp_status alloc_params(sdgp_model *m, sdgp_error *err) {
     /* parameters: data for all, grad + momentum for the trainable ones */
     size_t data = 0, train = 0;
     for (int i = 0; i < m->n_params; i++) {
@@ -464,68 +355,6 @@ static sdgp_status alloc_arenas(sdgp_model *m, sdgp_error *err) {
             m->trainable_floats += p->count;
         }
     }
-
-    /* activations: slots (but the input and the transient ones), conv outputs + BN stats, pool
-     * indices, grad pool, the pruned dense dL/dO, the compressed dL/dO */
-    size_t max_count = 0, max_nm_slots = 0, bytes = 0;
-    for (int s = 0; s < m->n_slots; s++)
-        if (m->slots[s].count > max_count) max_count = m->slots[s].count;
-    for (int s = 1; s < m->n_slots; s++)
-        if (m->slots[s].lent_buf < 0) bytes += model_align_up(m->slots[s].count * sizeof(float));
-    for (int k = 0; k < m->n_ops; k++) {
-        const op *o = &m->ops[k];
-        const slot *out = &m->slots[o->out];
-        if (o->kind == OP_CONV) {
-            if (o->bn) bytes += model_align_up(out->count * sizeof(float)) + 2 * model_align_up((size_t)out->C * sizeof(float));
-            if (o->prune) {
-                size_t slots_n = out->count / (size_t)m->cfg.prune.m * (size_t)m->cfg.prune.n;
-                if (slots_n > max_nm_slots) max_nm_slots = slots_n;
-            }
-        }
-        if (o->kind == OP_MAXPOOL2 || o->kind == OP_MAXPOOL) bytes += model_align_up(out->count);
-        if (o->kind == OP_GLOBAL_MAXPOOL) bytes += model_align_up(out->count * sizeof(int32_t));
-    }
-    /* The pruned dense dL/dO exists only when something is pruned. */
-    int need_scratch2 = max_nm_slots > 0 || m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE;
-    for (int i = 0; i < m->n_grad_pool; i++) bytes += model_align_up(m->grad_pool_count[i] * sizeof(float));
-    if (need_scratch2) bytes += model_align_up(max_count * sizeof(float));
-    bytes += model_align_up(max_nm_slots * sizeof(float)) + model_align_up(max_nm_slots);
-    m->max_count = max_count;
-    m->act_bytes = bytes;
-    m->grad_pool = calloc((size_t)m->n_grad_pool + 1, sizeof(float *));
-    if (!m->grad_pool || posix_memalign(&m->act_arena, 64, bytes))
-        return sdgp_fail(err, SDGP_ERR_NOMEM, "model: cannot allocate %.1f MB of activations for batch %d",
-                         (double)bytes / 1e6, m->B);
-    memset(m->act_arena, 0, bytes);
-
-    char *a = m->act_arena;
-#define CARVE(ptr, type, n)            \
-    do {                               \
-        ptr = (type *)(void *)a;       \
-        a += model_align_up((n) * sizeof(type)); \
-    } while (0)
-    for (int s = 1; s < m->n_slots; s++)
-        if (m->slots[s].lent_buf < 0) CARVE(m->slots[s].act, float, m->slots[s].count);
-    for (int k = 0; k < m->n_ops; k++) {
-        op *o = &m->ops[k];
-        const slot *out = &m->slots[o->out];
-        if (o->kind == OP_CONV && o->bn) {
-            CARVE(o->z, float, out->count);
-            CARVE(o->mean, float, (size_t)out->C);
-            CARVE(o->rstd, float, (size_t)out->C);
-        }
-        if (o->kind == OP_MAXPOOL2 || o->kind == OP_MAXPOOL) CARVE(o->pool_arg, uint8_t, out->count);
-        if (o->kind == OP_GLOBAL_MAXPOOL) CARVE(o->gmp_arg, int32_t, out->count);
-    }
-    for (int i = 0; i < m->n_grad_pool; i++) CARVE(m->grad_pool[i], float, m->grad_pool_count[i]);
-    for (int s = 1; s < m->n_slots; s++)
-        if (m->slots[s].lent_buf >= 0) m->slots[s].act = m->grad_pool[m->slots[s].lent_buf];
-    for (int k = 0; k < m->n_ops; k++) /* a conv without BatchNorm writes its output directly */
-        if (m->ops[k].kind == OP_CONV && !m->ops[k].bn) m->ops[k].z = m->slots[m->ops[k].out].act;
-    if (need_scratch2) CARVE(m->scratch2, float, max_count);
-    CARVE(m->nm.values, float, max_nm_slots);
-    CARVE(m->nm.index, uint8_t, max_nm_slots);
-#undef CARVE
     return SDGP_OK;
 }
 
@@ -616,17 +445,14 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     for (int i = 0; i < m->n_params; i++) m->params[i].name = m->pmeta[i].name; /* the arrays stay put now */
     if (st == SDGP_OK) st = check_fits(m, err);
     if (st == SDGP_OK) st = setup_convs(m, err);
-    if (st == SDGP_OK) st = plan_gradients(m, err);
-    if (st == SDGP_OK) {
-        plan_transients(m);
-        for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) { /* a conv on the image computes no data gradient to prune */
-            op *o = &m->ops[m->conv_ops[i]];
-            if (o->in_mode != GRAD_NONE) continue;
-            o->prune = o->info.pruned = 0;
-            st = model_bwd_set(m, o, NULL, err);
-        }
+    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) { /* a conv on the image computes no data gradient to prune */
+        op *o = &m->ops[m->conv_ops[i]];
+        if (o->in != 0) continue;
+        o->prune = o->info.pruned = 0;
+        st = model_bwd_set(m, o, NULL, err);
     }
-    if (st == SDGP_OK) st = alloc_arenas(m, err);
+    if (st == SDGP_OK) st = model_memory_plan(m, err);
+    if (st == SDGP_OK) st = alloc_params(m, err);
     if (st == SDGP_OK) {
         init_params(m);
         st = model_weights_setup(m, err);
@@ -657,6 +483,8 @@ void sdgp_model_destroy(sdgp_model *m) {
     free(m->act_arena);
     free(m->grad_pool);
     free(m->grad_pool_count);
+    free(m->grad_live);
+    free(m->mem_items);
     free(m->ops);
     free(m->slots);
     free(m->params);

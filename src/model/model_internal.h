@@ -11,6 +11,13 @@
 typedef struct op op;
 typedef struct bwd_impl bwd_impl;
 
+/* One buffer of the activation arena: its size and the interval of the step's timeline in which it
+ * is alive (model_memory.c). */
+typedef struct {
+    size_t bytes, offset;
+    int t0, t1;
+} model_mem_item;
+
 typedef enum {
     OP_CONV,            /* conv (no bias), then BatchNorm and ReLU when its bn / relu say so */
     OP_MAXPOOL2,
@@ -26,10 +33,9 @@ typedef enum {
 typedef struct {
     int H, W, C;
     size_t count;      /* B*H*W*C */
-    float *act;        /* forward output (slot 0: the caller's input); for a transient slot, a
-                          gradient-pool buffer lent during forward */
-    int lent_buf;      /* >= 0: transient (backward never reads act as stored, see plan_transients):
-                          act is this gradient-pool buffer during forward; -1: storage of its own */
+    float *act;        /* forward output (slot 0: the caller's input) */
+    int transient;     /* backward never reads act as stored (model_memory.c): it holds y during
+                          forward only, from live_from to live_to */
     int live_from, live_to; /* transient: the ops that write and last read act */
 } slot;
 
@@ -113,10 +119,12 @@ struct sdgp_model {
 
     void *act_arena;                /* everything that depends on the batch */
     size_t act_bytes;
-    float **grad_pool;              /* liveness-shared gradient buffers */
-    size_t *grad_pool_count;        /* n_slots entries; of each pool buffer, the floats of the largest
-                                       slot it serves */
+    float **grad_pool;              /* gradient buffers, one per birth (model_memory.c) */
+    size_t *grad_pool_count;        /* of each, the floats of the largest slot it serves */
+    int *grad_live;                 /* of each, the first and last time it is alive */
     int n_grad_pool;
+    model_mem_item *mem_items;      /* the arena's plan: every buffer's size, interval and offset */
+    int n_mem_items;
     size_t max_count;               /* floats of the largest slot */
     float *scratch2;                /* max_count floats: the pruned dense dL/dO (dense path, wgrad MVUE,
                                        grad-stats); NULL when nothing is pruned */
@@ -231,6 +239,10 @@ void model_weights_backward(sdgp_model *m, const op *o);
 static inline const float *model_op_weights(const sdgp_model *m, const op *o) {
     return o->sparse_w ? o->w_eff : m->params[o->kind == OP_LINEAR ? o->p_lw : o->p_w].data;
 }
+
+/* model_memory.c: gradient buffers, transient activations, the activation arena (after the convs are
+ * set up and the first conv's pruning is off). */
+sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err);
 
 /* model_run.c */
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
