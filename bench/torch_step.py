@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from torch_models import ResNet9, SmallCNN, scaled_channels  # noqa: E402
+from torch_models import ResNet9, SmallCNN, resnet18, scaled_channels  # noqa: E402
 from torch_models import param_groups as _named_param_groups  # noqa: E402
 
 
@@ -56,15 +56,15 @@ def _scaled_resnet(block, layers, in_ch, classes, width, imagenet_stem=False):
 
 
 def torchvision_resnet(kind, in_ch, classes):
-    """torchvision.models.resnet18 itself with the small-image stem, or resnet50 itself (its ImageNet
-    stem; conv1 replaced only for another number of input channels)."""
+    """torchvision.models.resnet18 itself with the small-image stem (sdgp.models.resnet18, the model of
+    python3 -m sdgp.bench), or resnet50 itself (its ImageNet stem; conv1 replaced only for another
+    number of input channels)."""
     import torchvision
 
-    m = getattr(torchvision.models, kind)(num_classes=classes)
     if kind == "resnet18":
-        m.conv1 = nn.Conv2d(in_ch, 64, 3, 1, 1, bias=False)
-        m.maxpool = nn.Identity()
-    elif in_ch != 3:
+        return resnet18(classes, in_ch)
+    m = torchvision.models.resnet50(num_classes=classes)
+    if in_ch != 3:
         m.conv1 = nn.Conv2d(in_ch, 64, 7, 2, 3, bias=False)
     return m
 

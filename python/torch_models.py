@@ -1,116 +1,16 @@
-"""PyTorch twins of sdgp's models, for the golden tests and as the benchmark peer.
+"""The PyTorch twins of sdgp's models (ResNet9, SmallCNN, named_tensors, ...) for the scripts that need
+torch only: tests/golden_*.py and bench/. Their one definition is python/sdgp/models.py (see there).
 
-The architecture mirrors src/model/model_build.c exactly (ResNet-9 of KakaoBrain / ffcv with a
-width multiplier, and the small CNN). Parameter names match sdgp's: conv<i>.weight,
-bn<i>.weight/bias/running_mean/running_var, linear.weight(/bias).
-
-A conv layer can prune its output gradient for the data gradient only, by an elementwise factor
-handed over from sdgp (pruned dL/dO = factor * dL/dO), which replays sdgp's masks exactly.
+That file is run here, in this module's namespace, instead of `from sdgp.models import *`: importing the
+package loads libsdgp.so, and with it oneDNN and an OpenMP runtime, into the process. The PyTorch peer of
+the step benchmark (bench/torch_step.py) must stay plain PyTorch (it reports its time and peak RSS), and
+bench/grad_fidelity.py runs without a build. A process that imports both gets two copies of the classes
+(torch_models.ResNet9 is not sdgp.models.ResNet9); none of the scripts does.
 """
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+import os
 
-
-def scaled_channels(width, base):
-    c = int(round(width * base / 32.0)) * 32
-    return max(c, 32)
-
-
-class _PrunedConvFn(torch.autograd.Function):
-    """conv2d whose backward prunes dL/dO for dL/dD only; dL/dW uses the dense dL/dO."""
-
-    @staticmethod
-    def forward(ctx, x, w, stride, pad, factor, groups=1):
-        ctx.save_for_backward(x, w, factor)
-        ctx.stride, ctx.pad, ctx.groups = stride, pad, groups
-        return F.conv2d(x, w, None, stride, pad, 1, groups)
-
-    @staticmethod
-    def backward(ctx, go):
-        x, w, factor = ctx.saved_tensors
-        gx = None
-        if ctx.needs_input_grad[0]:
-            gx = torch.nn.grad.conv2d_input(x.shape, w, go * factor, ctx.stride, ctx.pad, groups=ctx.groups)
-        gw = torch.nn.grad.conv2d_weight(x, w.shape, go, ctx.stride, ctx.pad, groups=ctx.groups)
-        return gx, gw, None, None, None, None
-
-
-class ConvBN(nn.Module):
-    def __init__(self, cin, cout, k=3, stride=1, pad=1):
-        super().__init__()
-        self.conv = nn.Conv2d(cin, cout, k, stride, pad, bias=False)
-        self.bn = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
-        self.factor = None  # NCHW tensor: prune dL/dO by this elementwise factor
-        self.weight_fn = None  # the products use weight_fn(weight) (sparse weights; the STE is its own)
-
-    def forward(self, x):
-        w = self.conv.weight if self.weight_fn is None else self.weight_fn(self.conv.weight)
-        if self.factor is None:
-            z = self.conv(x) if self.weight_fn is None else F.conv2d(x, w, None, self.conv.stride, self.conv.padding)
-        else:
-            z = _PrunedConvFn.apply(x, w, self.conv.stride, self.conv.padding, self.factor)
-        return F.relu(self.bn(z))
-
-
-class Residual(nn.Module):
-    def __init__(self, *layers):
-        super().__init__()
-        self.f = nn.Sequential(*layers)
-
-    def forward(self, x):
-        return x + self.f(x)
-
-
-class ResNet9(nn.Module):
-    def __init__(self, in_ch=3, classes=10, width=1.0, scale=0.2):
-        super().__init__()
-        c1, c2, c3 = (scaled_channels(width, b) for b in (128, 256, 512))
-        self.convs = [ConvBN(in_ch, c1), ConvBN(c1, c2, 5, 2, 2), ConvBN(c2, c2), ConvBN(c2, c2),
-                      ConvBN(c2, c3), ConvBN(c3, c3), ConvBN(c3, c3), ConvBN(c3, c2, 3, 1, 0)]
-        cv = self.convs
-        self.body = nn.Sequential(cv[0], cv[1], Residual(cv[2], cv[3]), cv[4], nn.MaxPool2d(2),
-                                  Residual(cv[5], cv[6]), cv[7], nn.AdaptiveMaxPool2d(1), nn.Flatten())
-        self.linear = nn.Linear(c2, classes, bias=False)
-        self.scale = scale
-
-    def forward(self, x):
-        return self.linear(self.body(x)) * self.scale
-
-
-class SmallCNN(nn.Module):
-    def __init__(self, in_ch=1, classes=10, width=1.0):
-        super().__init__()
-        c1, c2 = scaled_channels(width, 32), scaled_channels(width, 64)
-        self.convs = [ConvBN(in_ch, c1), ConvBN(c1, c2)]
-        self.body = nn.Sequential(self.convs[0], nn.MaxPool2d(2), self.convs[1], nn.MaxPool2d(2),
-                                  nn.AdaptiveMaxPool2d(1), nn.Flatten())
-        self.linear = nn.Linear(c2, classes, bias=True)
-
-    def forward(self, x):
-        return self.linear(self.body(x))
-
-
-def named_tensors(model):
-    """sdgp's parameter names -> the torch tensors (parameters and BatchNorm buffers)."""
-    out = {}
-    for i, cb in enumerate(model.convs):
-        out[f"conv{i}.weight"] = cb.conv.weight
-        out[f"bn{i}.weight"] = cb.bn.weight
-        out[f"bn{i}.bias"] = cb.bn.bias
-        out[f"bn{i}.running_mean"] = cb.bn.running_mean
-        out[f"bn{i}.running_var"] = cb.bn.running_var
-    out["linear.weight"] = model.linear.weight
-    if model.linear.bias is not None:
-        out["linear.bias"] = model.linear.bias
-    return out
-
-
-def param_groups(model, weight_decay):
-    """Weight decay on conv and linear weights only, as sdgp (not on BatchNorm parameters)."""
-    decay, no_decay = [], []
-    for name, t in named_tensors(model).items():
-        if not t.requires_grad:
-            continue
-        (decay if name.endswith(".weight") and not name.startswith("bn") else no_decay).append(t)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdgp", "models.py")
+_DOC = __doc__
+with open(_PATH) as _f:
+    exec(compile(_f.read(), _PATH, "exec"))
+__doc__ = _DOC  # the exec replaced it with models.py's

@@ -8,7 +8,7 @@ path (ctypes.util.find_library("sdgp"), then "libsdgp.so" through the dynamic lo
 
     sdgp.prune(x, fn="magnitude", nm="2:4", ...)     numpy arrays and CPU torch tensors
     sdgp.torch.convert_model(model, ...)             PyTorch models: SDGP backward for nn.Conv2d
-    python3 -m sdgp.bench                            plain vs converted training steps
+    python3 -m sdgp.bench [--overhead]               plain vs converted training steps [binding overhead]
 
 numpy is the only import of `import sdgp`; torch is imported by sdgp.torch.
 """

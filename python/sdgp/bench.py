@@ -8,6 +8,18 @@ measurement, so warmup >= 1). The plain model and the converted ones (copies of 
 initial weights) take their steps round robin, so a drift of the machine's speed during the run
 hits all of them alike. sparse_layers: converted layers that chose the sparse kernel / converted
 layers.
+
+--overhead: instead, the binding's overhead per converted layer (sdgp/_overhead.py): after --warmup
+steps, --steps steps of each converted model with every backward of a converted layer timed, one row
+per (model, n:m, layer), medians per backward call in ms:
+  {"model", "prune", "nm", "threads", "batch", "channels_last", "layer", "kernel", "calls", "backward_ms",
+   "c_ms", "overhead_ms", "overhead_pct", "sdgp_ms", "torch_ms", "layout_ms", "python_ms", "probe_ms"}
+backward_ms: the autograd backward from entry to return; c_ms: inside compiled kernels (sdgp_ms,
+libsdgp's prune/pack/sparse kernel, plus torch_ms, torch's convolution_backward); overhead_ms: the rest
+(median of the per-call differences), of which layout_ms is the copies between torch's layouts and the
+library's and python_ms the interpreter, ctypes and allocation; probe_ms: the timers' own share. Then a
+summary row per (model, n:m) (layer "(all)": sums of the layers' medians, overhead_pct of the sums,
+max_layer_pct, layers_over_goal against goal_pct, the issue's 2 %).
 Progress goes to stderr.
 """
 import argparse
@@ -20,6 +32,7 @@ import time
 import torch
 import torch.nn as nn
 
+from . import _overhead
 from . import models
 from . import torch as sdgp_torch
 from . import isa as _isa
@@ -55,6 +68,8 @@ def main(argv=None):
     ap.add_argument("--kernel", default="auto", choices=["auto", "sparse", "dense"],
                     help="convert_model's kernel choice (default auto)")
     ap.add_argument("--channels-last", action="store_true", help="run the models in channels_last memory format")
+    ap.add_argument("--overhead", action="store_true",
+                    help="per converted layer: backward wall time against the time inside compiled kernels")
     a = ap.parse_args(argv)
     names = a.models.split(",")
     for nme in names:
@@ -71,13 +86,17 @@ def main(argv=None):
         base = MODELS[name]().to(memory_format=fmt)
         x = torch.randn(a.batch, 3, 32, 32).contiguous(memory_format=fmt)
         y = torch.randint(0, 10, (a.batch,))
-        runners = {"plain": _Runner(copy.deepcopy(base), x, y)}
+        runners = {}
         for nm in a.nm.split(","):
             try:  # strict: a benchmark of a model with layers left plain would mislead
                 model = sdgp_torch.convert_model(copy.deepcopy(base), prune=a.prune, nm=nm, kernel=a.kernel, strict=True)
             except (ValueError, TypeError) as e:
                 ap.error("%s: %s" % (name, e))
             runners[nm] = _Runner(model, x, y)
+        if a.overhead:
+            _overhead_rows(name, runners, a)
+            continue
+        runners = {"plain": _Runner(copy.deepcopy(base), x, y), **runners}
         for r in runners.values():  # the converted models' first step measures their kernels
             for _ in range(a.warmup):
                 r.step()
@@ -101,6 +120,25 @@ def main(argv=None):
                               "steps": a.steps}), flush=True)
         del runners
     return 0
+
+
+def _overhead_rows(name, runners, a):
+    """--overhead: each converted model alone (no plain peer to compare with), warmup then timed steps."""
+    for nm, r in runners.items():
+        for _ in range(a.warmup):  # not timed: with --kernel auto the first step measures both kernels
+            r.step()
+        with _overhead.OverheadProbe() as probe:
+            for _ in range(a.steps):
+                r.step()
+        rows = probe.rows(model=name, prune=a.prune, nm=nm, threads=a.threads, batch=a.batch,
+                          channels_last=a.channels_last)
+        s = rows[-1]
+        print("  %s %s %s: backward %.2f ms over %d layers, overhead %.3f ms (%.2f %%, layout %.3f ms, python "
+              "%.3f ms), largest layer %.2f %%" % (name, a.prune, nm, s["backward_ms"], s["layers"], s["overhead_ms"],
+                                                   s["overhead_pct"], s["layout_ms"], s["python_ms"],
+                                                   s["max_layer_pct"]), file=sys.stderr)
+        for row in rows:
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ keeps the faster one, as `sdgp train --sparse-kernel auto` does. The choice is m
 Threads: each backward uses torch.get_num_threads() threads (torch.set_num_threads sets both).
 Memory: per layer and geometry (up to 4 batch/image sizes) a plan holding the packed weights; per
 thread, buffers that all layers reuse, as large as the largest layer's dL/dO (NHWC copy, pruned),
-its compressed form and dL/dD.
+its compressed form and dL/dD, and for channels_last weights an OIHW copy of the largest layer's.
 State dicts keep the names and tensors of the plain model (SdgpConv2d adds no parameter or
 buffer), so they load into the unconverted model and back; restore_model() undoes the conversion.
 Double backward (create_graph=True through a converted layer) is not supported.
@@ -42,6 +42,16 @@ from . import _lib
 __all__ = ["convert_model", "restore_model", "layer_report", "SdgpConv2d", "SdgpConversionWarning"]
 
 _PLAN_CACHE = 4  # geometries (batch size, image size, threads) kept per layer; the oldest is freed beyond
+
+# What a converted layer's backward spends outside Python goes through these module attributes and
+# _lib.prune / _lib.sparse_bwd_pack / _lib.sparse_bwd_data: `python3 -m sdgp.bench --overhead`
+# (sdgp/_overhead.py) swaps them for timed wrappers while it measures, so the normal path has no timer.
+_conv_backward = torch.ops.aten.convolution_backward  # torch's dense kernels: dL/dW, dL/db, dense dL/dD
+
+
+def _relayout(dst, src):
+    """dst.copy_(src) between torch's layout and the library's NHWC: marshalling of the binding."""
+    return dst.copy_(src)
 
 
 class SdgpConversionWarning(UserWarning):
@@ -197,6 +207,10 @@ class _LayerState:
         B, Ho, Wo, Cout = goN.shape
         Cin, H, W = x_shape[1], x_shape[2], x_shape[3]
         p = self._plan(B, H, W, Cin, Cout, w.shape[2], w.shape[3], threads)
+        if not w.is_contiguous():
+            # channels_last weights: sdgp_sparse_bwd_pack reads OIHW. Here only, not for every backward:
+            # torch's dense kernels take them as they are; into a reused buffer, as the copy dies with the pack
+            w = _relayout(_scratch("w", w.shape), w)
         values = _scratch("values", (p.rows * p.slots,))
         index = _scratch("index", (p.rows * p.slots,), torch.uint8)
         p.nm.values, p.nm.index = values.data_ptr(), index.data_ptr()
@@ -212,7 +226,7 @@ class _LayerState:
             dD = _scratch("dD", (B, H, W, Cin))
         _lib.check(_lib.sparse_bwd_data(p.ptr, dD.data_ptr(), ctypes.byref(p.nm), ctypes.byref(err)), err)
         dD = dD.permute(0, 3, 1, 2)  # NCHW view of the NHWC result: channels_last strides
-        return dD if x_cl else dD.contiguous()
+        return dD if x_cl else _relayout(torch.empty(dD.shape, dtype=dD.dtype), dD)
 
     def _dense(self, goN, x, w, threads):
         B, Ho, Wo, Cout = goN.shape
@@ -222,8 +236,8 @@ class _LayerState:
                               ctypes.byref(err)), err)
         pruned = pruned.permute(0, 3, 1, 2)
         if not self._is_cl(x):  # torch's NCHW kernel on a channels_last dL/dO reorders into fresh memory
-            pruned = _scratch("pruned_nchw", pruned.shape).copy_(pruned)
-        return torch.ops.aten.convolution_backward(
+            pruned = _relayout(_scratch("pruned_nchw", pruned.shape), pruned)
+        return _conv_backward(
             pruned, x, w, None, (self.stride,) * 2, (self.pad,) * 2, (1, 1), False, (0, 0), 1, (True, False, False))[0]
 
     @staticmethod
@@ -235,8 +249,7 @@ class _LayerState:
         threads = torch.get_num_threads()
         goN = go.permute(0, 2, 3, 1)
         if not goN.is_contiguous():  # NCHW dL/dO; channels_last ones are read in place
-            goN = _scratch("dO", goN.shape).copy_(goN)
-        w = w.contiguous()
+            goN = _relayout(_scratch("dO", goN.shape), goN)
         with self.lock:
             try:
                 if self.choice is None:
@@ -281,7 +294,7 @@ class _SdgpConvFn(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         gx = gw = gb = None
         if need_w or need_b:  # dense dL/dW and dL/db of the unpruned dL/dO, by torch
-            _, gw, gb = torch.ops.aten.convolution_backward(
+            _, gw, gb = _conv_backward(
                 go, x, w, [w.shape[0]] if ctx.has_bias else None, (st.stride,) * 2, (st.pad,) * 2, (1, 1), False,
                 (0, 0), 1, (False, need_w, need_b and ctx.has_bias))
         if need_x:
