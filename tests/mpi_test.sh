@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data-parallel training over MPI (2 ranks x 1 thread, oversubscribed on this machine): K = 2 against
 # one process at the same global batch, bitwise reproducibility, resume under another K, a
-# mismatched configuration, a killed rank. Registered only in builds with MPI (SDGP_MPI).
+# mismatched configuration, sdgp eval split over ranks, a killed rank. Registered only in builds
+# with MPI (SDGP_MPI).
 # Usage: mpi_test.sh PATH_TO_SDGP PATH_TO_SDGP_CKPT_DIFF
 set -u
 SDGP=$1
@@ -75,7 +76,33 @@ expect 0 "1 done" -- "$SDGP" sweep "$T/sw.sweep" --results "$T/sw" --mpi 2 --mpi
 expect 0 "^mpirun --oversubscribe -np 2 /.* train " -- cat "$T/sw/runA/command.txt"
 expect 0 "data parallel: 2 ranks" -- cat "$T/sw/runA/train.out"
 
-# 7. a rank killed mid-run ends the job with an error within the timeout; the last checkpoint loads
+# 7. sdgp eval under mpirun: each rank evaluates a contiguous run of whole batches (157 of 64 images
+#    here, the last one short) and rank 0 alone prints. Tolerance 0: every batch's loss sum reaches
+#    the sum in a slot of its own (plus zeros from the other ranks, exact) and is added in batch
+#    order as one process adds it, so K ranks give bitwise one process's result (every digit of
+#    --json; K = 3 too), with and without TTA
+for tta in --no-tta --tta; do
+  EV="eval --checkpoint $T/k1_8.st --threads 1 $tta"
+  line1=$("$SDGP" $EV --json "$T/ev1.json" 2>&1)
+  line2=$(timeout 120 $MPI "$SDGP" $EV --json "$T/ev2.json" 2>&1)
+  timeout 120 mpirun --oversubscribe -np 3 "$SDGP" $EV --json "$T/ev3.json" > /dev/null 2>&1
+  one=$(sed 's/,"ranks":1}/}/' "$T/ev1.json")
+  if [[ "$line1" == "test accuracy "* ]] && [ "$line2" = "$line1" ] && [ -n "$one" ] &&
+     [ "$(sed 's/,"ranks":2}/}/' "$T/ev2.json")" = "$one" ] && [ "$(sed 's/,"ranks":3}/}/' "$T/ev3.json")" = "$one" ]; then
+    ok; else bad "eval $tta under mpirun is not one process's: '$line2' against '$line1'"
+    cat "$T/ev1.json" "$T/ev2.json" "$T/ev3.json"; fi
+  rm -f "$T"/ev[123].json
+done
+#    failures end the job with the message, never a hang: a checkpoint that does not open on every rank or
+#    on one only (rank 0 then waits in the weights check until rank 1's MPI_Abort), different checkpoints
+expect 2 "rank [01]: cannot open $T/none.st" -- timeout 60 $MPI "$SDGP" eval --checkpoint "$T/none.st" --threads 1
+expect 2 "rank 1: cannot open $T/none.st" -- timeout 60 mpirun --oversubscribe -np 1 "$SDGP" eval \
+  --checkpoint "$T/k1_8.st" --threads 1 : -np 1 "$SDGP" eval --checkpoint "$T/none.st" --threads 1
+expect 2 "different evaluation inputs.*(rank 1 has 'weights=fingerprint|1 of 2 ranks differ)" -- timeout 60 \
+  mpirun --oversubscribe -np 1 "$SDGP" eval --checkpoint "$T/k1_8.st" --threads 1 : -np 1 "$SDGP" eval \
+  --checkpoint "$T/k1_4.st" --threads 1
+
+# 8. a rank killed mid-run ends the job with an error within the timeout; the last checkpoint loads
 timeout 120 $MPI "$SDGP" $SMALL --max-steps 100000 --epochs 100 --checkpoint "$T/kill.st" --checkpoint-every 5 \
   > "$T/kill.out" 2>&1 &
 tpid=$!

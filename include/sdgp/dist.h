@@ -1,9 +1,9 @@
-/* sdgp: the communicator of data-parallel training (several processes, e.g. MPI ranks).
+/* sdgp: the communicator of data-parallel training and evaluation (several processes, e.g. MPI ranks).
  *
  * The library does not link MPI (or anything else that moves bytes between machines): a program
- * that runs several processes gives sdgp_train a sdgp_dist, a rank, a size and the few collective
- * operations training needs, as function pointers over its own communication library. The sdgp
- * command implements it over MPI (src/cli/dist_mpi.c, built when CMake finds MPI).
+ * that runs several processes gives sdgp_train (or sdgp_evaluate_dist) a sdgp_dist, a rank, a size
+ * and the few collective operations they need, as function pointers over its own communication
+ * library. The sdgp command implements it over MPI (src/cli/dist_mpi.c, built when CMake finds MPI).
  *
  * Every operation is collective: all processes call the same operations, in the same order, with
  * the same counts. Sums must give every process bitwise the same result, and the same result for
@@ -12,7 +12,8 @@
  * so the order is fixed for a fixed job layout). A failure returns an error status with a message;
  * the trainer then stops, and the program must end every process (MPI: MPI_Abort), since the
  * others may wait in a collective for the one that failed.
- * Calls come from one thread (the one that called sdgp_train), never from inside OpenMP regions. */
+ * Calls come from one thread (the one that called sdgp_train or sdgp_evaluate_dist), never from
+ * inside OpenMP regions. */
 #ifndef SDGP_DIST_H
 #define SDGP_DIST_H
 

@@ -82,6 +82,15 @@ SDGP_API sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result 
  * aug supplies the normalisation (augmentation flags are ignored); tta adds the mirror image. */
 SDGP_API sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta,
                                    float smoothing, double *loss, double *acc, sdgp_error *err);
+/* The same over the processes of d (include/sdgp/dist.h; NULL or a size of 1: sdgp_evaluate), a
+ * collective call: each process evaluates a contiguous run of ds's batches (of the model's batch
+ * size) and all get the totals, bitwise those of sdgp_evaluate at that batch size, for any number
+ * of processes. First the processes compare what they evaluate with process 0's: the weights and
+ * BatchNorm statistics, ds (fingerprints), the batch size, normalisation, tta and smoothing; a
+ * difference is an error (SDGP_ERR_INVALID) on every process, naming it. */
+SDGP_API sdgp_status sdgp_evaluate_dist(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta,
+                                        float smoothing, const sdgp_dist *d, double *loss, double *acc,
+                                        sdgp_error *err);
 
 /* Checkpoints (safetensors): every parameter and BatchNorm statistic by name, the momentum
  * buffers as "momentum.<name>", and metadata: format, model configuration, the run's

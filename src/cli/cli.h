@@ -22,7 +22,7 @@ int sdgp_cmd_report(int argc, char **argv);
  * argument goes to *resume (when resume is not NULL). Returns 0, or prints why and returns 2. */
 int cli_apply_train_flags(sdgp_train_config *cfg, int argc, char **argv, const char **resume);
 
-/* Data-parallel training (src/cli/dist_mpi.c): when an MPI launcher started this process, MPI is
+/* Data parallel train and eval (src/cli/dist_mpi.c): when an MPI launcher started this process, MPI is
  * initialised and the communicator of all its processes returned; otherwise (or without MPI in the
  * build) NULL. cli_dist_end(d, exit code) ends MPI: a failure aborts every rank. */
 const sdgp_dist *cli_dist_start(void);

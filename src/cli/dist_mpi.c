@@ -1,12 +1,12 @@
 /* The communicator of data-parallel training (include/sdgp/dist.h) over MPI, for `mpirun -np K
- * sdgp train`. Built with MPI when CMake's SDGP_MPI is on (SDGP_HAVE_MPI); without it, every
- * process runs alone.
+ * sdgp train` and `sdgp eval`. Built with MPI when CMake's SDGP_MPI is on (SDGP_HAVE_MPI); without
+ * it, every process runs alone.
  *
  * MPI is initialised only when the process was started by an MPI launcher (its environment says
- * so), so `sdgp train` on its own never touches MPI and stays the single-process program. MPI
- * calls come from the training thread only (MPI_THREAD_FUNNELED); errors return (MPI_ERRORS_RETURN)
+ * so), so `sdgp train` or `eval` on its own never touches MPI and stays the single-process program.
+ * MPI calls come from the main thread only (MPI_THREAD_FUNNELED); errors return (MPI_ERRORS_RETURN)
  * with MPI's message. A process that dies ends the whole job through mpirun; a process whose
- * training fails calls MPI_Abort, since the others may wait for it in a collective. */
+ * command fails calls MPI_Abort, since the others may wait for it in a collective. */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,4 +1,5 @@
 /* sdgp train / eval / export: flags map one to one onto the configuration table (src/train/config.c). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,22 @@ static int exit_code(sdgp_status st) {
     return st == SDGP_ERR_INVALID || st == SDGP_ERR_FORMAT || st == SDGP_ERR_IO ? 2 : 1;
 }
 
+/* Runs a subcommand's body with the communicator of the MPI launcher that started this process
+ * (NULL when alone), then ends MPI: a failure (exit code not 0) aborts every rank, since the
+ * others may wait for this one in a collective. */
+static int run_with_dist(int (*run)(int argc, char **argv, const sdgp_dist *dist), int argc, char **argv) {
+    const sdgp_dist *dist = cli_dist_start();
+    int rc = run(argc, argv, dist && dist->size > 1 ? dist : NULL);
+    cli_dist_end(dist, rc);
+    return rc;
+}
+
+/* Under mpirun, errors come from every rank: "rank R: " names it (empty when alone). */
+static void rank_prefix(char *who, size_t size, const sdgp_dist *dist) {
+    if (dist) snprintf(who, size, "rank %d: ", dist->rank);
+    else who[0] = '\0';
+}
+
 static int train_run(int argc, char **argv, const sdgp_dist *dist);
 
 int sdgp_cmd_train(int argc, char **argv) {
@@ -105,18 +122,14 @@ int sdgp_cmd_train(int argc, char **argv) {
         train_usage(stdout);
         return 0;
     }
-    const sdgp_dist *dist = cli_dist_start();
-    int rc = train_run(argc, argv, dist && dist->size > 1 ? dist : NULL);
-    cli_dist_end(dist, rc);
-    return rc;
+    return run_with_dist(train_run, argc, argv);
 }
 
-/* Under mpirun (dist): rank 0 alone prints the settings and the result; errors come from every
- * rank, each naming itself. */
+/* Under mpirun (dist): rank 0 alone prints the settings and the result. */
 static int train_run(int argc, char **argv, const sdgp_dist *dist) {
     int lead = !dist || dist->rank == 0;
-    char who[32] = "";
-    if (dist) snprintf(who, sizeof who, "rank %d: ", dist->rank);
+    char who[32];
+    rank_prefix(who, sizeof who, dist);
     sdgp_train_config cfg = sdgp_train_config_default();
     const char *resume = NULL;
     if (cli_apply_train_flags(&cfg, argc, argv, &resume)) return 2;
@@ -154,7 +167,7 @@ static int train_run(int argc, char **argv, const sdgp_dist *dist) {
 
 /* A checkpoint's model for eval and export: its settings with this command's flags on top, the
  * test split (which gives the input shape), the model without pruning, its weights and state.
- * Returns 0, or prints why and returns the exit code. */
+ * Returns 0, or prints why (after who, the rank prefix) and returns the exit code. */
 typedef struct {
     sdgp_train_config cfg;
     sdgp_dataset test;
@@ -162,11 +175,12 @@ typedef struct {
     sdgp_checkpoint_state state;
 } opened_checkpoint;
 
-static int open_checkpoint(opened_checkpoint *oc, const char *path, int argc, char **argv, const char *own_flag) {
+static int open_checkpoint(opened_checkpoint *oc, const char *path, int argc, char **argv, const char *own_flag,
+                           const char *who) {
     memset(oc, 0, sizeof *oc);
     sdgp_error err;
     if (sdgp_checkpoint_read_config(path, &oc->cfg, &err) != SDGP_OK) {
-        fprintf(stderr, "sdgp: %s\n", err.msg);
+        fprintf(stderr, "sdgp: %s%s\n", who, err.msg);
         return 2;
     }
     char *train_argv[256]; /* argv without the command's own flag and its value */
@@ -194,7 +208,7 @@ static int open_checkpoint(opened_checkpoint *oc, const char *path, int argc, ch
     }
     if (st == SDGP_OK) st = sdgp_checkpoint_load(path, oc->model, &oc->state, &err);
     if (st != SDGP_OK) {
-        fprintf(stderr, "sdgp: %s\n", err.msg);
+        fprintf(stderr, "sdgp: %s%s\n", who, err.msg);
         return exit_code(st);
     }
     return 0;
@@ -218,34 +232,65 @@ static const char *flag_value(int argc, char **argv, const char *flag) {
     return NULL;
 }
 
+static int eval_run(int argc, char **argv, const sdgp_dist *dist);
+
 int sdgp_cmd_eval(int argc, char **argv) {
     if (has_help(argc, argv)) {
-        printf("usage: sdgp eval --checkpoint FILE [--data NAME] [--data-dir DIR] [--[no-]tta] [--threads N] [--batch-size B]\n\n"
-               "Evaluates a checkpoint on the test split: prints accuracy and loss.\n");
+        printf("usage: sdgp eval --checkpoint FILE [--data NAME] [--data-dir DIR] [--[no-]tta] [--threads N] [--batch-size B]\n"
+               "                 [--json FILE]\n\n"
+               "Evaluates a checkpoint on the test split: prints accuracy and loss (--json: also into FILE, as one\n"
+               "JSON object with every digit). Under mpirun -np K, each rank evaluates a contiguous share of the\n"
+               "batches and rank 0 prints the result: the same as one process at the same --batch-size.\n");
         return 0;
     }
-    const char *path = flag_value(argc, argv, "--checkpoint");
+    return run_with_dist(eval_run, argc, argv);
+}
+
+/* Under mpirun (dist): every rank opens the checkpoint, sdgp_evaluate_dist checks that they all hold
+ * the same weights and data, and rank 0 alone prints and writes the result. */
+static int eval_run(int argc, char **argv, const sdgp_dist *dist) {
+    char who[32];
+    rank_prefix(who, sizeof who, dist);
+    const char *path = flag_value(argc, argv, "--checkpoint"), *json = flag_value(argc, argv, "--json");
     if (!path) {
-        fprintf(stderr, "sdgp: eval needs --checkpoint FILE\n");
+        fprintf(stderr, "sdgp: %seval needs --checkpoint FILE\n", who);
+        return 2;
+    }
+    if (!strcmp(argv[argc - 1], "--json")) {
+        fprintf(stderr, "sdgp: %s--json needs a file\n", who);
         return 2;
     }
     opened_checkpoint oc;
-    int rc = open_checkpoint(&oc, path, argc, argv, NULL);
+    int rc = open_checkpoint(&oc, path, argc, argv, "--json", who);
     double loss = 0, acc = 0;
     sdgp_error err;
     if (!rc) {
         sdgp_augment aug = oc.cfg.augment;
         memcpy(aug.mean, oc.state.mean, sizeof aug.mean);
         memcpy(aug.std, oc.state.std, sizeof aug.std);
-        sdgp_status st = sdgp_evaluate(oc.model, &oc.test, &aug, oc.cfg.tta, oc.cfg.label_smoothing, &loss, &acc, &err);
+        sdgp_status st = sdgp_evaluate_dist(oc.model, &oc.test, &aug, oc.cfg.tta, oc.cfg.label_smoothing, dist, &loss,
+                                            &acc, &err);
         if (st != SDGP_OK) {
-            fprintf(stderr, "sdgp: %s\n", err.msg);
+            fprintf(stderr, "sdgp: %s%s\n", who, err.msg);
             rc = exit_code(st);
         }
     }
-    if (!rc)
+    if (!rc && (!dist || dist->rank == 0)) {
         printf("test accuracy %.2f%% (loss %.4f) on %lld images of %s, step %lld%s\n", 100 * acc, loss,
                (long long)oc.test.count, oc.cfg.data, (long long)oc.state.step, oc.cfg.tta ? ", with flip TTA" : "");
+        FILE *f = json ? fopen(json, "w") : NULL;
+        if (f) { /* %.17g: the doubles exactly, so that runs compare bitwise */
+            fprintf(f, "{\"step\":%lld,\"data\":\"%s\",\"images\":%lld,\"correct\":%lld,\"test_acc\":%.17g,"
+                    "\"test_loss\":%.17g,\"tta\":%d,\"batch_size\":%d,\"ranks\":%d}\n", (long long)oc.state.step,
+                    oc.cfg.data, (long long)oc.test.count, (long long)llround(acc * (double)oc.test.count), acc, loss,
+                    oc.cfg.tta, oc.cfg.model.batch, dist ? dist->size : 1);
+            if (fclose(f) != 0) f = NULL;
+        }
+        if (json && !f) {
+            fprintf(stderr, "sdgp: --json %s: cannot write\n", json);
+            rc = 2;
+        }
+    }
     close_checkpoint(&oc);
     return rc;
 }
@@ -267,7 +312,7 @@ int sdgp_cmd_export(int argc, char **argv) {
         return 2;
     }
     opened_checkpoint oc;
-    int rc = open_checkpoint(&oc, path, argc, argv, "--out");
+    int rc = open_checkpoint(&oc, path, argc, argv, "--out", "");
     int np = rc ? 0 : sdgp_model_param_count(oc.model), nt = 0;
     sdgp_st_tensor *t = calloc((size_t)2 * np + 1, sizeof *t);
     char(*names)[80] = calloc((size_t)np + 1, sizeof *names);

@@ -1,5 +1,5 @@
 /* Data-parallel training over a communicator (include/sdgp/dist.h): gradient buckets that overlap
- * their allreduce with backward, and the start-up and checkpoint agreements between processes. */
+ * their allreduce with backward, and the agreements between processes (start-up, checkpoints, evaluation). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +198,12 @@ static uint64_t hash_model(const sdgp_model *m, int running) {
     return h;
 }
 
+/* The images and labels. */
+static uint64_t hash_dataset(const sdgp_dataset *ds) {
+    uint64_t h = hash_bytes(0xcbf29ce484222325ull, ds->images, (size_t)ds->count * ds->h * ds->w * ds->c);
+    return hash_bytes(h, ds->labels, (size_t)ds->count);
+}
+
 /* Whether every process agrees with process 0 (mine: this process does); all get the count. */
 static sdgp_status count_differing(const sdgp_dist *d, int mine, double *differ, sdgp_error *err) {
     *differ = mine ? 0.0 : 1.0;
@@ -216,11 +222,8 @@ static char *config_text(const sdgp_train_config *cfg, const sdgp_dataset *train
             if (!strcmp(name, "threads") || !strcmp(name, "data-dir")) continue; /* may differ by machine */
             snprintf(line, sizeof line, "%s=%s\n", name, val);
         } else {
-            uint64_t h = hash_bytes(0xcbf29ce484222325ull, train->images,
-                                    (size_t)train->count * train->h * train->w * train->c);
-            h = hash_bytes(h, train->labels, (size_t)train->count);
             snprintf(line, sizeof line, "training data=%lld images, fingerprint %016llx\nstart step=%lld\n"
-                     "weights=fingerprint %016llx\n", (long long)train->count, (unsigned long long)h,
+                     "weights=fingerprint %016llx\n", (long long)train->count, (unsigned long long)hash_dataset(train),
                      (long long)start_step, (unsigned long long)hash_model(m, 1));
         }
         size_t l = strlen(line);
@@ -237,15 +240,15 @@ static char *config_text(const sdgp_train_config *cfg, const sdgp_dataset *train
     return t;
 }
 
-sdgp_status dist_check_config(const sdgp_dist *d, const sdgp_train_config *cfg, const sdgp_dataset *train,
-                              const sdgp_model *m, int64_t start_step, sdgp_error *err) {
-    size_t len = 0;
-    char *mine = config_text(cfg, train, m, start_step, &len);
-    if (!mine) return sdgp_fail(err, SDGP_ERR_NOMEM, "configuration check: out of memory");
+/* Every process's "name=value" lines (len bytes with the final NUL) against process 0's: a
+ * difference is an error on every process (what: what differs, for the message); the processes
+ * that differ name their first differing line. */
+static sdgp_status agree_with_root(const sdgp_dist *d, const char *mine, size_t len, const char *what,
+                                   sdgp_error *err) {
     double root_len = (double)len; /* process 0's length, then its text */
     sdgp_status st = d->bcast(d->ctx, &root_len, sizeof root_len, 0, err);
     char *root = st == SDGP_OK ? calloc((size_t)root_len + 1, 1) : NULL;
-    if (st == SDGP_OK && !root) st = sdgp_fail(err, SDGP_ERR_NOMEM, "configuration check: out of memory");
+    if (st == SDGP_OK && !root) st = sdgp_fail(err, SDGP_ERR_NOMEM, "%s check: out of memory", what);
     if (st == SDGP_OK && d->rank == 0) memcpy(root, mine, len);
     if (st == SDGP_OK) st = d->bcast(d->ctx, root, (size_t)root_len, 0, err);
     /* the first line that differs */
@@ -256,21 +259,43 @@ sdgp_status dist_check_config(const sdgp_dist *d, const sdgp_train_config *cfg, 
         a += la + (a[la] == '\n');
         b += lb + (b[lb] == '\n');
     }
-    int same = !*a && !*b;
+    int same = st == SDGP_OK && !*a && !*b;
     double differ = 0;
     if (st == SDGP_OK) st = count_differing(d, same, &differ, err);
     if (st == SDGP_OK && differ > 0) {
         if (same)
-            st = sdgp_fail(err, SDGP_ERR_INVALID, "the MPI ranks were started with different configurations: %.0f of %d "
-                           "ranks differ from rank 0 (each names the first difference)", differ, d->size);
+            st = sdgp_fail(err, SDGP_ERR_INVALID, "the MPI ranks were started with different %s: %.0f of %d "
+                           "ranks differ from rank 0 (each names the first difference)", what, differ, d->size);
         else
-            st = sdgp_fail(err, SDGP_ERR_INVALID, "the MPI ranks were started with different configurations: rank %d "
-                           "has '%.*s' where rank 0 has '%.*s'", d->rank, (int)strcspn(a, "\n"), a,
+            st = sdgp_fail(err, SDGP_ERR_INVALID, "the MPI ranks were started with different %s: rank %d "
+                           "has '%.*s' where rank 0 has '%.*s'", what, d->rank, (int)strcspn(a, "\n"), a,
                            (int)strcspn(b, "\n"), b);
     }
-    free(mine);
     free(root);
     return st;
+}
+
+sdgp_status dist_check_config(const sdgp_dist *d, const sdgp_train_config *cfg, const sdgp_dataset *train,
+                              const sdgp_model *m, int64_t start_step, sdgp_error *err) {
+    size_t len = 0;
+    char *mine = config_text(cfg, train, m, start_step, &len);
+    if (!mine) return sdgp_fail(err, SDGP_ERR_NOMEM, "configuration check: out of memory");
+    sdgp_status st = agree_with_root(d, mine, len, "configurations", err);
+    free(mine);
+    return st;
+}
+
+sdgp_status dist_check_eval(const sdgp_dist *d, const sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug,
+                            int tta, float smoothing, sdgp_error *err) {
+    char text[1024];
+    int n = snprintf(text, sizeof text, "weights=fingerprint %016llx\ntest data=%lld images, fingerprint %016llx\n"
+                     "batch-size=%d\ntta=%d\nlabel-smoothing=%.9g\nnormalisation=", (unsigned long long)hash_model(m, 1),
+                     (long long)ds->count, (unsigned long long)hash_dataset(ds), sdgp_model_get_config(m)->batch, tta,
+                     (double)smoothing);
+    for (int c = 0; c < ds->c && c < 4; c++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s%.9g/%.9g", c ? "," : "", (double)aug->mean[c],
+                      (double)aug->std[c]);
+    return agree_with_root(d, text, (size_t)n + 1, "evaluation inputs (checkpoint, data or settings)", err);
 }
 
 sdgp_status dist_share_kernels(const sdgp_dist *d, sdgp_model *m, sdgp_error *err) {

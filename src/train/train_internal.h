@@ -38,6 +38,11 @@ grad_sync_stats grad_sync_take_stats(grad_sync *g);
  * difference is an error on every process; the ones that differ name the first setting. */
 sdgp_status dist_check_config(const sdgp_dist *d, const sdgp_train_config *cfg, const sdgp_dataset *train,
                               const sdgp_model *m, int64_t start_step, sdgp_error *err);
+/* Evaluation's agreement: the weights and BatchNorm statistics (a fingerprint), the data (a
+ * fingerprint), the batch size, tta, smoothing and normalisation against process 0's. A
+ * difference is an error on every process; the ones that differ name the first input. */
+sdgp_status dist_check_eval(const sdgp_dist *d, const sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug,
+                            int tta, float smoothing, sdgp_error *err);
 /* Process 0's data-gradient kernel choice (timed at start, so it may differ) for every process. */
 sdgp_status dist_share_kernels(const sdgp_dist *d, sdgp_model *m, sdgp_error *err);
 /* Process 0's BatchNorm running statistics (per-process BatchNorm lets them differ) for every process. */

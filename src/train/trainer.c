@@ -9,10 +9,11 @@
 #include "sdgp/train.h"
 #include "train/train_internal.h"
 
-/* Loss sum and correct count over test images [first, end) of ds, in batches of the model's batch. */
-static sdgp_status evaluate_range(sdgp_model *m, const sdgp_dataset *ds, int64_t first, int64_t end,
-                                  const sdgp_augment *aug, int tta, float smoothing, double *loss_sum_out,
-                                  int64_t *correct_out, sdgp_error *err) {
+/* Over batches [b0, b1) of ds (batch b: images [bB, bB + B), the model's batch B): each batch's
+ * loss sum into batch_loss[b - b0], and the correct count. */
+static sdgp_status evaluate_batches(sdgp_model *m, const sdgp_dataset *ds, int64_t b0, int64_t b1,
+                                    const sdgp_augment *aug, int tta, float smoothing, double *batch_loss,
+                                    int64_t *correct_out, sdgp_error *err) {
     const sdgp_model_config *c = sdgp_model_get_config(m);
     int B = c->batch, K = c->num_classes;
     size_t img = (size_t)ds->h * ds->w * ds->c;
@@ -25,10 +26,10 @@ static sdgp_status evaluate_range(sdgp_model *m, const sdgp_dataset *ds, int64_t
     }
     sdgp_augment norm = *aug;
     norm.flip = norm.translate = norm.cutout = 0;
-    double loss_sum = 0;
     int64_t correct = 0;
-    for (int64_t start = first; start < end; start += B) {
-        int n = (int)(end - start < B ? end - start : B);
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t start = b * B;
+        int n = (int)(ds->count - start < B ? ds->count - start : B);
         for (int i = 0; i < B; i++) idx[i] = start + (i < n ? i : 0); /* pad a short last batch; rows >= n are ignored */
         for (int pass = 0; pass < (tta ? 2 : 1); pass++) {
             sdgp_batch_build(x, y, ds, idx, B, &norm, 0, 0, pass);
@@ -36,33 +37,52 @@ static sdgp_status evaluate_range(sdgp_model *m, const sdgp_dataset *ds, int64_t
             for (size_t i = 0; i < (size_t)B * K; i++) avg[i] = pass ? 0.5f * (avg[i] + logits[i]) : logits[i];
         }
         int ok = 0;
-        loss_sum += sdgp_softmax_xent(NULL, &ok, avg, y, n, K, smoothing) * n;
+        batch_loss[b - b0] = sdgp_softmax_xent(NULL, &ok, avg, y, n, K, smoothing) * n;
         correct += ok;
     }
-    *loss_sum_out = loss_sum;
     *correct_out = correct;
     free(x), free(avg), free(y), free(idx);
     return SDGP_OK;
 }
 
-/* Over all of ds; with d, each process takes its contiguous share of the images and the sums are added. */
+/* Over all of ds; with d, each process takes a contiguous run of whole batches (the batches one
+ * process makes, so every image is in the same batch at the same row) and the sums are added.
+ * Each batch's loss sum has a slot of its own, filled by one process and zero on the others: the
+ * allreduce adds only zeros to it, exact in any order, and the slots are then added in batch
+ * order as one process adds them. So the loss is bitwise that of one process at the same batch
+ * size, for any number of processes and any MPI reduction algorithm (and the count is exact). */
 static sdgp_status evaluate_dist(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta,
                                  float smoothing, const sdgp_dist *d, double *loss, double *acc, sdgp_error *err) {
-    int64_t first = d ? ds->count * d->rank / d->size : 0, end = d ? ds->count * (d->rank + 1) / d->size : ds->count;
-    double sums[2];
+    int64_t B = sdgp_model_get_config(m)->batch, nb = (ds->count + B - 1) / B;
+    int64_t b0 = d ? nb * d->rank / d->size : 0, b1 = d ? nb * (d->rank + 1) / d->size : nb;
+    double *sums = calloc((size_t)nb + 1, sizeof(double)); /* nb batch loss sums, then the correct count */
+    if (!sums) return sdgp_fail(err, SDGP_ERR_NOMEM, "evaluate: out of memory for %lld batch sums", (long long)nb);
     int64_t correct = 0;
-    sdgp_status st = evaluate_range(m, ds, first, end, aug, tta, smoothing, &sums[0], &correct, err);
-    sums[1] = (double)correct; /* exact: counts below 2^53 */
-    if (st == SDGP_OK && d) st = d->allreduce(d->ctx, sums, 2, SDGP_DIST_DOUBLE, err);
-    if (st != SDGP_OK) return st;
-    *loss = sums[0] / (double)ds->count;
-    *acc = sums[1] / (double)ds->count;
-    return SDGP_OK;
+    sdgp_status st = evaluate_batches(m, ds, b0, b1, aug, tta, smoothing, sums + b0, &correct, err);
+    sums[nb] = (double)correct; /* exact: counts below 2^53 */
+    if (st == SDGP_OK && d) st = d->allreduce(d->ctx, sums, (size_t)nb + 1, SDGP_DIST_DOUBLE, err);
+    double loss_sum = 0;
+    for (int64_t b = 0; b < nb; b++) loss_sum += sums[b];
+    if (st == SDGP_OK) {
+        *loss = loss_sum / (double)ds->count;
+        *acc = sums[nb] / (double)ds->count;
+    }
+    free(sums);
+    return st;
 }
 
 sdgp_status sdgp_evaluate(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta, float smoothing,
                           double *loss, double *acc, sdgp_error *err) {
     return evaluate_dist(m, ds, aug, tta, smoothing, NULL, loss, acc, err);
+}
+
+sdgp_status sdgp_evaluate_dist(sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug, int tta,
+                               float smoothing, const sdgp_dist *d, double *loss, double *acc, sdgp_error *err) {
+    if (d && d->size > 1) { /* a difference would give a wrong total, or collectives of different counts */
+        sdgp_status st = dist_check_eval(d, m, ds, aug, tta, smoothing, err);
+        if (st != SDGP_OK) return st;
+    }
+    return evaluate_dist(m, ds, aug, tta, smoothing, d && d->size > 1 ? d : NULL, loss, acc, err);
 }
 
 /* Names the first parameter whose gradient (grads != 0) or value is not finite, or returns NULL. */
