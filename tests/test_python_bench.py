@@ -59,7 +59,7 @@ def check_overhead_rows(rows, name, kernel, steps, what):
 
 
 def test_overhead_mode():
-    swapped = [(_lib, "prune"), (_lib, "sparse_bwd_pack"), (_lib, "sparse_bwd_data"), (st, "_conv_backward"),
+    swapped = [(_lib, "prune"), (_lib, "sparse_bwd_pack_strided"), (_lib, "sparse_bwd_data"), (st, "_conv_backward"),
                (st, "_relayout")]
     before = [getattr(m, a) for m, a in swapped] + [st._SdgpConvFn.__dict__["backward"]]
     names = "resnet9,resnet18" if HAS_TORCHVISION else "resnet9"

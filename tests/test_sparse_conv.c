@@ -300,6 +300,35 @@ TEST_CASE(sparse_repack_and_reuse) {
     problem_free(&pb);
 }
 
+/* Weights of any layout (PyTorch's channels_last OHWI, a padded stride) pack into the same bits as
+ * OIHW: the results are bitwise equal; a negative stride is refused. */
+TEST_CASE(sparse_pack_strided_weights) {
+    const shape cases[] = {{2, 6, 6, 24, 16, 3, 3, 1, 1, 2, 4}, {2, 9, 7, 40, 32, 5, 3, 2, 1, 1, 4}, {2, 5, 5, 16, 8, 1, 1, 1, 0, 2, 4}};
+    for (size_t si = 0; si < sizeof cases / sizeof *cases; si++) {
+        problem pb;
+        REQUIRE(problem_make(&pb, cases[si], 11 + si), "geom");
+        const int64_t Co = pb.g.Cout, Ci = pb.g.Cin, kh = pb.g.kh, kw = pb.g.kw, pad = 3; /* OHWI rows padded by 3 */
+        float *ohwi = test_xmalloc((size_t)(Co * kh * kw * (Ci + pad)) * 4), *a = test_xmalloc((size_t)pb.nD * 4),
+              *b = test_xmalloc((size_t)pb.nD * 4);
+        for (int64_t o = 0; o < Co; o++)
+            for (int64_t i = 0; i < Ci; i++)
+                for (int64_t t = 0; t < kh * kw; t++) ohwi[(o * kh * kw + t) * (Ci + pad) + i] = pb.w[(o * Ci + i) * kh * kw + t];
+        const int64_t strides[4] = {kh * kw * (Ci + pad), 1, kw * (Ci + pad), Ci + pad};
+        sdgp_sparse_bwd *p = NULL;
+        sdgp_error e;
+        REQUIRE(sdgp_sparse_bwd_create(&p, &pb.g, pb.nm.n, pb.nm.m, SDGP_ISA_AUTO, 0, &e) == SDGP_OK, "create: %s", e.msg);
+        CHECK(sdgp_sparse_bwd_pack(p, pb.w, &e) == SDGP_OK && sdgp_sparse_bwd_data(p, a, &pb.nm, &e) == SDGP_OK, "OIHW: %s", e.msg);
+        CHECK(sdgp_sparse_bwd_pack_strided(p, ohwi, strides, &e) == SDGP_OK && sdgp_sparse_bwd_data(p, b, &pb.nm, &e) == SDGP_OK,
+              "OHWI: %s", e.msg);
+        CHECK(memcmp(a, b, (size_t)pb.nD * 4) == 0, "shape %zu: OHWI weights give other bits than OIHW", si);
+        const int64_t bad[4] = {strides[0], -1, strides[2], strides[3]};
+        CHECK(sdgp_sparse_bwd_pack_strided(p, ohwi, bad, &e) == SDGP_ERR_INVALID && strstr(e.msg, "negative"), "%s", e.msg);
+        sdgp_sparse_bwd_destroy(p);
+        free(ohwi), free(a), free(b);
+        problem_free(&pb);
+    }
+}
+
 TEST_CASE(geometry_errors) {
     sdgp_conv_geom g;
     sdgp_error e;
@@ -377,6 +406,7 @@ int main(void) {
     RUN(sparse_blocking_variants);
     RUN(sparse_matches_onednn_on_pruned_tensor);
     RUN(sparse_repack_and_reuse);
+    RUN(sparse_pack_strided_weights);
     RUN(geometry_errors);
     RUN(plan_and_input_errors);
     return test_finish();

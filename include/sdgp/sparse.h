@@ -33,6 +33,11 @@ SDGP_API void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p); /* NULL is fine */
 SDGP_API sdgp_isa sdgp_sparse_bwd_isa(const sdgp_sparse_bwd *p);
 /* Packs w (OIHW) into the plan's layout. Required before the first sdgp_sparse_bwd_data. */
 SDGP_API sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error *err);
+/* The same for weights of any layout: element (o, i, h, w) at w + o*strides[0] + i*strides[1] +
+ * h*strides[2] + w*strides[3] (in floats, >= 0), e.g. PyTorch's channels_last weights (OHWI,
+ * strides {kh*kw*Cin, 1, kw*Cin, Cin}) read in place. The packed plan is the same bits. */
+SDGP_API sdgp_status sdgp_sparse_bwd_pack_strided(sdgp_sparse_bwd *p, const float *w, const int64_t strides[4],
+                                                  sdgp_error *err);
 /* dD (B x H x W x Cin, fully overwritten; positions no tap reaches get 0) = the input gradient of
  * the convolution for the compressed dO, which must match the plan (axis CHANNEL, n, m, rows =
  * B*Ho*Wo, C = Cout). The result is bitwise the same for every thread count; relative error

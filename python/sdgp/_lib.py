@@ -142,7 +142,7 @@ sparse_bwd_create = _sig("sdgp_sparse_bwd_create", c_int, ctypes.POINTER(c_void_
                          c_int, P_ERR)
 sparse_bwd_destroy = _sig("sdgp_sparse_bwd_destroy", None, c_void_p)
 sparse_bwd_isa = _sig("sdgp_sparse_bwd_isa", c_int, c_void_p)
-sparse_bwd_pack = _sig("sdgp_sparse_bwd_pack", c_int, c_void_p, c_void_p, P_ERR)
+sparse_bwd_pack_strided = _sig("sdgp_sparse_bwd_pack_strided", c_int, c_void_p, c_void_p, ctypes.POINTER(ctypes.c_int64), P_ERR)
 sparse_bwd_set_mask_block = _sig("sdgp_sparse_bwd_set_mask_block", c_int, c_void_p, c_int, P_ERR)
 MASK_BLOCK_MAX = 64  # SDGP_MASK_BLOCK_MAX
 sparse_bwd_data = _sig("sdgp_sparse_bwd_data", c_int, c_void_p, c_void_p, P_NM, P_ERR)

@@ -4,10 +4,10 @@ The goal (issue 15): the binding costs less than 2 % of a converted layer's back
 times, for each backward of a converted layer, the whole autograd backward as PyTorch calls it (entry to
 return: argument unpacking, checks, scratch lookups, ctypes marshalling, output allocation) and, inside
 it, each call into compiled kernels:
-  sdgp    libsdgp's sdgp_prune, sdgp_sparse_bwd_pack, sdgp_sparse_bwd_data
+  sdgp    libsdgp's sdgp_prune, sdgp_sparse_bwd_pack_strided, sdgp_sparse_bwd_data
   torch   torch's convolution_backward (dL/dW and dL/db always, dL/dD on layers that chose dense)
   layout  the copies between torch's layouts and the library's (sdgp.torch._relayout): an NCHW dL/dO to
-          NHWC, the NHWC dL/dD to NCHW, channels_last weights to OIHW for the pack. Marshalling, so part
+          NHWC, the NHWC dL/dD to NCHW (channels_last models need none). Marshalling, so part
           of the overhead; reported apart because only a change of layout (or of the C API) removes them
 overhead = backward - (sdgp + torch). It works by swapping those functions (module attributes) for
 timed wrappers on __enter__ and back on __exit__: outside the probe the layers run with no timer at all.
@@ -22,7 +22,7 @@ from . import _lib
 from . import torch as _st
 
 # bucket -> (module, attribute names): what the probe swaps (sdgp/torch.py routes its calls through them)
-_TIMED = {"sdgp": (_lib, ("prune", "sparse_bwd_pack", "sparse_bwd_data")),
+_TIMED = {"sdgp": (_lib, ("prune", "sparse_bwd_pack_strided", "sparse_bwd_data")),
           "torch": (_st, ("_conv_backward",)),
           "layout": (_st, ("_relayout",))}
 GOAL_PCT = 2.0

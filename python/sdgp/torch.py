@@ -22,7 +22,7 @@ keeps the faster one, as `sdgp train --sparse-kernel auto` does. The choice is m
 Threads: each backward uses torch.get_num_threads() threads (torch.set_num_threads sets both).
 Memory: per layer and geometry (up to 4 batch/image sizes) a plan holding the packed weights; per
 thread, buffers that all layers reuse, as large as the largest layer's dL/dO (NHWC copy, pruned),
-its compressed form and dL/dD, and for channels_last weights an OIHW copy of the largest layer's.
+its compressed form and dL/dD.
 State dicts keep the names and tensors of the plain model (SdgpConv2d adds no parameter or
 buffer), so they load into the unconverted model and back; restore_model() undoes the conversion.
 Double backward (create_graph=True through a converted layer) is not supported.
@@ -44,7 +44,7 @@ __all__ = ["convert_model", "restore_model", "layer_report", "SdgpConv2d", "Sdgp
 _PLAN_CACHE = 4  # geometries (batch size, image size, threads) kept per layer; the oldest is freed beyond
 
 # What a converted layer's backward spends outside Python goes through these module attributes and
-# _lib.prune / _lib.sparse_bwd_pack / _lib.sparse_bwd_data: `python3 -m sdgp.bench --overhead`
+# _lib.prune / _lib.sparse_bwd_pack_strided / _lib.sparse_bwd_data: `python3 -m sdgp.bench --overhead`
 # (sdgp/_overhead.py) swaps them for timed wrappers while it measures, so the normal path has no timer.
 _conv_backward = torch.ops.aten.convolution_backward  # torch's dense kernels: dL/dW, dL/db, dense dL/dD
 
@@ -207,17 +207,15 @@ class _LayerState:
         B, Ho, Wo, Cout = goN.shape
         Cin, H, W = x_shape[1], x_shape[2], x_shape[3]
         p = self._plan(B, H, W, Cin, Cout, w.shape[2], w.shape[3], threads)
-        if not w.is_contiguous():
-            # channels_last weights: sdgp_sparse_bwd_pack reads OIHW. Here only, not for every backward:
-            # torch's dense kernels take them as they are; into a reused buffer, as the copy dies with the pack
-            w = _relayout(_scratch("w", w.shape), w)
         values = _scratch("values", (p.rows * p.slots,))
         index = _scratch("index", (p.rows * p.slots,), torch.uint8)
         p.nm.values, p.nm.index = values.data_ptr(), index.data_ptr()
         cfg, err = self._cfg(threads, Wo), _lib.Error()
         _lib.check(_lib.prune(ctypes.byref(cfg), goN.data_ptr(), B, Ho * Wo, Cout, None, ctypes.byref(p.nm),
                               ctypes.byref(err)), err)
-        _lib.check(_lib.sparse_bwd_pack(p.ptr, w.data_ptr(), ctypes.byref(err)), err)
+        # the weights in place, in any layout (channels_last ones too: no copy)
+        strides = (ctypes.c_int64 * 4)(*w.stride())
+        _lib.check(_lib.sparse_bwd_pack_strided(p.ptr, w.data_ptr(), strides, ctypes.byref(err)), err)
         # the gradient takes x's layout: elementwise backward ops (ReLU, add, BatchNorm) on tensors of
         # mixed layouts ran up to 10x slower, far more than the transpose costs (ResNet-18, torch 1.13)
         if x_cl:

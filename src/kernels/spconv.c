@@ -239,11 +239,20 @@ void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p) {
 
 sdgp_isa sdgp_sparse_bwd_isa(const sdgp_sparse_bwd *p) { return p ? p->k.isa : SDGP_ISA_REF; }
 
-sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error *err) {
-    if (!p || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_pack: NULL %s", p ? "weights" : "plan");
-    spconv_pack_weights(p, w);
+sdgp_status sdgp_sparse_bwd_pack_strided(sdgp_sparse_bwd *p, const float *w, const int64_t strides[4], sdgp_error *err) {
+    if (!p || !w || !strides)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_pack: NULL %s", !p ? "plan" : !w ? "weights" : "strides");
+    for (int d = 0; d < 4; d++)
+        if (strides[d] < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_pack: stride %d of the weights is negative (%lld)", d, (long long)strides[d]);
+    spconv_pack_weights(p, w, strides);
     p->packed = 1;
     return SDGP_OK;
+}
+
+sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error *err) {
+    const int64_t T = p ? (int64_t)p->g.kh * p->g.kw : 0;
+    const int64_t oihw[4] = {p ? p->g.Cin * T : 0, T, p ? p->g.kw : 0, 1};
+    return sdgp_sparse_bwd_pack_strided(p, w, oihw, err);
 }
 
 /* The micro-kernel with the first nt taps of t on the block with origin dD pixel (b0, hs, ws).

@@ -164,7 +164,8 @@ struct sdgp_sparse_bwd {
 
 /* Packing (pack_spconv.c). */
 /* W (OIHW) -> p->wp. threads: OpenMP team size. */
-void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w);
+/* w's element (k, c, i, j) at w + k*strides[0] + c*strides[1] + i*strides[2] + j*strides[3] */
+void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w, const int64_t strides[4]);
 /* Compressed dO rows row0 .. row0+nrows-1 (values + offsets within the group) -> entries. */
 void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO, int64_t row0,
                          int64_t nrows);
