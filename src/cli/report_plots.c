@@ -328,7 +328,8 @@ static int plot_layers(const rp_layers *L, const char *out, const char *stem) {
                 r0->threads);
         fprintf(g, "set xrange [-0.6:%g]\nset xtics (", count[p] - 0.4);
         for (int i = 0; i < count[p]; i++) fprintf(g, "%s\"%s\" %d", i ? ", " : "", L->rows[start[p] + i].layer, i);
-        fprintf(g, ")\nset xlabel \"convolution layer\"\n");
+        /* more than ~10 names side by side run into each other (ResNet-18 has 20 convs) */
+        fprintf(g, ")%s\nset xlabel \"convolution layer\"\n", count[p] > 10 ? " rotate by -45" : "");
         fprintf(g, "plot \"%s.dat\" index %d using ($1-0.3):($2/2):(0.09):($2/2) with boxxyerror lc rgb \"#4c72b0\" "
                    "title \"forward\", \\\n"
                    "     '' index %d using ($1-0.1):($3/2):(0.09):($3/2) with boxxyerror lc rgb \"#dd8452\" "
