@@ -17,7 +17,7 @@
  * largest first, each at the lowest offset free in its interval, puts backward's gradient buffers
  * into the bytes of activations that backward has already consumed: the arena is about the peak
  * of what is alive at once (at the start of backward), not the sum. ResNet-50 at 224x224, batch 32:
- * 2470 -> 2.16 GB. */
+ * 2470 -> 2187 MB. */
 #include <stdlib.h>
 #include <string.h>
 
