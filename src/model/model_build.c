@@ -483,7 +483,6 @@ void sdgp_model_destroy(sdgp_model *m) {
     free(m->act_arena);
     free(m->grad_pool);
     free(m->grad_pool_count);
-    free(m->grad_live);
     free(m->mem_items);
     free(m->ops);
     free(m->slots);

@@ -35,8 +35,8 @@ typedef struct {
     size_t count;      /* B*H*W*C */
     float *act;        /* forward output (slot 0: the caller's input) */
     int transient;     /* backward never reads act as stored (model_memory.c): it holds y during
-                          forward only, from live_from to live_to */
-    int live_from, live_to; /* transient: the ops that write and last read act */
+                          forward only, from its producer to live_to */
+    int live_to;       /* transient: the last op that reads act */
 } slot;
 
 /* How backward hands gradients to an op's inputs, decided once at build time. */
@@ -121,7 +121,6 @@ struct sdgp_model {
     size_t act_bytes;
     float **grad_pool;              /* gradient buffers, one per birth (model_memory.c) */
     size_t *grad_pool_count;        /* of each, the floats of the largest slot it serves */
-    int *grad_live;                 /* of each, the first and last time it is alive */
     int n_grad_pool;
     model_mem_item *mem_items;      /* the arena's plan: every buffer's size, interval and offset */
     int n_mem_items;

@@ -109,7 +109,6 @@ static void plan_transients(sdgp_model *m) {
         }
         if (kept) continue;
         sl->transient = 1;
-        sl->live_from = k;
         sl->live_to = last;
         for (int j = k + 1; j < m->n_ops; j++)
             if (m->ops[j].kind == OP_CONV && m->ops[j].in == o->out) m->ops[j].recompute_from = k;
@@ -118,10 +117,11 @@ static void plan_transients(sdgp_model *m) {
 
 /* ---- the arena ---- */
 
-/* Every buffer of the arena, in one fixed order: the first pass (dst NULL) records each one's size
+/* Every buffer of the arena, in one fixed order: the first pass (base NULL) records each one's size
  * and interval, the second sets each pointer from its planned offset. */
 typedef struct {
     sdgp_model *m;
+    const int *grad_live; /* plan_gradients' intervals: first and last time of each gradient buffer */
     model_mem_item *items;
     int n;
     char *base; /* NULL: recording */
@@ -157,7 +157,7 @@ static void mem_walk_all(mem_walk *w) {
         if (o->kind == OP_GLOBAL_MAXPOOL) o->gmp_arg = mem_item_at(w, out->count * sizeof(int32_t), tf, tb);
     }
     for (int i = 0; i < m->n_grad_pool; i++)
-        m->grad_pool[i] = mem_item_at(w, m->grad_pool_count[i] * sizeof(float), m->grad_live[2 * i], m->grad_live[2 * i + 1]);
+        m->grad_pool[i] = mem_item_at(w, m->grad_pool_count[i] * sizeof(float), w->grad_live[2 * i], w->grad_live[2 * i + 1]);
     /* the pruned dense dL/dO exists only when something is pruned */
     size_t max_nm_slots = 0;
     for (int k = 0; k < m->n_ops; k++) {
@@ -206,10 +206,13 @@ sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err) {
      * the second input of an add */
     const int max_bufs = 3 * m->n_ops + 1;
     m->grad_pool_count = calloc((size_t)max_bufs, sizeof *m->grad_pool_count);
-    m->grad_live = malloc(2 * (size_t)max_bufs * sizeof *m->grad_live);
-    if (!m->grad_pool_count || !m->grad_live) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning memory");
-    sdgp_status st = plan_gradients(m, m->grad_live, err);
-    if (st != SDGP_OK) return st;
+    int *live = malloc(2 * (size_t)max_bufs * sizeof *live);
+    sdgp_status st = !m->grad_pool_count || !live ? sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning memory")
+                                                  : plan_gradients(m, live, err);
+    if (st != SDGP_OK) {
+        free(live);
+        return st;
+    }
     plan_transients(m);
     m->max_count = 0;
     for (int s = 0; s < m->n_slots; s++)
@@ -217,9 +220,13 @@ sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err) {
 
     m->grad_pool = calloc((size_t)m->n_grad_pool + 1, sizeof(float *));
     m->mem_items = calloc(4 * (size_t)m->n_ops + (size_t)m->n_grad_pool + 3, sizeof *m->mem_items);
-    if (!m->grad_pool || !m->mem_items) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning memory");
-    mem_walk w = {m, m->mem_items, 0, NULL};
-    mem_walk_all(&w);
+    if (!m->grad_pool || !m->mem_items) {
+        free(live);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning memory");
+    }
+    mem_walk w = {m, live, m->mem_items, 0, NULL};
+    mem_walk_all(&w); /* the intervals are in the items now */
+    free(live);
     m->n_mem_items = w.n;
     int *order = malloc((size_t)w.n * sizeof *order);
     size_t *lo = malloc((size_t)w.n * sizeof *lo), *hi = malloc((size_t)w.n * sizeof *hi);
@@ -234,7 +241,7 @@ sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err) {
         return sdgp_fail(err, SDGP_ERR_NOMEM, "model: cannot allocate %.1f MB of activations for batch %d", (double)bytes / 1e6,
                          m->B);
     memset(m->act_arena, 0, bytes);
-    w = (mem_walk){m, m->mem_items, 0, m->act_arena};
+    w = (mem_walk){m, NULL, m->mem_items, 0, m->act_arena};
     mem_walk_all(&w);
     return SDGP_OK;
 }
