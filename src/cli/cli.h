@@ -43,5 +43,8 @@ int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, lon
 
 /* Memory a buffer of n floats, 64-byte aligned, filled with zeros; NULL on failure. */
 float *cli_alloc_floats(size_t n);
+/* Writes text to path atomically (path.tmp, then rename; the temporary is removed on failure): the file
+ * is either the whole text or as it was. Returns 1, or 0 on failure (errno says why). */
+int cli_write_file_atomic(const char *path, const char *text);
 
 #endif

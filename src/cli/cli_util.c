@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,4 +92,16 @@ float *cli_alloc_floats(size_t n) {
     if (posix_memalign(&p, 64, bytes)) return NULL;
     memset(p, 0, bytes);
     return p;
+}
+
+int cli_write_file_atomic(const char *path, const char *text) {
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return 0;
+    FILE *f = fopen(tmp, "w");
+    if (!f) return 0;
+    int ok = fputs(text, f) >= 0;
+    ok = (fclose(f) == 0) && ok;
+    if (ok && rename(tmp, path) == 0) return 1;
+    remove(tmp); /* nothing half-written stays behind */
+    return 0;
 }

@@ -155,17 +155,6 @@ static int read_small_file(const char *path, char *buf, size_t size) {
     return 1;
 }
 
-/* Writes text to path atomically (temporary file, then rename). */
-static int write_file_atomic(const char *path, const char *text) {
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return 0;
-    FILE *f = fopen(tmp, "w");
-    if (!f) return 0;
-    int ok = fputs(text, f) >= 0;
-    ok = (fclose(f) == 0) && ok;
-    return ok && rename(tmp, path) == 0;
-}
-
 /* Number after "key": in a flat JSON object of ours; returns 1 if present. */
 static int json_number(const char *text, const char *key, double *out) {
     char pat[64];
@@ -203,7 +192,7 @@ static int status_write(const char *rundir, const char *name, const run_status *
     snprintf(text, sizeof text,
              "{\"name\":\"%s\",\"state\":\"%s\",\"seconds\":%.3f,\"spent_s\":%.3f,\"attempts\":%d,\"exit\":%d}\n", name,
              st->state, st->seconds, st->spent_s, st->attempts, st->exit_code);
-    return write_file_atomic(path, text);
+    return cli_write_file_atomic(path, text);
 }
 
 static int file_exists(const char *path) {
@@ -603,7 +592,7 @@ int sdgp_cmd_sweep(int argc, char **argv) {
         path_join(path, sizeof path, rundir, "command.txt");
         size_t tl = strlen(text);
         snprintf(text + tl, sizeof text - tl, "\n");
-        if (!write_file_atomic(path, text)) fprintf(stderr, "sdgp: sweep: warning: cannot write %s\n", path);
+        if (!cli_write_file_atomic(path, text)) fprintf(stderr, "sdgp: sweep: warning: cannot write %s\n", path);
         command_build(&c, &sf, r, &o, rundir, resume);
         if (resume) {
             log_trim_partial_line(c.log);

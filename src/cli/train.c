@@ -278,15 +278,12 @@ static int eval_run(int argc, char **argv, const sdgp_dist *dist) {
     if (!rc && (!dist || dist->rank == 0)) {
         printf("test accuracy %.2f%% (loss %.4f) on %lld images of %s, step %lld%s\n", 100 * acc, loss,
                (long long)oc.test.count, oc.cfg.data, (long long)oc.state.step, oc.cfg.tta ? ", with flip TTA" : "");
-        FILE *f = json ? fopen(json, "w") : NULL;
-        if (f) { /* %.17g: the doubles exactly, so that runs compare bitwise */
-            fprintf(f, "{\"step\":%lld,\"data\":\"%s\",\"images\":%lld,\"correct\":%lld,\"test_acc\":%.17g,"
-                    "\"test_loss\":%.17g,\"tta\":%d,\"batch_size\":%d,\"ranks\":%d}\n", (long long)oc.state.step,
-                    oc.cfg.data, (long long)oc.test.count, (long long)llround(acc * (double)oc.test.count), acc, loss,
-                    oc.cfg.tta, oc.cfg.model.batch, dist ? dist->size : 1);
-            if (fclose(f) != 0) f = NULL;
-        }
-        if (json && !f) {
+        char text[512]; /* %.17g: the doubles exactly, so that runs compare bitwise */
+        snprintf(text, sizeof text, "{\"step\":%lld,\"data\":\"%s\",\"images\":%lld,\"correct\":%lld,\"test_acc\":%.17g,"
+                 "\"test_loss\":%.17g,\"tta\":%d,\"batch_size\":%d,\"ranks\":%d}\n", (long long)oc.state.step, oc.cfg.data,
+                 (long long)oc.test.count, (long long)llround(acc * (double)oc.test.count), acc, loss, oc.cfg.tta,
+                 oc.cfg.model.batch, dist ? dist->size : 1);
+        if (json && !cli_write_file_atomic(json, text)) {
             fprintf(stderr, "sdgp: --json %s: cannot write\n", json);
             rc = 2;
         }
