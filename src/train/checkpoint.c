@@ -6,6 +6,7 @@
 
 #include "sdgp/safetensors.h"
 #include "sdgp/train.h"
+#include "train/train_internal.h"
 
 #define CKPT_FORMAT "sdgp-checkpoint-1"
 #define CKPT_MAX_META 64
@@ -157,12 +158,7 @@ sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg
         const char *name = sdgp_train_config_field(&c, i, NULL, buf, sizeof buf);
         snprintf(key, sizeof key, "cfg.%s", name);
         const char *v = sdgp_safetensors_meta(f, key);
-        /* checkpoints before these settings existed ran direct convolutions */
-        if (!v && !strcmp(name, "conv-algo")) v = "direct";
-        if (!v && !strcmp(name, "conv-workspace")) v = "0";
-        if (!v && !strcmp(name, "sdgp-domain")) v = "pixel";
-        if (!v && !strcmp(name, "mask-block")) v = "1";
-        if (!v && !strcmp(name, "sync-bn")) v = "0";
+        if (!v) v = train_config_field_before(i); /* a checkpoint from before the setting existed */
         if (!v) {
             st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: setting '%s' missing from the checkpoint", path, name);
             break;

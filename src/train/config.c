@@ -9,6 +9,7 @@
 
 #include "model/model_zoo.h"
 #include "sdgp/train.h"
+#include "train/train_internal.h"
 
 sdgp_train_config sdgp_train_config_default(void) {
     sdgp_train_config c;
@@ -120,6 +121,23 @@ static const field fields[] = {
 
 int sdgp_train_config_field_count(void) { return N_FIELDS; }
 int sdgp_train_config_field_is_bool(int i) { return i >= 0 && i < N_FIELDS && fields[i].kind == F_BOOL; }
+
+/* Settings added after checkpoints were first written, with what the runs before them ran: such a
+ * checkpoint still loads (and resumes) as the run it was. */
+static const struct {
+    const char *name, *before;
+} added_later[] = {
+    {"conv-algo", "direct"}, {"conv-workspace", "0"}, {"sdgp-domain", "pixel"}, {"mask-block", "1"},
+    {"sync-bn", "0"}, {"allreduce", "overlap"}, {"sparse-weights", "dense"}, {"nm-weights", "2:4"},
+    {"weight-groups", "tap"}, {"srste-lambda", "0.0002"}, {"sparse-weights-first", "0"},
+    {"sparse-weights-classifier", "0"},
+};
+
+const char *train_config_field_before(int i) {
+    for (size_t k = 0; i >= 0 && i < N_FIELDS && k < sizeof added_later / sizeof *added_later; k++)
+        if (!strcmp(fields[i].name, added_later[k].name)) return added_later[k].before;
+    return NULL;
+}
 
 static int parse_double(const char *text, double *out) {
     errno = 0;

@@ -1,5 +1,6 @@
 /* The trainer's data-parallel part (dist.c): gradient buckets, the start-up agreement between
- * processes, and the small collectives of evaluation and checkpoints. */
+ * processes, and the small collectives of evaluation and checkpoints; and what checkpoints ask of
+ * the configuration table (config.c). */
 #ifndef SDGP_TRAIN_INTERNAL_H
 #define SDGP_TRAIN_INTERNAL_H
 
@@ -12,6 +13,10 @@
  * reported all its parameters, buckets start in a fixed order (the same on every process), and
  * each hook call lets the ones in flight progress. */
 typedef struct grad_sync grad_sync;
+
+/* Field i's value in checkpoints written before the setting existed (what those runs ran), or NULL
+ * when every checkpoint has it (config.c). */
+const char *train_config_field_before(int i);
 
 typedef struct {
     int buckets;
