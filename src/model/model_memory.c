@@ -225,23 +225,25 @@ sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err) {
         return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning memory");
     }
     mem_walk w = {m, live, m->mem_items, 0, NULL};
-    mem_walk_all(&w); /* the intervals are in the items now */
-    free(live);
+    mem_walk_all(&w);
     m->n_mem_items = w.n;
     int *order = malloc((size_t)w.n * sizeof *order);
     size_t *lo = malloc((size_t)w.n * sizeof *lo), *hi = malloc((size_t)w.n * sizeof *hi);
     if (!order || !lo || !hi) {
-        free(order), free(lo), free(hi);
+        free(order), free(lo), free(hi), free(live);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning memory");
     }
     size_t bytes = pack(m->mem_items, w.n, order, lo, hi);
     free(order), free(lo), free(hi);
     m->act_bytes = bytes;
-    if (posix_memalign(&m->act_arena, 64, bytes ? bytes : 64))
+    if (posix_memalign(&m->act_arena, 64, bytes ? bytes : 64)) {
+        free(live);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "model: cannot allocate %.1f MB of activations for batch %d", (double)bytes / 1e6,
                          m->B);
+    }
     memset(m->act_arena, 0, bytes);
-    w = (mem_walk){m, NULL, m->mem_items, 0, m->act_arena};
+    w = (mem_walk){m, live, m->mem_items, 0, m->act_arena};
     mem_walk_all(&w);
+    free(live);
     return SDGP_OK;
 }
