@@ -93,13 +93,19 @@ def test_probe_skips_measurement():
 
 
 def test_step_mode():
-    rc, rows = run_bench("--models", "resnet9", "--nm", "2:4", "--batch", "2", "--steps", "1", "--warmup", "1",
-                         "--threads", "1")
-    check(rc == 0 and len(rows) == 1, "plain vs converted: one row: %s" % rows)
-    if rows:
-        r = rows[0]
+    rc, rows = run_bench("--models", "resnet9", "--nm", "2:4", "--mask-block", "1,4", "--batch", "2", "--steps", "1",
+                         "--warmup", "1", "--threads", "1")
+    check(rc == 0 and len(rows) == 2, "plain vs converted at two mask blocks: two rows: %s" % rows)
+    for r, p in zip(rows, (1, 4)):
         check(r["model"] == "resnet9" and r["nm"] == "2:4" and r["torch_ms"] > 0 and r["converted_ms"] > 0 and
               r["sparse_layers"].endswith("/7"), "plain vs converted row: %s" % r)
+        check(r["mask_block"] == p, "the row's layers hold mask_block %d: %s" % (p, r))
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            bench.main(["--mask-block", "x"])
+            check(False, "--mask-block x is refused")
+        except SystemExit as e:
+            check(e.code == 2, "--mask-block x: exit status 2, got %s" % e.code)
 
 
 def test_one_model_definition():

@@ -1,7 +1,7 @@
 """python3 -m sdgp.bench: a PyTorch training step, plain vs converted by sdgp.torch.convert_model.
 
 One JSON row per (model, n:m) on stdout:
-  {"model", "prune", "nm", "threads", "torch_ms", "converted_ms", "speedup", "sparse_layers", ...}
+  {"model", "prune", "nm", "mask_block", "threads", "torch_ms", "converted_ms", "speedup", "sparse_layers", ...}
 torch_ms and converted_ms are medians of --steps timed steps (forward, cross-entropy, backward,
 SGD update) after --warmup steps (the converted model's first step includes its kernel
 measurement, so warmup >= 1). The plain model and the converted ones (copies of the same
@@ -12,7 +12,7 @@ layers.
 --overhead: instead, the binding's overhead per converted layer (sdgp/_overhead.py): after --warmup
 steps, --steps steps of each converted model with every backward of a converted layer timed, one row
 per (model, n:m, layer), medians per backward call in ms:
-  {"model", "prune", "nm", "threads", "batch", "channels_last", "layer", "kernel", "calls", "backward_ms",
+  {"model", "prune", "nm", "mask_block", "threads", "batch", "channels_last", "layer", "kernel", "calls", "backward_ms",
    "c_ms", "overhead_ms", "overhead_pct", "sdgp_ms", "torch_ms", "layout_ms", "python_ms", "probe_ms"}
 backward_ms: the autograd backward from entry to return; c_ms: inside compiled kernels (sdgp_ms,
 libsdgp's prune/pack/sparse kernel, plus torch_ms, torch's convolution_backward); overhead_ms: the rest
@@ -65,6 +65,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=32, help="batch size (default 32), images 32x32x3")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per configuration (default 10)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2, at least 1)")
+    ap.add_argument("--mask-block", default="1",
+                    help="comma list of shared-mask block sizes P (convert_model's mask_block; default 1)")
     ap.add_argument("--kernel", default="auto", choices=["auto", "sparse", "dense"],
                     help="convert_model's kernel choice (default auto)")
     ap.add_argument("--channels-last", action="store_true", help="run the models in channels_last memory format")
@@ -77,6 +79,10 @@ def main(argv=None):
             ap.error("unknown model %r (expected %s)" % (nme, ", ".join(MODELS)))
     if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 1:
         ap.error("--threads, --batch, --steps and --warmup must be >= 1")
+    try:
+        blocks = [int(p) for p in a.mask_block.split(",")]
+    except ValueError:
+        ap.error("--mask-block: %r is not a comma list of integers" % a.mask_block)
     torch.set_num_threads(a.threads)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     print("sdgp.bench: torch %s, %d threads, sdgp ISA %s, batch %d, %d+%d steps" %
@@ -86,13 +92,15 @@ def main(argv=None):
         base = MODELS[name]().to(memory_format=fmt)
         x = torch.randn(a.batch, 3, 32, 32).contiguous(memory_format=fmt)
         y = torch.randint(0, 10, (a.batch,))
-        runners = {}
+        runners = {}  # (n:m, mask block) -> runner
         for nm in a.nm.split(","):
-            try:  # strict: a benchmark of a model with layers left plain would mislead
-                model = sdgp_torch.convert_model(copy.deepcopy(base), prune=a.prune, nm=nm, kernel=a.kernel, strict=True)
-            except (ValueError, TypeError) as e:
-                ap.error("%s: %s" % (name, e))
-            runners[nm] = _Runner(model, x, y)
+            for p in blocks:
+                try:  # strict: a benchmark of a model with layers left plain would mislead
+                    model = sdgp_torch.convert_model(copy.deepcopy(base), prune=a.prune, nm=nm, kernel=a.kernel,
+                                                     mask_block=p, strict=True)
+                except (ValueError, TypeError) as e:
+                    ap.error("%s: %s" % (name, e))
+                runners[(nm, p)] = _Runner(model, x, y)
         if a.overhead:
             _overhead_rows(name, runners, a)
             continue
@@ -106,15 +114,19 @@ def main(argv=None):
                 r.times.append(r.step())
         torch_ms = statistics.median(runners["plain"].times)
         print("  %s plain: %.1f ms" % (name, torch_ms), file=sys.stderr)
-        for nm, r in runners.items():
-            if nm == "plain":
+        for key, r in runners.items():
+            if key == "plain":
                 continue
+            nm, p = key
             ms = statistics.median(r.times)
             rep = [row for row in sdgp_torch.layer_report(r.model) if row["converted"]]
             sparse = sum(row["kernel"] == "sparse" for row in rep)
-            print("  %s %s %s: %.1f ms, sparse kernel on %d of %d layers" % (name, a.prune, nm, ms, sparse, len(rep)),
-                  file=sys.stderr)
-            print(json.dumps({"model": name, "prune": a.prune, "nm": nm, "threads": a.threads, "batch": a.batch,
+            p = sorted({row["mask_block"] for row in rep})  # as the layers hold it, one value
+            p = p[0] if len(p) == 1 else p
+            print("  %s %s %s P=%s: %.1f ms, sparse kernel on %d of %d layers" % (name, a.prune, nm, p, ms, sparse,
+                                                                                  len(rep)), file=sys.stderr)
+            print(json.dumps({"model": name, "prune": a.prune, "nm": nm, "mask_block": p, "threads": a.threads,
+                              "batch": a.batch,
                               "torch_ms": round(torch_ms, 2), "converted_ms": round(ms, 2),
                               "speedup": round(torch_ms / ms, 3), "sparse_layers": "%d/%d" % (sparse, len(rep)),
                               "steps": a.steps}), flush=True)
@@ -124,17 +136,17 @@ def main(argv=None):
 
 def _overhead_rows(name, runners, a):
     """--overhead: each converted model alone (no plain peer to compare with), warmup then timed steps."""
-    for nm, r in runners.items():
+    for (nm, p), r in runners.items():
         for _ in range(a.warmup):  # not timed: with --kernel auto the first step measures both kernels
             r.step()
         with _overhead.OverheadProbe() as probe:
             for _ in range(a.steps):
                 r.step()
-        rows = probe.rows(model=name, prune=a.prune, nm=nm, threads=a.threads, batch=a.batch,
+        rows = probe.rows(model=name, prune=a.prune, nm=nm, mask_block=p, threads=a.threads, batch=a.batch,
                           channels_last=a.channels_last)
         s = rows[-1]
-        print("  %s %s %s: backward %.2f ms over %d layers, overhead %.3f ms (%.2f %%, layout %.3f ms, python "
-              "%.3f ms), largest layer %.2f %%" % (name, a.prune, nm, s["backward_ms"], s["layers"], s["overhead_ms"],
+        print("  %s %s %s P=%d: backward %.2f ms over %d layers, overhead %.3f ms (%.2f %%, layout %.3f ms, python "
+              "%.3f ms), largest layer %.2f %%" % (name, a.prune, nm, p, s["backward_ms"], s["layers"], s["overhead_ms"],
                                                    s["overhead_pct"], s["layout_ms"], s["python_ms"],
                                                    s["max_layer_pct"]), file=sys.stderr)
         for row in rows:
