@@ -6,10 +6,13 @@
  * applies A^T (.) A in double. The kernel fuses all of this per work unit and prunes an image at
  * a time; the header promises the same result as this unfused pipeline for every pruning
  * function (same groups, same random counters, same rescale scopes), every ISA path and every
- * thread count (bitwise for the last). With no pruning it must equal the naive convolution. */
+ * thread count (bitwise for the last). With no pruning it must equal the naive convolution.
+ * With shared masks the kernel makes its micro-kernel entries straight from V (the block
+ * pruning's emit); a test below checks them bitwise against the entries of the compressed rows. */
 #include <omp.h>
 
 #include "harness.h"
+#include "kernels/spwino_internal.h"
 #include "sdgp/conv.h"
 #include "sdgp/sparse.h"
 #include "sdgp/prune.h"
@@ -256,10 +259,68 @@ TEST_CASE(wino_errors) {
     free(dO), free(dD), free(w);
 }
 
+/* Shared masks: the entries spwino_loops.block_entries makes straight from x (every ISA) are
+ * bitwise those of the block pruning's compressed rows, for every function that has blocks:
+ * vector paths (n/m >= 1/2) and scalar ones, slices that are not whole vectors (C 36, 12, 24, 40),
+ * vectors of slots whose channels spread too wide to permute (3:6, 5:8), several slices
+ * (C 1040) and uneven blocks. */
+TEST_CASE(wino_block_entries_equal_compressed_rows_bitwise) {
+    static const struct { int n, m, C; } nms[] = {{2, 4, 36}, {1, 3, 12}, {4, 32, 64}, {2, 4, 1040}, {3, 8, 24}, {3, 6, 48}, {5, 8, 40}};
+    const sdgp_prune_fn fns[] = {SDGP_PRUNE_MAGNITUDE, SDGP_PRUNE_RESCALED, SDGP_PRUNE_RANDOM, SDGP_PRUNE_MVUE};
+    const spwino_loops *loops[SDGP_ISA_COUNT] = {[SDGP_ISA_REF] = &spwino_loops_ref, [SDGP_ISA_AVX2] = &spwino_loops_avx2,
+                                                 [SDGP_ISA_AVX512] = &spwino_loops_avx512};
+    const int64_t B = 2, line = 5, P = 2 * line, rows = B * P;
+    const uint32_t row_bytes = 64 * 4;
+    for (size_t t = 0; t < sizeof nms / sizeof nms[0]; t++) {
+        const int n = nms[t].n, m = nms[t].m;
+        const int64_t C = nms[t].C, slots = C / m * n;
+        float *x = test_xmalloc((size_t)(rows * C) * 4), *vals = test_xmalloc((size_t)(rows * slots) * 4);
+        float *scale = test_xmalloc((size_t)(B * C) * 4);
+        uint8_t *idx = test_xmalloc((size_t)(rows * slots));
+        int32_t *base = test_xmalloc((size_t)slots * 4);
+        spconv_entry *want = test_xmalloc((size_t)(rows * slots) * 8), *got = test_xmalloc((size_t)(rows * slots) * 8);
+        test_fill_normal(x, (size_t)(rows * C), 900 + t);
+        test_fill_normal(scale, (size_t)(B * C), 950 + t);
+        for (int64_t i = 0; i < rows * C; i += 7) x[i] = 0.0f; /* ties and groups with few nonzeros */
+        for (int64_t s = 0; s < slots; s++) base[s] = (int32_t)(s / n * m);
+        for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++)
+            for (int block = 2; block <= 4; block++)
+                for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
+                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                    prune_job j;
+                    memset(&j, 0, sizeof j);
+                    j.fn = fns[f];
+                    j.axis = SDGP_AXIS_CHANNEL;
+                    j.n = n, j.m = m, j.B = B, j.P = P, j.rows = rows, j.C = C;
+                    j.x = x;
+                    j.key = sdgp_philox_make_key(5, 6, 7);
+                    j.group0 = 11;
+                    j.scale = fns[f] == SDGP_PRUNE_RESCALED ? scale : NULL;
+                    j.scale_bstride = C;
+                    j.block = block, j.line = line;
+                    j.rank = prune_kernels_for((sdgp_isa)isa);
+                    j.vals = vals, j.idx = idx;
+                    int bad = prune_kernels_block.prune(&j, 0, rows);
+                    spconv_entries_from_slots(want, vals, idx, base, rows, slots, row_bytes);
+                    const spwino_sink sink = {.ent = got, .slots = slots, .row_bytes = row_bytes};
+                    j.vals = NULL, j.idx = NULL;
+                    j.emit = loops[isa]->block_entries;
+                    j.emit_ctx = &sink;
+                    memset(got, 0xff, (size_t)(rows * slots) * 8);
+                    bad |= prune_kernels_block.prune(&j, 0, rows);
+                    CHECK(!bad, "%d:%d C %d %s block %d: non-finite", n, m, (int)C, sdgp_prune_fn_name(fns[f]), block);
+                    CHECK(test_bitwise_equal(want, got, (size_t)(rows * slots) * 8), "%d:%d C %d %s block %d isa %s: entries differ", n, m,
+                          (int)C, sdgp_prune_fn_name(fns[f]), block, sdgp_isa_name((sdgp_isa)isa));
+                }
+        free(x), free(vals), free(scale), free(idx), free(base), free(want), free(got);
+    }
+}
+
 int main(void) {
     RUN(wino_matches_unfused_oracle_every_function_isa_and_thread_count);
     RUN(wino_unpruned_equals_naive_convolution);
     RUN(wino_mvue_mean_approaches_dense);
     RUN(wino_errors);
+    RUN(wino_block_entries_equal_compressed_rows_bitwise);
     return test_finish();
 }

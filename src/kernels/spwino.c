@@ -13,7 +13,8 @@
  *               whatever the thread count;
  *   element e = each of the 16: the unit's V_e (rows = tiles, along Cout) is transformed into the
  *               thread's buffer, pruned (the unit's images in one call, as sdgp_prune prunes the whole V: same
- *               groups, counters and scopes) and packed into micro-kernel entries, kept for all e;
+ *               groups, counters and scopes) and packed into micro-kernel entries, kept for all e
+ *               (shared masks: the block pruning writes the entries straight from V);
  *   column block nb (nr columns of Cin), then row a of A^T (order 1, 0, 2, 3), then bb: the sparse
  *               micro-kernel of sdgp_sparse_bwd, one "tap" whose panel is U_e's block, chunks of kc
  *               output channels, over all rows of the unit, into M_bb (rows x nr);
@@ -224,13 +225,26 @@ static prune_job images_job(const sdgp_sparse_wino *p, const wino_prune *wp, con
     return j;
 }
 
+/* Shared masks: the job makes the entries of its rows at ent (spwino_loops.block_entries) instead
+ * of compressed rows; s holds where, and must live as long as the job. */
+static void entries_job(const sdgp_sparse_wino *p, prune_job *j, spwino_sink *s, spconv_entry *ent) {
+    *s = (spwino_sink){.ent = ent, .slots = p->slots, .row_bytes = (uint32_t)(p->ldp * sizeof(float))};
+    j->emit = p->loops->block_entries;
+    j->emit_ctx = s;
+    j->vals = NULL;
+    j->idx = NULL;
+}
+
 /* Prunes the V_e rows of images b .. b+nimg-1: one call for all of them (fewer per-call set-ups),
  * but image by image for rescaled with the sample-channel scope, whose factors are per image.
+ * ent non-NULL (shared masks, n < m): the entries of the rows straight into ent, not vals/idx.
  * Returns 1 on a non-finite value (MVUE, rescaled). */
 static int prune_images(const sdgp_sparse_wino *p, const wino_prune *wp, unsigned char *tb, const float *x, float *vals,
-                        uint8_t *idx, int64_t b, int64_t nimg, int e) {
+                        uint8_t *idx, spconv_entry *ent, int64_t b, int64_t nimg, int e) {
     const int64_t C = p->g.Cout, T = p->T, slots = p->slots;
     prune_job j = images_job(p, wp, x, vals, idx, b, nimg, e);
+    spwino_sink sink;
+    if (ent) entries_job(p, &j, &sink, ent);
     if (wp->identity) {
         prune_identity_rows(&j, 0, j.rows);
         return 0;
@@ -247,6 +261,7 @@ static int prune_images(const sdgp_sparse_wino *p, const wino_prune *wp, unsigne
     int bad = 0;
     for (int64_t i = 0; i < nimg; i++) {
         prune_job ji = images_job(p, wp, x + i * T * C, vals + i * T * slots, idx + i * T * slots, b + i, 1, e);
+        if (ent) entries_job(p, &ji, &sink, ent + i * T * slots);
         ji.keep = (uint16_t *)(tb + p->o_keep);
         ji.keep_r0 = 0;
         wp->pk->sums(&ji, 0, dense, kept);
@@ -326,10 +341,13 @@ static int run_unit(const sdgp_sparse_wino *p, const wino_prune *wp, float *dD, 
     spconv_entry *ent = (spconv_entry *)(tb + p->o_ent);
     const uint32_t row_bytes = (uint32_t)(p->ldp * sizeof(float));
     int bad = 0;
+    /* shared masks: the block pruning makes the entries itself (no compressed copy) */
+    const int fused = wp->block > 1 && !wp->identity;
     for (int e = 0; e < WE; e++) {
+        spconv_entry *ent_e = ent + e * rows * slots;
         for (int64_t i = 0; i < nimg; i++) p->loops->transform(p, v + i * T * C, dO, b0 + i, e);
-        bad |= prune_images(p, wp, tb, v, vals, idx, b0, nimg, e);
-        p->loops->entries(ent + e * rows * slots, vals, idx, p->slot_base, rows, slots, row_bytes);
+        bad |= prune_images(p, wp, tb, v, vals, idx, fused ? ent_e : NULL, b0, nimg, e);
+        if (!fused) p->loops->entries(ent_e, vals, idx, p->slot_base, rows, slots, row_bytes);
     }
     for (int nb = 0; nb < p->nblocks; nb++) {
         const int64_t c0 = (int64_t)nb * p->nr, ncols = g->Cin - c0 < p->nr ? g->Cin - c0 : p->nr;

@@ -1,6 +1,6 @@
 /* The data loops of the Winograd-domain kernel, written once in plain C and compiled per ISA:
- * spwino_ref.c, spwino_avx2.c and spwino_avx512.c each include this file and export one
- * spwino_loops table (spwino_internal.h). Only this file's loops run with the ISA's flags; their
+ * spwino_ref.c, spwino_avx2.c and spwino_avx512.c each include this file, define spwino_block_row
+ * (declared below) and export one spwino_loops table (spwino_internal.h). Only this file's loops run with the ISA's flags; their
  * arithmetic is additions and exact multiplications by +-1, so all paths give the same bits
  * (a contracted x + s*y with s = +-1 is the same single rounding as x +- y). */
 #ifndef SDGP_SPWINO_LOOPS_H
@@ -72,6 +72,49 @@ static void spwino_scatter_row(const sdgp_sparse_wino *p, float *dD, const float
     }
 }
 
-#define SPWINO_LOOPS_TABLE {spwino_transform, spconv_entries_from_slots, spwino_scatter_row}
+/* Slots k0 .. k1 of one row x (Cout floats) of a shared-mask block's slice into their entries
+ * out[k0 .. k1): slot k holds v = x[c] * b->f[k] (mvue: (float)((double)x[c] * b->inv[k])) and
+ * the offset c * row_bytes of its channel c = b->kept[k]: block_write's value (prune_block.c)
+ * and spconv_entries_from_slots' entry of it, bitwise. One scalar load per kept value. */
+static inline void spwino_block_slots(spconv_entry *restrict out, const float *restrict x, const prune_block_slice *b,
+                                      uint32_t row_bytes, int64_t k0, int64_t k1, int mvue) {
+#define SPWINO_SLOTS_LOOP(value)                                                   \
+    for (int64_t k = k0; k < k1; k++) {                                            \
+        const float xv = x[b->kept[k]], v = (value);                               \
+        uint32_t bits;                                                             \
+        memcpy(&bits, &v, sizeof bits);                                            \
+        out[k] = bits | (uint64_t)((uint32_t)b->kept[k] * row_bytes) << 32;         \
+    }
+    if (mvue)
+        SPWINO_SLOTS_LOOP((float)((double)xv * b->inv[k]))
+    else
+        SPWINO_SLOTS_LOOP(xv * b->f[k])
+#undef SPWINO_SLOTS_LOOP
+}
+
+/* spwino_block_slots of the row's ns slots, written per ISA (spwino_{ref,avx2,avx512}.c): the
+ * vector paths permute a vector of slots at a time out of the two vectors of channels it spans
+ * (reading x[c0 .. c1) only) and fall back to spwino_block_slots where its channels spread wider.
+ * Called for n/m >= 1/2 only, where that is the rule: sparser patterns stay scalar (1:4 and 4:32
+ * were slower with a vector path, one vector of values per 8 or 16 entries). */
+static void spwino_block_row(spconv_entry *out, const float *x, const prune_block_slice *b, uint32_t row_bytes, int64_t ns,
+                             int mvue);
+
+/* Shared masks: the entries of a block's rows straight from V (the emit of prune_kernels_block,
+ * j->emit_ctx a spwino_sink), no compressed copy: one spwino_block_row per row. */
+static void spwino_block_entries(const prune_job *j, const prune_block_slice *b) {
+    const spwino_sink *s = (const spwino_sink *)j->emit_ctx;
+    const int64_t ns = (b->c1 - b->c0) / j->m * j->n, s0 = b->c0 / j->m * j->n;
+    const int mvue = j->fn == SDGP_PRUNE_MVUE, vector = 2 * j->n >= j->m;
+    for (int64_t r = b->r0; r < b->r0 + b->len; r++) {
+        spconv_entry *out = s->ent + r * s->slots + s0;
+        if (vector)
+            spwino_block_row(out, j->x + r * j->C, b, s->row_bytes, ns, mvue);
+        else
+            spwino_block_slots(out, j->x + r * j->C, b, s->row_bytes, 0, ns, mvue);
+    }
+}
+
+#define SPWINO_LOOPS_TABLE {spwino_transform, spconv_entries_from_slots, spwino_block_entries, spwino_scatter_row}
 
 #endif

@@ -1,12 +1,13 @@
 /* Shared masks: N:M pruning where the rows of a block (consecutive positions of one line) keep
  * the same channels of every group (include/sdgp/prune.h states the rules). Portable C: the
  * decision is made once per block from per-channel sums over its rows, so its cost is divided by
- * the block size; the writing of each row gathers its kept values in scalar code, which is what
- * this path costs (src/kernels/README.md, "Shared masks").
+ * the block size; then each row gathers its kept values (scalar here; src/kernels/README.md,
+ * "Shared masks", has the costs).
  *
  * Used through the prune_kernels_block table by sdgp_prune (cfg->mask_block > 1) and by the
  * Winograd-domain kernel, whose shared-mask micro-kernel loads each kept weight row once for
- * every row of a block (src/kernels/README.md). */
+ * every row of a block (src/kernels/README.md). That kernel sets prune_job.emit: the block's
+ * decision goes to its per-ISA entry packing instead of block_write (no compressed copy). */
 #include <math.h>
 #include <string.h>
 
@@ -26,21 +27,14 @@ static int64_t next_block_start(const prune_job *j, int64_t r) {
     return r + (to_block < to_line ? to_block : to_line);
 }
 
-/* Channels are handled in slices of whole groups, at most SLICE, and blocks in batches of at most
- * BATCH, so the workspace is a few tens of KiB on the stack (no allocation in a kernel that runs
- * per image), and the magnitude ranking runs once per batch: the ISA kernels have a per-call set-up
- * that would dominate if called for every block. */
-#define SLICE 512
+/* Channels are handled in slices of whole groups (PRUNE_BLOCK_SLICE, prune_internal.h), and
+ * blocks in batches of at most BATCH, so the workspace is a few tens of KiB on the stack (no
+ * allocation in a kernel that runs per image), and the magnitude ranking runs once per batch: the
+ * ISA kernels have a per-call set-up that would dominate if called for every block. */
+#define SLICE PRUNE_BLOCK_SLICE
 #define BATCH 8
 
-typedef struct {
-    int64_t r0, len, c0, c1; /* the block's rows, the slice's channels */
-    double s2[SLICE];        /* MVUE: sum x^2 per channel */
-    int32_t kept[SLICE];     /* per slot of the slice (n per group): the kept channel */
-    uint8_t kidx[SLICE];     /* its index within the group */
-    float f[SLICE];          /* its factor: 1, or the rescale factor */
-    double inv[SLICE];       /* MVUE: its 1 / P_i */
-} block_slice;
+typedef prune_block_slice block_slice;
 
 /* MVUE: per-channel sums of x^2 over the block's rows, in row order, in double (x*x of a float is
  * exact in double); the probabilities follow these L2 norms. */
@@ -81,12 +75,27 @@ static void rank_batch(const prune_job *j, float *s, uint8_t *idx, float *vals, 
     j->rank->prune(&rj, 0, nb);
 }
 
-/* The slots of the slice: kept channels (n per group, increasing) and their factors; `ranked` is
- * the block's row of rank_batch for the magnitude rules. Returns 1 on a non-finite MVUE norm. */
-static int block_masks(const prune_job *j, block_slice *b, const uint8_t *ranked) {
+/* The slots of the slice: kept channels (n per group, increasing) and their factors; for the
+ * magnitude rules `ranked` is the block's row of rank_batch and first[slot] the first channel of
+ * the slot's group. Returns 1 on a non-finite MVUE norm. */
+static int block_masks(const prune_job *j, block_slice *b, const uint8_t *ranked, const int32_t *first) {
     const int n = j->n, m = j->m;
     const int64_t G = j->C / m, g0 = b->c0 / m, ng = (b->c1 - b->c0) / m;
     const float *sc = j->fn == SDGP_PRUNE_RESCALED && j->scale ? j->scale + (b->r0 / j->P) * j->scale_bstride : NULL;
+    b->sc = sc;
+    if (j->fn == SDGP_PRUNE_MAGNITUDE || j->fn == SDGP_PRUNE_RESCALED) {
+        /* the ranking's compressed row is the kept set: n increasing positions per group (flat,
+         * vectorised loops instead of a bit mask per group: per block, this cost more than
+         * writing the block's rows) */
+        const int64_t ns = ng * n;
+        memcpy(b->kidx, ranked, (size_t)ns);
+        for (int64_t slot = 0; slot < ns; slot++) b->kept[slot] = first[slot] + ranked[slot];
+        if (sc)
+            for (int64_t slot = 0; slot < ns; slot++) b->f[slot] = sc[b->kept[slot]];
+        else
+            for (int64_t slot = 0; slot < ns; slot++) b->f[slot] = 1.0f;
+        return 0;
+    }
     if (j->fn == SDGP_PRUNE_MVUE) block_squares(j, b);
     for (int64_t g = 0; g < ng; g++) {
         const uint64_t group = j->group0 + (uint64_t)(b->r0 * G + g0 + g);
@@ -162,6 +171,7 @@ static int run_blocks(const prune_job *j, int64_t t0, int64_t t1, double *dense,
     block_slice b;
     float s[BATCH * SLICE], vals[BATCH * SLICE];
     uint8_t ranked[BATCH * SLICE];
+    int32_t first[SLICE];
     int64_t r0[BATCH], len[BATCH];
     int bad = 0;
     for (int64_t r = next_block_start(j, t0); r < t1;) {
@@ -174,15 +184,20 @@ static int run_blocks(const prune_job *j, int64_t t0, int64_t t1, double *dense,
         for (int64_t c0 = 0, c1; c0 < j->C; c0 = c1) {
             c1 = c0 + sw < j->C ? c0 + sw : j->C;
             const int64_t ns = (c1 - c0) / j->m * j->n;
-            if (magnitude) rank_batch(j, s, ranked, vals, r0, len, nb, c0, c1 - c0);
+            if (magnitude) {
+                rank_batch(j, s, ranked, vals, r0, len, nb, c0, c1 - c0);
+                for (int64_t slot = 0; slot < ns; slot++) first[slot] = (int32_t)(c0 + slot / j->n * j->m);
+            }
             for (int k = 0; k < nb; k++) {
                 b.r0 = r0[k], b.len = len[k], b.c0 = c0, b.c1 = c1;
-                if (block_masks(j, &b, ranked + k * ns)) {
+                if (block_masks(j, &b, ranked + k * ns, first)) {
                     bad = 1;
                     continue;
                 }
                 if (dense)
                     block_add_sums(j, &b, dense, kept);
+                else if (j->emit)
+                    j->emit(j, &b);
                 else
                     block_write(j, &b);
             }

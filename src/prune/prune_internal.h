@@ -74,8 +74,22 @@ int prune_compress_group(float *vals, uint8_t *idx, int64_t stride, const float 
 /* ---- kernels (prune_ref.c, prune_avx2.c, prune_avx512.c) ---- */
 
 typedef struct prune_kernels prune_kernels;
+typedef struct prune_job prune_job;
 
+/* Shared masks: channels are handled in slices of whole groups of at most PRUNE_BLOCK_SLICE
+ * channels (prune_block.c). One block's decision over one slice: */
+#define PRUNE_BLOCK_SLICE 512
 typedef struct {
+    int64_t r0, len, c0, c1;           /* the block's rows, the slice's channels */
+    double s2[PRUNE_BLOCK_SLICE];      /* MVUE: sum x^2 per channel */
+    int32_t kept[PRUNE_BLOCK_SLICE];   /* per slot of the slice (n per group, increasing): the kept channel */
+    uint8_t kidx[PRUNE_BLOCK_SLICE];   /* its index within the group */
+    float f[PRUNE_BLOCK_SLICE];        /* its factor: 1, or the rescale factor */
+    const float *sc;                   /* rescaled: the block's factors per channel (f[k] = sc[kept[k]]), else NULL */
+    double inv[PRUNE_BLOCK_SLICE];     /* MVUE: its 1 / P_i */
+} prune_block_slice;
+
+struct prune_job {
     sdgp_prune_fn fn;     /* RANDOM, MAGNITUDE, RESCALED, MVUE, MVUE_APPROX (n < m) */
     sdgp_axis axis;
     int n, m;
@@ -103,7 +117,13 @@ typedef struct {
     int block;
     int64_t line;
     const prune_kernels *rank;
-} prune_job;
+    /* Shared masks, or NULL: prune() hands every block's decision to emit (with emit_ctx) instead
+     * of writing out / vals / idx; row b->r0 + i's kept value of slot k is x[kept[k]] * f[k]
+     * (MVUE: (float)((double)x[kept[k]] * inv[k])). The Winograd-domain kernel makes its
+     * micro-kernel entries this way, straight from V (spwino_loops.h). */
+    void (*emit)(const prune_job *j, const prune_block_slice *b);
+    const void *emit_ctx;
+};
 
 struct prune_kernels {
     /* Prunes tiles [t0, t1): rows for the channel axis, row groups (m rows each) for the row
