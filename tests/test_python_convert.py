@@ -104,6 +104,30 @@ for cin, cout, k, s, p, bias, H, W in geoms:
         if bias:
             check(rel(model[1].bias.grad, oracle.bias.grad) < 1e-5, tag + ": dL/db")
 
+# ---- NCHW and channels_last: the library reads dL/dO and writes dL/dD in place in both, so the data
+# gradient is the same bits whatever the layouts of x and of dL/dO (mixed ones too) ----
+CL, NCHW = torch.channels_last, torch.contiguous_format
+for cin, cout, k, s, p, bias, H, W in geoms:
+    for fn, nm, kernel, block in (("rescaled", "2:4", "sparse", 1), ("mvue", "2:4", "sparse", 1),
+                                  ("magnitude", "2:4", "sparse", 4), ("random", "1:4", "sparse", 2),
+                                  ("rescaled", "2:4", "dense", 1), ("magnitude", "2:4", "dense", 4)):
+        torch.manual_seed(7)
+        plain = nn.Conv2d(cin, cout, k, s, p, bias=bias)
+        X = torch.randn(3, cin, H, W)
+        G = torch.randn_like(plain(X))
+        grads = []
+        for xf, gf in ((NCHW, NCHW), (CL, CL), (NCHW, CL), (CL, NCHW)):
+            model = st.convert_model(nn.Sequential(copy.deepcopy(plain).to(memory_format=xf)), prune=fn, nm=nm,
+                                     first_layer=True, kernel=kernel, mask_block=block)
+            x = X.contiguous(memory_format=xf).clone().requires_grad_()
+            model(x).backward(G.contiguous(memory_format=gf))
+            grads.append(x.grad)
+        tag = "layouts conv %s k=%s s=%d p=%d %s %s %s P=%d" % ((cin, cout), k, s, p, fn, nm, kernel, block)
+        if kernel == "sparse":
+            check(all(torch.equal(grads[0], g) for g in grads[1:]), tag + ": dL/dD bitwise equal in every layout")
+        else:  # torch's dense kernel may sum in another order per layout; the pruned dL/dO is the same
+            check(max(rel(g, grads[0]) for g in grads[1:]) < 1e-5, tag + ": dL/dD equal in every layout")
+
 # ---- n:m = 4:4: exactly the plain layer's gradients (no pruning) ----
 for kernel in ("sparse", "dense"):
     ref = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), nn.ReLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 8, 3))

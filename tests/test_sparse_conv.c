@@ -206,6 +206,63 @@ TEST_CASE(sparse_shared_masks_match_naive) {
     sdgp_sparse_bwd_destroy(p);
 }
 
+/* Output in NCHW (sdgp_sparse_bwd_set_output_layout): bitwise the NHWC result transposed, for every
+ * shape (stride 2 and 3, 1x1, odd sizes, untouched positions), ISA, 1 and 2 threads, the default
+ * units and both kinds of forced ones (row bands of one image; several whole images), and with the
+ * shared-mask kernel. dD starts as NaN, so a position the transpose misses fails. */
+TEST_CASE(sparse_nchw_output) {
+    const shape many = {9, 5, 6, 12, 8, 3, 3, 1, 1, 2, 4}; /* enough images for units of several */
+    long compared = 0, multi = 0;
+    for (int si = 0; si <= NSHAPES; si++) {
+        problem pb;
+        REQUIRE(problem_make(&pb, si < NSHAPES ? shapes[si] : many, 500 + (uint64_t)si), "shape %d", si);
+        const sdgp_conv_geom *g = &pb.g;
+        float *nhwc = test_xmalloc((size_t)pb.nD * 4), *nchw = test_xmalloc((size_t)pb.nD * 4), *want = test_xmalloc((size_t)pb.nD * 4);
+        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++)
+            for (int variant = 0; variant < 4; variant++) { /* default, row bands, whole images, shared masks */
+                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                for (int threads = 1; threads <= 2; threads++) {
+                    sdgp_sparse_bwd *p = NULL;
+                    sdgp_error e;
+                    int ok = sdgp_sparse_bwd_create(&p, g, pb.n, pb.m, (sdgp_isa)isa, threads, &e) == SDGP_OK;
+                    if (ok && (variant == 1 || variant == 2)) {
+                        spconv_blocking b = p->blk;
+                        b.tile_px = variant == 1 ? g->W : (int64_t)g->B * g->H * g->W;
+                        ok = spconv_set_blocking(p, &b, &e) == SDGP_OK;
+                        multi += p->ib > 1;
+                    }
+                    if (ok && variant == 3) ok = sdgp_sparse_bwd_set_mask_block(p, 2, &e) == SDGP_OK;
+                    ok = ok && sdgp_sparse_bwd_pack(p, pb.w, &e) == SDGP_OK;
+                    for (int64_t i = 0; i < pb.nD; i++) nhwc[i] = nchw[i] = NAN;
+                    ok = ok && sdgp_sparse_bwd_data(p, nhwc, &pb.nm, &e) == SDGP_OK;
+                    ok = ok && sdgp_sparse_bwd_set_output_layout(p, SDGP_LAYOUT_NCHW, &e) == SDGP_OK &&
+                         sdgp_sparse_bwd_data(p, nchw, &pb.nm, &e) == SDGP_OK;
+                    CHECK(ok, "shape %d variant %d: %s", si, variant, e.msg);
+                    sdgp_sparse_bwd_destroy(p);
+                    if (!ok) continue;
+                    for (int64_t b = 0; b < g->B; b++)
+                        for (int64_t px = 0; px < (int64_t)g->H * g->W; px++)
+                            for (int64_t c = 0; c < g->Cin; c++)
+                                want[(b * g->Cin + c) * g->H * g->W + px] = nhwc[(b * g->H * g->W + px) * g->Cin + c];
+                    CHECK(test_bitwise_equal(want, nchw, (size_t)pb.nD * 4), "shape %d isa %s variant %d x%d: NCHW is not the NHWC result transposed",
+                          si, sdgp_isa_name((sdgp_isa)isa), variant, threads);
+                    compared++;
+                }
+            }
+        free(nhwc), free(nchw), free(want);
+        problem_free(&pb);
+    }
+    fprintf(stderr, "  %ld comparisons\n", compared);
+    CHECK(multi > 0, "no plan had units of several images");
+    sdgp_sparse_bwd *p = NULL;
+    sdgp_error e;
+    sdgp_conv_geom g;
+    REQUIRE(sdgp_conv_geom_init(&g, 1, 4, 4, 8, 8, 3, 3, 1, 1, NULL) == SDGP_OK && sdgp_sparse_bwd_create(&p, &g, 2, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_OK, "plan");
+    CHECK(sdgp_sparse_bwd_set_output_layout(p, (sdgp_layout)2, &e) == SDGP_ERR_INVALID && strstr(e.msg, "layout=2"), "layout 2: %s", e.msg);
+    CHECK(sdgp_sparse_bwd_set_output_layout(NULL, SDGP_LAYOUT_NCHW, &e) == SDGP_ERR_INVALID, "NULL plan");
+    sdgp_sparse_bwd_destroy(p);
+}
+
 TEST_CASE(sparse_blocking_variants) {
     const shape s[] = {{2, 9, 11, 70, 48, 3, 3, 1, 1, 2, 8}, {1, 12, 9, 40, 24, 5, 5, 2, 2, 1, 4}};
     for (int si = 0; si < 2; si++) {
@@ -403,6 +460,7 @@ TEST_CASE(plan_and_input_errors) {
 int main(void) {
     RUN(sparse_matches_naive_every_isa_and_thread_count);
     RUN(sparse_shared_masks_match_naive);
+    RUN(sparse_nchw_output);
     RUN(sparse_blocking_variants);
     RUN(sparse_matches_onednn_on_pruned_tensor);
     RUN(sparse_repack_and_reuse);

@@ -60,7 +60,7 @@
  * NaN/Inf input: magnitude ranks NaN above every number (it is kept; NaNs tie with each other);
  * values are copied as they are. Random copies whatever it keeps. MVUE, mvue-approx and rescaled
  * magnitude (n < m) with a non-finite value anywhere in x return SDGP_ERR_NUMERIC naming the
- * first such index (flat and as b, p, c), and leave outputs unspecified (but in bounds). */
+ * first such index (flat in x's layout, and as b, p, c), and leave outputs unspecified (but in bounds). */
 #ifndef SDGP_PRUNE_H
 #define SDGP_PRUNE_H
 
@@ -97,6 +97,16 @@ typedef enum {
     SDGP_SCOPE_CHANNEL = 1         /* one scale per c over all B*P rows (paper's text) */
 } sdgp_rescale_scope;
 
+/* Layout of sdgp_prune's x and dense out (cfg->layout). NHWC: B x P x C as above. NCHW: B x C x P
+ * (PyTorch's default memory format), read in place: the result (out in NCHW, nm, factors, Philox
+ * counters, shared masks) is bitwise what pruning the NHWC copy of x gives; rows, groups and
+ * positions keep their NHWC meaning (row r = b*P + p), and the compressed form is the same. The
+ * channel axis only (SDGP_ERR_UNSUPPORTED otherwise). Each thread transposes a tile of positions
+ * (whole lines for mask_block > 1, whole samples for rescaled: its scopes need a sample's sums
+ * first) into a buffer of its own, prunes it there and transposes the dense result back: about
+ * 16 KiB per thread, P x C floats (twice with out) for rescaled. */
+typedef enum { SDGP_LAYOUT_NHWC = 0, SDGP_LAYOUT_NCHW = 1 } sdgp_layout;
+
 typedef struct {
     sdgp_prune_fn fn;
     int n, m;
@@ -109,10 +119,11 @@ typedef struct {
     int threads;              /* 0: OpenMP default */
     int mask_block;           /* rows sharing one mask (channel axis): 0 or 1 = a mask per row */
     int64_t mask_line;        /* positions of a line that blocks do not cross; 0 = all P */
+    sdgp_layout layout;       /* of x and out: NHWC (the default) or NCHW (above) */
 } sdgp_prune_cfg;
 
 /* A default config: fn, n, m as given, channel axis, sample-channel scope, seed 0, AUTO ISA, a
- * mask per row (mask_block 1). */
+ * mask per row (mask_block 1), NHWC layout. */
 SDGP_API sdgp_prune_cfg sdgp_prune_cfg_make(sdgp_prune_fn fn, int n, int m);
 
 /* Names used by the CLI and JSON: "none", "random", "magnitude", "rescaled", "mvue", "mvue-approx". */
@@ -152,17 +163,17 @@ SDGP_API void sdgp_nm_free(sdgp_nm_tensor *t);
 /* Checks that n, m, B, P, C fit the axis and the limits; the message names what is wrong. */
 SDGP_API sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, int64_t C, sdgp_error *err);
 
-/* Prunes x (B x P x C, not modified) with cfg.
- *   out   (nullable): B x P x C dense pruned tensor; must not alias x.
+/* Prunes x (B x P x C, not modified; B x C x P with cfg->layout NCHW) with cfg.
+ *   out   (nullable): dense pruned tensor in x's layout; must not alias x.
  *   nm    (nullable): compressed form; must have been sdgp_nm_alloc'ed (or set up) with the same
  *                     axis, n, m, rows = B*P, C.
  * At least one of out, nm is non-NULL. Writes nothing else; allocates only for rescaled: the
  * scope sums and factors (20 B x C bytes; sample-channel scope on the channel axis: 20 C bytes
  * plus P x C / 8 bytes of keep masks per thread; channel scope on the channel axis: also one keep
- * mask per row, rows x C / 8 bytes, about 1/32 of x).
+ * mask per row, rows x C / 8 bytes, about 1/32 of x), and for the NCHW layout its per-thread tiles.
  * fn NONE (and any fn with n == m) is a bitwise copy; NONE with nm requires n == m.
  * Errors: SDGP_ERR_INVALID (shape, n:m, NULL, overlap, nm of another shape), SDGP_ERR_UNSUPPORTED
- * (mvue-approx other than 2:4 / n == m, an ISA this CPU lacks), SDGP_ERR_NUMERIC (above),
+ * (mvue-approx other than 2:4 / n == m, an ISA this CPU lacks, NCHW on the row axis), SDGP_ERR_NUMERIC (above),
  * SDGP_ERR_NOMEM. */
 SDGP_API sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C,
                                 float *out, sdgp_nm_tensor *nm, sdgp_error *err);

@@ -38,7 +38,7 @@ SDGP_API sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sd
  * strides {kh*kw*Cin, 1, kw*Cin, Cin}) read in place. The packed plan is the same bits. */
 SDGP_API sdgp_status sdgp_sparse_bwd_pack_strided(sdgp_sparse_bwd *p, const float *w, const int64_t strides[4],
                                                   sdgp_error *err);
-/* dD (B x H x W x Cin, fully overwritten; positions no tap reaches get 0) = the input gradient of
+/* dD (B x H x W x Cin, or the layout set below; fully overwritten; positions no tap reaches get 0) = the input gradient of
  * the convolution for the compressed dO, which must match the plan (axis CHANNEL, n, m, rows =
  * B*Ho*Wo, C = Cout). The result is bitwise the same for every thread count; relative error
  * against the dense product <= ~1e-6 (fp32 FMAs, the sum order of README.md). */
@@ -51,6 +51,12 @@ SDGP_API sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const s
  * The sum order changes (README.md), the result stays bitwise the same for every thread count.
  * SDGP_ERR_INVALID for block outside [1, SDGP_MASK_BLOCK_MAX]. */
 SDGP_API sdgp_status sdgp_sparse_bwd_set_mask_block(sdgp_sparse_bwd *p, int block, sdgp_error *err);
+/* dD's layout in later sdgp_sparse_bwd_data calls: SDGP_LAYOUT_NHWC (the default, B x H x W x Cin)
+ * or SDGP_LAYOUT_NCHW (B x Cin x H x W, PyTorch's default), bitwise the NHWC result transposed.
+ * NCHW: each work unit computes into a per-thread NHWC buffer (the unit's dD block, ~256 KiB x
+ * Cin/64, allocated at the first such call) and transposes every column block of it into dD while
+ * it is in cache. SDGP_ERR_INVALID for another value. */
+SDGP_API sdgp_status sdgp_sparse_bwd_set_output_layout(sdgp_sparse_bwd *p, sdgp_layout layout, sdgp_error *err);
 
 /* ---- SDGP in the Winograd domain: dD = A^T [ prune(V) x U ] A ----
  * For 3x3 stride-1 convolutions (pad 0, 1 or 2). Backward-data is a 3x3 correlation of the
@@ -85,7 +91,7 @@ SDGP_API sdgp_isa sdgp_sparse_wino_isa(const sdgp_sparse_wino *p);
 SDGP_API sdgp_status sdgp_sparse_wino_pack(sdgp_sparse_wino *p, const float *w, sdgp_error *err);
 /* dD (B x H x W x Cin, overwritten) from dense dO (B x Ho x Wo x Cout, read only), pruned in the
  * Winograd domain with cfg (fn and n:m must be the plan's, axis CHANNEL; scope, seed, step and
- * layer as in sdgp_prune; cfg->isa and cfg->threads are ignored: the plan's). n == m (any fn, and
+ * layer as in sdgp_prune; cfg->isa and cfg->threads are ignored: the plan's; cfg->layout must be NHWC). n == m (any fn, and
  * fn NONE, which requires a plan with n == m): no pruning, the dense Winograd product. Bitwise the
  * same for every thread count.
  * SDGP_ERR_NUMERIC when MVUE / rescaled meet a non-finite value, as sdgp_prune. */

@@ -14,6 +14,7 @@ c_size_t, c_void_p, c_char_p = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p
 # Mirrors of the C enums (include/sdgp/prune.h, isa.h, status.h).
 AXIS = {"channel": 0, "row": 1}
 SCOPE = {"sample-channel": 0, "channel": 1}
+LAYOUT = {"nhwc": 0, "nchw": 1}  # sdgp_layout
 ISA_AUTO = -1
 NM_MAX_M = 64
 
@@ -25,7 +26,7 @@ class Error(ctypes.Structure):  # sdgp_error
 class PruneCfg(ctypes.Structure):  # sdgp_prune_cfg
     _fields_ = [("fn", c_int), ("n", c_int), ("m", c_int), ("axis", c_int), ("scope", c_int),
                 ("seed", c_uint64), ("step", c_uint64), ("layer", c_uint32), ("isa", c_int),
-                ("threads", c_int), ("mask_block", c_int), ("mask_line", c_int64)]
+                ("threads", c_int), ("mask_block", c_int), ("mask_line", c_int64), ("layout", c_int)]
 
 
 class NMTensor(ctypes.Structure):  # sdgp_nm_tensor
@@ -143,6 +144,7 @@ sparse_bwd_create = _sig("sdgp_sparse_bwd_create", c_int, ctypes.POINTER(c_void_
 sparse_bwd_destroy = _sig("sdgp_sparse_bwd_destroy", None, c_void_p)
 sparse_bwd_isa = _sig("sdgp_sparse_bwd_isa", c_int, c_void_p)
 sparse_bwd_pack_strided = _sig("sdgp_sparse_bwd_pack_strided", c_int, c_void_p, c_void_p, ctypes.POINTER(ctypes.c_int64), P_ERR)
+sparse_bwd_set_output_layout = _sig("sdgp_sparse_bwd_set_output_layout", c_int, c_void_p, c_int, P_ERR)
 sparse_bwd_set_mask_block = _sig("sdgp_sparse_bwd_set_mask_block", c_int, c_void_p, c_int, P_ERR)
 MASK_BLOCK_MAX = 64  # SDGP_MASK_BLOCK_MAX
 sparse_bwd_data = _sig("sdgp_sparse_bwd_data", c_int, c_void_p, c_void_p, P_NM, P_ERR)

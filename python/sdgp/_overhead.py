@@ -6,14 +6,14 @@ return: argument unpacking, checks, scratch lookups, ctypes marshalling, output 
 it, each call into compiled kernels:
   sdgp    libsdgp's sdgp_prune, sdgp_sparse_bwd_pack_strided, sdgp_sparse_bwd_data
   torch   torch's convolution_backward (dL/dW and dL/db always, dL/dD on layers that chose dense)
-  layout  the copies between torch's layouts and the library's (sdgp.torch._relayout): an NCHW dL/dO to
-          NHWC, the NHWC dL/dD to NCHW (channels_last models need none). Marshalling, so part
-          of the overhead; reported apart because only a change of layout (or of the C API) removes them
+  layout  the copies between torch's layouts (sdgp.torch._relayout), left only for a dL/dO of other
+          strides or in another layout than x: the library reads NCHW and channels_last dL/dO and writes
+          dL/dD in either in place. Marshalling, so part of the overhead; reported apart
 overhead = backward - (sdgp + torch). It works by swapping those functions (module attributes) for
 timed wrappers on __enter__ and back on __exit__: outside the probe the layers run with no timer at all.
 The wrappers cost under a microsecond per call (calibrated at __enter__, reported as probe_ms and
 included in overhead_ms, which is so an upper bound). A fresh output tensor's page faults land in whatever first
-writes it: the kernel on channels_last models, the layout copy on NCHW ones.
+writes it: the sparse kernel.
 """
 import statistics
 import time

@@ -7,9 +7,12 @@ and computes dL/dD on libsdgp's sparse backward-data kernel.
 What a converted layer computes (SdgpConv2d, a subclass of nn.Conv2d with the same parameters):
   forward      torch's own conv2d (F.conv2d): bitwise what the plain layer computes;
   dL/dW, dL/db torch's dense gradients of the *unpruned* dL/dO (aten.convolution_backward);
-  dL/dD        sdgp_prune(dL/dO) (NHWC, groups of m channels) x W: sdgp_sparse_bwd_* with the
+  dL/dD        sdgp_prune(dL/dO) (groups of m channels) x W: sdgp_sparse_bwd_* with the
                weights packed at each backward, or, where that measured slower, the same pruned
                dL/dO through torch's dense backward-data (kernel="auto", below).
+Layouts: the library reads dL/dO and writes dL/dD in place in both of torch's memory formats
+(sdgp_prune's and the sparse plan's NCHW layout for contiguous tensors, NHWC for channels_last), so
+neither model needs a layout copy; dL/dD takes x's layout.
 The pruning is keyed (seed, step, layer): `layer` is the conv's index in model.modules() order,
 `step` counts the layer's backward passes, so random/MVUE masks differ per step and layer and
 repeat run to run.
@@ -21,8 +24,8 @@ keeps the faster one, as `sdgp train --sparse-kernel auto` does. The choice is m
 
 Threads: each backward uses torch.get_num_threads() threads (torch.set_num_threads sets both).
 Memory: per layer and geometry (up to 4 batch/image sizes) a plan holding the packed weights; per
-thread, buffers that all layers reuse, as large as the largest layer's dL/dO (NHWC copy, pruned),
-its compressed form and dL/dD.
+thread, buffers that all layers reuse, as large as the largest layer's dL/dO (pruned), its
+compressed form and (channels_last models) dL/dD.
 State dicts keep the names and tensors of the plain model (SdgpConv2d adds no parameter or
 buffer), so they load into the unconverted model and back; restore_model() undoes the conversion.
 Double backward (create_graph=True through a converted layer) is not supported.
@@ -50,7 +53,8 @@ _conv_backward = torch.ops.aten.convolution_backward  # torch's dense kernels: d
 
 
 def _relayout(dst, src):
-    """dst.copy_(src) between torch's layout and the library's NHWC: marshalling of the binding."""
+    """dst.copy_(src) between torch's layouts where the library cannot read or write one in place (a
+    dL/dO of other strides, a dL/dO and x of different layouts): marshalling of the binding."""
     return dst.copy_(src)
 
 
@@ -126,6 +130,11 @@ def _scratch(slot, shape, dtype=torch.float32):
     return buf[:numel].view(shape)
 
 
+def _nchw_dims(t, nchw):
+    """(B, C, H, W) of a tensor stored NCHW (nchw) or NHWC."""
+    return tuple(t.shape) if nchw else (t.shape[0], t.shape[3], t.shape[1], t.shape[2])
+
+
 class _Plan:
     """A sparse backward-data plan for one geometry (it holds the packed weights)."""
 
@@ -138,6 +147,13 @@ class _Plan:
             _lib.check(_lib.sparse_bwd_set_mask_block(self.ptr, mask_block, ctypes.byref(err)), err)
         self.rows, self.slots = geom.B * geom.Ho * geom.Wo, geom.Cout // m * n
         self.nm = _lib.NMTensor(0, n, m, self.rows, geom.Cout, None, None)
+        self.layout = _lib.LAYOUT["nhwc"]  # of dL/dD
+
+    def set_layout(self, layout):
+        if layout != self.layout:
+            err = _lib.Error()
+            _lib.check(_lib.sparse_bwd_set_output_layout(self.ptr, layout, ctypes.byref(err)), err)
+            self.layout = layout
 
     def close(self):
         if self.ptr and _lib is not None and _lib.sparse_bwd_destroy is not None:
@@ -198,43 +214,47 @@ class _LayerState:
         self.plans[key] = p  # most recently used last
         return p
 
-    def _cfg(self, threads, Wo):
+    def _cfg(self, threads, Wo, nchw):
         # shared masks: blocks of mask_block pixels along each row of dL/dO (as `sdgp train`)
-        return _lib.make_cfg(self.fn, self.n, self.m, 0, self.scope, self.seed, self.step, self.layer, threads,
-                             self.mask_block, Wo)
+        cfg = _lib.make_cfg(self.fn, self.n, self.m, 0, self.scope, self.seed, self.step, self.layer, threads,
+                            self.mask_block, Wo)
+        cfg.layout = _lib.LAYOUT["nchw" if nchw else "nhwc"]
+        return cfg
 
-    def _sparse(self, goN, x_shape, x_cl, w, threads):
-        B, Ho, Wo, Cout = goN.shape
+    def _sparse(self, go, nchw, x_shape, x_cl, w, threads):
+        """go: dL/dO as the library reads it, NCHW (nchw) or NHWC, contiguous."""
+        B, Cout, Ho, Wo = _nchw_dims(go, nchw)
         Cin, H, W = x_shape[1], x_shape[2], x_shape[3]
         p = self._plan(B, H, W, Cin, Cout, w.shape[2], w.shape[3], threads)
         values = _scratch("values", (p.rows * p.slots,))
         index = _scratch("index", (p.rows * p.slots,), torch.uint8)
         p.nm.values, p.nm.index = values.data_ptr(), index.data_ptr()
-        cfg, err = self._cfg(threads, Wo), _lib.Error()
-        _lib.check(_lib.prune(ctypes.byref(cfg), goN.data_ptr(), B, Ho * Wo, Cout, None, ctypes.byref(p.nm),
+        cfg, err = self._cfg(threads, Wo, nchw), _lib.Error()
+        _lib.check(_lib.prune(ctypes.byref(cfg), go.data_ptr(), B, Ho * Wo, Cout, None, ctypes.byref(p.nm),
                               ctypes.byref(err)), err)
         # the weights in place, in any layout (channels_last ones too: no copy)
         strides = (ctypes.c_int64 * 4)(*w.stride())
         _lib.check(_lib.sparse_bwd_pack_strided(p.ptr, w.data_ptr(), strides, ctypes.byref(err)), err)
         # the gradient takes x's layout: elementwise backward ops (ReLU, add, BatchNorm) on tensors of
-        # mixed layouts ran up to 10x slower, far more than the transpose costs (ResNet-18, torch 1.13)
-        if x_cl:
-            dD = torch.empty((B, H, W, Cin), dtype=torch.float32)  # returned: a tensor of its own
-        else:
-            dD = _scratch("dD", (B, H, W, Cin))
+        # mixed layouts ran up to 10x slower, far more than the transpose costs (ResNet-18, torch 1.13);
+        # the plan writes either (an NCHW dL/dD is transposed per work unit while in cache)
+        p.set_layout(_lib.LAYOUT["nhwc" if x_cl else "nchw"])
+        dD = torch.empty((B, H, W, Cin) if x_cl else (B, Cin, H, W), dtype=torch.float32)  # returned: its own
         _lib.check(_lib.sparse_bwd_data(p.ptr, dD.data_ptr(), ctypes.byref(p.nm), ctypes.byref(err)), err)
-        dD = dD.permute(0, 3, 1, 2)  # NCHW view of the NHWC result: channels_last strides
-        return dD if x_cl else _relayout(torch.empty(dD.shape, dtype=dD.dtype), dD)
+        return dD.permute(0, 3, 1, 2) if x_cl else dD  # channels_last: the NCHW view of the NHWC result
 
-    def _dense(self, goN, x, w, threads):
-        B, Ho, Wo, Cout = goN.shape
-        pruned = _scratch("pruned", goN.shape)
-        cfg, err = self._cfg(threads, Wo), _lib.Error()
-        _lib.check(_lib.prune(ctypes.byref(cfg), goN.data_ptr(), B, Ho * Wo, Cout, pruned.data_ptr(), None,
+    def _dense(self, go, nchw, x, w, threads):
+        B, Cout, Ho, Wo = _nchw_dims(go, nchw)
+        pruned = _scratch("pruned", go.shape)  # dense output in go's layout
+        cfg, err = self._cfg(threads, Wo, nchw), _lib.Error()
+        _lib.check(_lib.prune(ctypes.byref(cfg), go.data_ptr(), B, Ho * Wo, Cout, pruned.data_ptr(), None,
                               ctypes.byref(err)), err)
-        pruned = pruned.permute(0, 3, 1, 2)
-        if not self._is_cl(x):  # torch's NCHW kernel on a channels_last dL/dO reorders into fresh memory
-            pruned = _relayout(_scratch("pruned_nchw", pruned.shape), pruned)
+        if not nchw:
+            pruned = pruned.permute(0, 3, 1, 2)
+        if nchw == self._is_cl(x):  # torch's kernel on a dL/dO of x's other layout reorders into fresh memory
+            to = _scratch("pruned_x", (B, Ho, Wo, Cout)).permute(0, 3, 1, 2) if not nchw else \
+                _scratch("pruned_x", (B, Cout, Ho, Wo))
+            pruned = _relayout(to, pruned)
         return _conv_backward(
             pruned, x, w, None, (self.stride,) * 2, (self.pad,) * 2, (1, 1), False, (0, 0), 1, (True, False, False))[0]
 
@@ -245,29 +265,31 @@ class _LayerState:
     def data_grad(self, go, x, w):
         """dL/dD of the pruned dL/dO (go: NCHW, any strides)."""
         threads = torch.get_num_threads()
-        goN = go.permute(0, 2, 3, 1)
-        if not goN.is_contiguous():  # NCHW dL/dO; channels_last ones are read in place
-            goN = _relayout(_scratch("dO", goN.shape), goN)
+        # the library reads NCHW (torch's default) and channels_last dL/dO in place
+        nchw = go.is_contiguous()
+        g = go if nchw else go.permute(0, 2, 3, 1)
+        if not g.is_contiguous():  # other strides: an NCHW copy
+            g, nchw = _relayout(_scratch("dO", go.shape), go), True
         with self.lock:
             try:
                 if self.choice is None:
-                    return self._measure(goN, x, w, threads)
+                    return self._measure(g, nchw, x, w, threads)
                 if self.choice == "sparse":
-                    return self._sparse(goN, x.shape, self._is_cl(x), w, threads)
-                return self._dense(goN, x, w, threads)
+                    return self._sparse(g, nchw, x.shape, self._is_cl(x), w, threads)
+                return self._dense(g, nchw, x, w, threads)
             finally:
                 self.step += 1
 
-    def _measure(self, goN, x, w, threads):
+    def _measure(self, go, nchw, x, w, threads):
         best = {"sparse": float("inf"), "dense": float("inf")}
         out = {}
         for _ in range(3):  # interleaved: a noisy neighbour slows both alike
             for k in ("sparse", "dense"):
                 t0 = time.perf_counter()
                 if k == "sparse":
-                    out[k] = self._sparse(goN, x.shape, self._is_cl(x), w, threads)
+                    out[k] = self._sparse(go, nchw, x.shape, self._is_cl(x), w, threads)
                 else:
-                    out[k] = self._dense(goN, x, w, threads)
+                    out[k] = self._dense(go, nchw, x, w, threads)
                 best[k] = min(best[k], time.perf_counter() - t0)
         self.choice = "sparse" if best["sparse"] <= best["dense"] else "dense"
         self.times_ms = {k: 1e3 * v for k, v in best.items()}

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/transpose.h"
 #include "kernels/spconv_internal.h"
 
 static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
@@ -234,6 +235,7 @@ void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p) {
     free(p->row_runs);
     free(p->col_runs);
     free(p->written);
+    free(p->stage);
     free(p);
 }
 
@@ -255,7 +257,8 @@ sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error 
     return sdgp_sparse_bwd_pack_strided(p, w, oihw, err);
 }
 
-/* The micro-kernel with the first nt taps of t on the block with origin dD pixel (b0, hs, ws).
+/* The micro-kernel with the first nt taps of t on the block with origin pixel (b0, hs, ws) of dD (as
+ * run_block_column addresses it: from the unit's origin).
  * *written: whether an earlier call reached this block. */
 static void run_block(const sdgp_sparse_bwd *p, spconv_tile *t, int nt, uint8_t *written, float *dD, int64_t b0, int64_t hs,
                       int64_t ws, int64_t c0) {
@@ -296,7 +299,8 @@ static void run_shared(const sdgp_sparse_bwd *p, spconv_tile *t, int nt, const i
 }
 
 /* One column block nb of a unit: images [b0, b1), dD rows [h0, h1); ent holds the unit's
- * entries, dO rows ho_lo .. ho_lo+nho-1 of each image. */
+ * entries, dO rows ho_lo .. ho_lo+nho-1 of each image. dD points at the unit's pixel (b0, h0, 0)
+ * with NHWC strides (dD itself, or the unit's stage: units of several images are whole images). */
 static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_entry *ent, int64_t b0, int64_t b1, int64_t h0,
                              int64_t h1, int64_t ho_lo, int64_t nho, int nb, uint8_t *written) {
     const sdgp_conv_geom *g = &p->g;
@@ -320,7 +324,7 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
                     const int64_t h = R->start + y * s;
                     if (h < h0 || h >= h1) continue;
                     for (int64_t x = 0; x < C->count; x++)
-                        memset(dD + ((b * H + h) * W + C->start + x * s) * Cin + c0, 0, (size_t)ncols * sizeof(float));
+                        memset(dD + (((b - b0) * H + h - h0) * W + C->start + x * s) * Cin + c0, 0, (size_t)ncols * sizeof(float));
                 }
         }
     int64_t tap_ent[SPCONV_MAX_TAPS];
@@ -356,9 +360,9 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
                                 if (tap % g->kw != j || !((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
                                 tap_ent[nt] = ((hs + pad - i - ho_lo) * Wo + ws + pad - j) * slots + e0;
                                 tap_panel[nt] = wblock + tap * Cout * p->ldp;
-                                if (++nt == SPCONV_MAX_TAPS) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, b0, hs, C, ws + pad - j, c0), nt = 0, any = 1;
+                                if (++nt == SPCONV_MAX_TAPS) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, 0, hs - h0, C, ws + pad - j, c0), nt = 0, any = 1;
                             }
-                            if (nt) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, b0, hs, C, ws + pad - j, c0), any = 1;
+                            if (nt) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, 0, hs - h0, C, ws + pad - j, c0), any = 1;
                         }
                         *wr |= (uint8_t)any;
                         continue;
@@ -370,16 +374,17 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
                         /* source pixel of the block's first pixel: ((hs + pad - i)/s, (ws + pad - j)/s) */
                         tap_ent[nt] = (((hs + pad - i) / s - ho_lo) * Wo + (ws + pad - j) / s) * slots + e0;
                         tap_panel[nt] = wblock + tap * Cout * p->ldp;
-                        if (++nt == SPCONV_MAX_TAPS) run_block(p, &t, nt, wr, dD, b0, hs, ws, c0), nt = 0;
+                        if (++nt == SPCONV_MAX_TAPS) run_block(p, &t, nt, wr, dD, 0, hs - h0, ws, c0), nt = 0;
                     }
-                    if (nt) run_block(p, &t, nt, wr, dD, b0, hs, ws, c0);
+                    if (nt) run_block(p, &t, nt, wr, dD, 0, hs - h0, ws, c0);
                 }
             }
         }
     }
 }
 
-/* One work unit: images [b0, b1), dD rows [h0, h1), all column blocks. */
+/* One work unit: images [b0, b1), dD rows [h0, h1), all column blocks. NCHW: into the thread's
+ * stage, each column block transposed into dD while it is in cache. */
 static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, int64_t b0, int64_t b1, int64_t h0,
                      int64_t h1) {
     const sdgp_conv_geom *g = &p->g;
@@ -393,7 +398,41 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *
     const int64_t nho = ho_hi > ho_lo ? ho_hi - ho_lo : 0, img_entries = nho * g->Wo * p->slots;
     for (int64_t b = b0; b < b1; b++)
         spconv_pack_entries(ent + (b - b0) * img_entries, p, dO, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo);
-    for (int nb = 0; nb < p->nblocks; nb++) run_block_column(p, dD, ent, b0, b1, h0, h1, ho_lo, nho, nb, written);
+    const int64_t HW = (int64_t)g->H * g->W, Cin = g->Cin, npx = (h1 - h0) * g->W;
+    if (p->out_layout == SDGP_LAYOUT_NHWC) {
+        for (int nb = 0; nb < p->nblocks; nb++)
+            run_block_column(p, dD + (b0 * HW + h0 * g->W) * Cin, ent, b0, b1, h0, h1, ho_lo, nho, nb, written);
+        return;
+    }
+    float *stage = p->stage + (size_t)tid * p->stage_floats;
+    const transpose_fn tr = transpose_for(p->k.isa);
+    for (int nb = 0; nb < p->nblocks; nb++) {
+        run_block_column(p, stage, ent, b0, b1, h0, h1, ho_lo, nho, nb, written);
+        const int64_t c0 = (int64_t)nb * p->blk.nr, ncols = Cin - c0 < p->blk.nr ? Cin - c0 : p->blk.nr;
+        for (int64_t b = b0; b < b1; b++) /* dD[b][c0 + c][h0 * W + x] = stage[b - b0][x][c0 + c] */
+            tr(dD + (b * Cin + c0) * HW + h0 * g->W, HW, stage + (b - b0) * npx * Cin + c0, Cin, npx, ncols);
+    }
+}
+
+/* The per-thread stages of NCHW output, sized for the current units (ib x hr rows). */
+static sdgp_status ensure_stage(sdgp_sparse_bwd *p, sdgp_error *err) {
+    const size_t need = (size_t)(p->ib * p->hr * p->g.W * p->g.Cin + 15) / 16 * 16; /* whole cache lines */
+    if (p->stage && p->stage_floats == need) return SDGP_OK;
+    free(p->stage);
+    p->stage_floats = 0;
+    p->stage = alloc64((size_t)p->threads * need * sizeof(float));
+    if (!p->stage)
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_data: out of memory for %d x %zu floats of NCHW staging", p->threads, need);
+    p->stage_floats = need;
+    return SDGP_OK;
+}
+
+sdgp_status sdgp_sparse_bwd_set_output_layout(sdgp_sparse_bwd *p, sdgp_layout layout, sdgp_error *err) {
+    if (!p) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_set_output_layout: NULL plan");
+    if (layout != SDGP_LAYOUT_NHWC && layout != SDGP_LAYOUT_NCHW)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_set_output_layout: layout=%d is not NHWC or NCHW", (int)layout);
+    p->out_layout = layout;
+    return SDGP_OK;
 }
 
 sdgp_status sdgp_sparse_bwd_set_mask_block(sdgp_sparse_bwd *p, int block, sdgp_error *err) {
@@ -420,6 +459,8 @@ sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_te
                          (long long)dO->rows, (long long)dO->C, (long long)rows, g->Cout);
     if (!dO->values || !dO->index) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data: dO has NULL values or index");
     if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data: weights not packed (call sdgp_sparse_bwd_pack)");
+    sdgp_status st;
+    if (p->out_layout == SDGP_LAYOUT_NCHW && (st = ensure_stage(p, err)) != SDGP_OK) return st;
 
     const int64_t ib = p->ib, hr = p->hr, nbt = (g->B + ib - 1) / ib, nht = (g->H + hr - 1) / hr;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(p->threads)

@@ -160,6 +160,12 @@ struct sdgp_sparse_bwd {
     int32_t *slot_base; /* per slot of a row: first channel of its group, (slot / n) * m */
     int mask_block;    /* dO rows share masks in blocks of this many pixels (1: per row) */
     int packed;
+    /* dD's layout (sdgp_sparse_bwd_set_output_layout). NCHW: each unit computes into its thread's
+     * stage (the unit's NHWC block, ib*hr*W*Cin floats) and transposes each column block into dD
+     * right after computing it. */
+    sdgp_layout out_layout;
+    float *stage;
+    size_t stage_floats; /* per thread; 0 until the first NCHW call allocates it */
 };
 
 /* Packing (pack_spconv.c). */

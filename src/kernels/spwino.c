@@ -383,6 +383,8 @@ sdgp_status sdgp_sparse_wino_data(sdgp_sparse_wino *p, float *dD, const float *d
     if (cfg->n != p->n || cfg->m != p->m || cfg->axis != SDGP_AXIS_CHANNEL)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_wino_data: pruning %d:%d along %s, but the plan was made for %d:%d along channels",
                          cfg->n, cfg->m, cfg->axis == SDGP_AXIS_CHANNEL ? "channels" : "rows", p->n, p->m);
+    if (cfg->layout != SDGP_LAYOUT_NHWC)
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "sparse_wino_data: dO and dD are NHWC (cfg->layout must be NHWC)");
     /* blocks are tiles of a tile row: the line is tw whatever the caller's (pixel) line */
     sdgp_prune_cfg vcfg = *cfg;
     vcfg.mask_line = p->tw;

@@ -98,6 +98,10 @@ sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, in
     if (cfg->scope != SDGP_SCOPE_SAMPLE_CHANNEL && cfg->scope != SDGP_SCOPE_CHANNEL)
         return sdgp_fail(err, SDGP_ERR_INVALID, "prune: scope=%d is not sample-channel or channel", (int)cfg->scope);
     if (cfg->threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "prune: threads=%d must be >= 0", cfg->threads);
+    if (cfg->layout != SDGP_LAYOUT_NHWC && cfg->layout != SDGP_LAYOUT_NCHW)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "prune: layout=%d is not NHWC or NCHW", (int)cfg->layout);
+    if (cfg->layout == SDGP_LAYOUT_NCHW && cfg->axis != SDGP_AXIS_CHANNEL)
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "prune: the NCHW layout is implemented for the channel axis only");
     if (B < 1 || P < 1) return sdgp_fail(err, SDGP_ERR_INVALID, "prune: B=%lld and P=%lld must be >= 1", (long long)B, (long long)P);
     if (B > INT64_MAX / P) return sdgp_fail(err, SDGP_ERR_NOMEM, "prune: B=%lld x P=%lld overflows", (long long)B, (long long)P);
     sdgp_status st = check_shape(cfg->axis, cfg->n, cfg->m, B * P, C, err);
@@ -233,14 +237,38 @@ static int ranges_overlap(const void *a, size_t abytes, const void *b, size_t bb
     return a && b && pa < pb + bbytes && pb < pa + abytes;
 }
 
-/* First non-finite element of x (flat index), for the error message. */
-static sdgp_status numeric_error(const float *x, int64_t P, int64_t C, int64_t total, const char *fn, sdgp_error *err) {
+sdgp_status prune_numeric_error(const prune_job *j, const char *fn, sdgp_error *err) {
+    const int64_t P = j->P, C = j->C, total = j->rows * C;
     int64_t i = 0;
-    while (i < total && isfinite(x[i])) i++;
+    while (i < total && isfinite(j->x[i])) i++;
     if (i == total) return sdgp_fail(err, SDGP_ERR_INTERNAL, "prune %s: non-finite result without a non-finite input", fn);
-    return sdgp_fail(err, SDGP_ERR_NUMERIC, "prune %s: x[%lld] (b=%lld, p=%lld, c=%lld) is %s; %s needs finite values", fn,
-                     (long long)i, (long long)(i / C / P), (long long)(i / C % P), (long long)(i % C),
-                     isnan(x[i]) ? "NaN" : "Inf", fn);
+    const int nchw = j->layout == SDGP_LAYOUT_NCHW;
+    const int64_t b = i / C / P, p = nchw ? i % P : i / C % P, c = nchw ? i / P % C : i % C;
+    return sdgp_fail(err, SDGP_ERR_NUMERIC, "prune %s: x[%lld] (b=%lld, p=%lld, c=%lld; %s) is %s; %s needs finite values", fn,
+                     (long long)i, (long long)b, (long long)p, (long long)c, nchw ? "NCHW" : "NHWC",
+                     isnan(j->x[i]) ? "NaN" : "Inf", fn);
+}
+
+int prune_scope_factors(const double *dense, const double *kept, int64_t B, int64_t C, sdgp_rescale_scope scope, float *scale) {
+    int finite = 1;
+    if (scope == SDGP_SCOPE_CHANNEL) {
+        /* Per channel, the per-sample sums added in sample order: independent of threads. */
+        for (int64_t c = 0; c < C; c++) {
+            double d = 0, k = 0;
+            for (int64_t b = 0; b < B; b++) {
+                d += dense[b * C + c];
+                k += kept[b * C + c];
+            }
+            finite &= isfinite(d) != 0;
+            scale[c] = prune_rescale_factor(d, k);
+        }
+        return finite;
+    }
+    for (int64_t i = 0; i < B * C; i++) {
+        finite &= isfinite(dense[i]) != 0;
+        scale[i] = prune_rescale_factor(dense[i], kept[i]);
+    }
+    return finite;
 }
 
 /* n == m (every function) or fn NONE: a bitwise copy, and every position a slot. */
@@ -290,10 +318,7 @@ static sdgp_status rescaled_fused(const prune_kernels *K, const prune_job *j0, i
             for (int64_t b = 0; b < j0->B; b++) {
                 j.keep_r0 = b * P;
                 K->sums(&j, b, dense, kept);
-                for (int64_t c = 0; c < C; c++) {
-                    finite &= isfinite(dense[c]) != 0;
-                    scale[c] = prune_rescale_factor(dense[c], kept[c]);
-                }
+                finite &= prune_scope_factors(dense, kept, 1, C, SDGP_SCOPE_SAMPLE_CHANNEL, scale);
                 K->prune(&j, b * P, (b + 1) * P);
             }
         }
@@ -303,7 +328,7 @@ static sdgp_status rescaled_fused(const prune_kernels *K, const prune_job *j0, i
         free(keep);
     }
     if (nomem) return sdgp_fail(err, SDGP_ERR_NOMEM, "prune rescaled: workspace of %lld x %lld per thread", (long long)P, (long long)C);
-    return finite ? SDGP_OK : numeric_error(j0->x, P, C, j0->rows * C, "rescaled", err);
+    return finite ? SDGP_OK : prune_numeric_error(j0, "rescaled", err);
 }
 
 static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, sdgp_rescale_scope scope, sdgp_error *err) {
@@ -325,28 +350,10 @@ static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, 
     }
     j->keep = keep;
     j->keep_r0 = 0;
-    int finite = 1;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t b = 0; b < B; b++) K->sums(j, b, dense + b * C, kept + b * C);
-    if (scope == SDGP_SCOPE_CHANNEL) {
-        /* Per channel, the per-sample sums added in sample order: independent of threads. */
-        for (int64_t c = 0; c < C; c++) {
-            double d = 0, k = 0;
-            for (int64_t b = 0; b < B; b++) {
-                d += dense[b * C + c];
-                k += kept[b * C + c];
-            }
-            finite &= isfinite(d) != 0;
-            scale[c] = prune_rescale_factor(d, k);
-        }
-        j->scale_bstride = 0;
-    } else {
-        for (int64_t i = 0; i < B * C; i++) {
-            finite &= isfinite(dense[i]) != 0;
-            scale[i] = prune_rescale_factor(dense[i], kept[i]);
-        }
-        j->scale_bstride = C;
-    }
+    const int finite = prune_scope_factors(dense, kept, B, C, scope, scale);
+    j->scale_bstride = scope == SDGP_SCOPE_CHANNEL ? 0 : C;
     if (finite) {
         j->scale = scale;
         const int64_t tiles = j->axis == SDGP_AXIS_CHANNEL ? j->rows : j->rows / j->m;
@@ -362,7 +369,7 @@ static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, 
     free(kept);
     free(scale);
     free(keep);
-    return finite ? SDGP_OK : numeric_error(j->x, j->P, C, j->rows * C, "rescaled", err);
+    return finite ? SDGP_OK : prune_numeric_error(j, "rescaled", err);
 }
 
 sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C, float *out,
@@ -409,7 +416,10 @@ sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int
     j.idx = nm ? nm->index : NULL;
     j.key = sdgp_philox_make_key(cfg->seed, cfg->step, cfg->layer);
 
-    if (cfg->fn == SDGP_PRUNE_NONE || cfg->n == cfg->m) {
+    j.layout = cfg->layout;
+
+    const int identity = cfg->fn == SDGP_PRUNE_NONE || cfg->n == cfg->m;
+    if (identity && cfg->layout == SDGP_LAYOUT_NHWC) {
         prune_identity(&j, nt);
         return SDGP_OK;
     }
@@ -419,6 +429,7 @@ sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int
         j.block = cfg->mask_block;
         j.line = cfg->mask_line ? cfg->mask_line : P;
     }
+    if (cfg->layout == SDGP_LAYOUT_NCHW) return prune_nchw(identity ? NULL : K, &j, nt, isa, cfg->scope, err);
     if (cfg->fn == SDGP_PRUNE_RESCALED) return prune_rescaled(K, &j, nt, cfg->scope, err);
 
     const int64_t tiles = cfg->axis == SDGP_AXIS_CHANNEL ? rows : rows / cfg->m;
@@ -428,6 +439,6 @@ sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         bad |= K->prune(&j, tiles * t / T, tiles * (t + 1) / T);
     }
-    if (bad) return numeric_error(x, P, C, rows * C, sdgp_prune_fn_name(cfg->fn), err);
+    if (bad) return prune_numeric_error(&j, sdgp_prune_fn_name(cfg->fn), err);
     return SDGP_OK;
 }

@@ -123,6 +123,9 @@ struct prune_job {
      * micro-kernel entries this way, straight from V (spwino_loops.h). */
     void (*emit)(const prune_job *j, const prune_block_slice *b);
     const void *emit_ctx;
+    /* x's and out's layout. The kernels only ever see NHWC rows: sdgp_prune hands NCHW jobs to
+     * prune_nchw, which runs them on NHWC tiles. */
+    sdgp_layout layout;
 };
 
 struct prune_kernels {
@@ -156,6 +159,19 @@ const prune_kernels *prune_kernels_for(sdgp_isa isa);
 static inline float prune_rescale_factor(double dense, double kept) {
     return kept > dense * 0x1p-24 ? (float)(dense / kept) : 1.0f;
 }
+
+/* The factors of the rescale scope from per-sample sums (dense, kept: B x C; sample-channel:
+ * scale is B x C, channel: C, the samples added in sample order). Returns 0 when a dense sum is
+ * not finite (the factors are then unspecified). */
+int prune_scope_factors(const double *dense, const double *kept, int64_t B, int64_t C, sdgp_rescale_scope scope, float *scale);
+
+/* SDGP_ERR_NUMERIC naming j->x's first non-finite element (flat index in x's layout and as b, p, c). */
+sdgp_status prune_numeric_error(const prune_job *j, const char *fn, sdgp_error *err);
+
+/* sdgp_prune of an NCHW job (prune_nchw.c): K the kernels sdgp_prune would run (NULL: n == m or fn
+ * NONE, the identity), isa the path whose transpose moves the tiles. */
+sdgp_status prune_nchw(const prune_kernels *K, const prune_job *j, int nt, sdgp_isa isa, sdgp_rescale_scope scope,
+                       sdgp_error *err);
 
 /* The AVX-512 random / MVUE kernels (prune_mvue_avx512.c): the prune() contract, or -1 (nothing
  * written) for a case they do not vectorise. */

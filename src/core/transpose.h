@@ -1,0 +1,25 @@
+/* Float matrix transposes between the NHWC layout of the library and NCHW (PyTorch's default):
+ * the NCHW input of sdgp_prune (cfg->layout) and the NCHW dD of sdgp_sparse_bwd. One function per
+ * ISA path behind transpose_for(); all of them only move bits, so every path gives the same result. */
+#ifndef SDGP_TRANSPOSE_H
+#define SDGP_TRANSPOSE_H
+
+#include <stdint.h>
+
+#include "sdgp/isa.h"
+
+/* dst[c*ldd + r] = src[r*lds + c] for r < rows, c < cols; dst and src do not overlap. No alignment
+ * needed. The vector paths move 8x8 (AVX2) or 16x16 (AVX-512) blocks in registers and the edges
+ * by the next narrower path. */
+typedef void (*transpose_fn)(float *restrict dst, int64_t ldd, const float *restrict src, int64_t lds, int64_t rows,
+                             int64_t cols);
+
+void transpose_ref(float *restrict dst, int64_t ldd, const float *restrict src, int64_t lds, int64_t rows, int64_t cols);
+void transpose_avx2(float *restrict dst, int64_t ldd, const float *restrict src, int64_t lds, int64_t rows, int64_t cols);
+void transpose_avx512(float *restrict dst, int64_t ldd, const float *restrict src, int64_t lds, int64_t rows,
+                      int64_t cols);
+
+/* The transpose of a resolved ISA path (not AUTO). */
+transpose_fn transpose_for(sdgp_isa isa);
+
+#endif
