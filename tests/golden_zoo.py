@@ -208,8 +208,9 @@ run_case("resnet50 w0.5 dense", "resnet50", 0.5, (64, 64, 3), 4, fp64=True)
 run_case("resnet50 w0.25 magnitude 2:4 sparse, 1 channel odd size", "resnet50", 0.25, (45, 37, 1), 4, "magnitude", "2:4",
          {"sparse-kernel": "on"}, fp64=True)
 # RegNetX-400MF: torchvision's (grouped 3x3 convs, group width 16; at width 1 torchvision.models.regnet_x_400mf
-# itself, checked below), dense, then SDGP: grouped layers prune into oneDNN's grouped kernel (the sparse kernel
-# takes ungrouped convs), the others use the sparse kernel. Its last stages see 2x2 or 1x1 pixels, so BatchNorm
+# itself, checked below), dense, then SDGP with the sparse kernel on every pruned layer, the grouped 3x3 convs
+# included (N:M within each group's 16 output channels; tests/test_model.c checks the kernel choice).
+# Its last stages see 2x2 or 1x1 pixels, so BatchNorm
 # normalises over a handful of values at the test's batch: as for ResNet-50, float32 rounding alone moves
 # PyTorch's gradients by percents (measured: 4 % at 32x32, batch 16), so they are checked against float64.
 run_case("regnetx400mf w1 dense (torchvision's model itself)", "regnetx400mf", 1.0, (64, 64, 3), 4, fp64=True)

@@ -438,6 +438,45 @@ TEST_CASE(checkpoint_keeps_kernel_choice) {
     sdgp_model_destroy(b);
 }
 
+/* RegNetX's grouped 3x3 convs (group width 16): at 2:4 the sparse kernel takes them (--sparse-kernel
+ * on), and every pruned layer runs one; at 4:32 (width 2: every Cout a multiple of 32, each group's 16
+ * output channels not) they prune into the dense kernel, the others stay sparse, and a step trains. */
+TEST_CASE(regnetx_grouped_layers) {
+    sdgp_model_config c = small_config(2);
+    c.kind = SDGP_MODEL_REGNETX400MF;
+    c.height = c.width_px = 32;
+    c.channels = 3;
+    c.sparse = SDGP_SPARSE_ON;
+    for (int v = 0; v < 2; v++) {
+        c.width = v ? 2.0f : 0.5f;
+        c.prune = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, v ? 4 : 2, v ? 32 : 4);
+        sdgp_model *m;
+        sdgp_error err;
+        REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "width %g: %s", (double)c.width, err.msg);
+        int grouped = 0, bad = 0;
+        for (int i = 1; i < sdgp_model_conv_count(m); i++) {
+            const sdgp_layer_info *li = sdgp_model_conv_info(m, i);
+            const int is_grouped = strstr(li->layer, "f.b.0") != NULL;
+            grouped += is_grouped;
+            const char *want = is_grouped && v ? "dense" : "sparse";
+            if (!li->pruned || strcmp(li->bwd_kernel, want)) {
+                bad++;
+                CHECK(0, "%d:%d layer %s: pruned %d, kernel %s, want %s", c.prune.n, c.prune.m, li->layer, li->pruned,
+                      li->bwd_kernel, want);
+            }
+        }
+        CHECK(grouped == 22 && !bad, "%d grouped layers of 22, %d on the wrong kernel", grouped, bad);
+        size_t n = (size_t)c.batch * c.height * c.width_px * c.channels;
+        float *x = test_xmalloc(n * sizeof(float)), *dl = test_xmalloc((size_t)c.batch * c.num_classes * sizeof(float));
+        test_fill_normal(x, n, 7);
+        test_fill_normal(dl, (size_t)c.batch * c.num_classes, 8);
+        sdgp_model_forward(m, x, 1);
+        CHECK(sdgp_model_backward(m, dl, 0, &err) == SDGP_OK, "backward: %s", err.msg);
+        free(x), free(dl);
+        sdgp_model_destroy(m);
+    }
+}
+
 /* --sparse-kernel fastest: every pruned layer ends on a sparse kernel or unpruned ('u', its exact
  * dL/dO: the dz hook sees dz itself and the layer reports pruned = 0), never pruned into the dense
  * kernel; a 'u' choice survives a checkpoint; a step trains. */
@@ -630,6 +669,7 @@ int main(void) {
     RUN(resnet50_builds);
     RUN(activation_plan_never_overlaps_live_buffers);
     RUN(checkpoint_keeps_kernel_choice);
+    RUN(regnetx_grouped_layers);
     RUN(sparse_fastest_prunes_only_where_sparse);
     RUN(winograd_domain_choice);
     RUN(prune_none_and_m_of_m_are_bitwise_dense);

@@ -34,7 +34,7 @@ class HandPruned(torch.autograd.Function):
         ctx.save_for_backward(x, w)
         ctx.conv, ctx.fn, ctx.nm, ctx.key, ctx.has_b = conv, fn, nm, key, b is not None
         ctx.block = getattr(conv, "mask_block", 1)
-        return F.conv2d(x, w, b, conv.stride, conv.padding)
+        return F.conv2d(x, w, b, conv.stride, conv.padding, 1, conv.groups)
 
     @staticmethod
     def backward(ctx, go):
@@ -42,8 +42,8 @@ class HandPruned(torch.autograd.Function):
         c = ctx.conv
         gp = sdgp.prune(go.contiguous(), ctx.fn, ctx.nm, dim=1, step=ctx.key[0], layer=ctx.key[1],
                         mask_block=ctx.block, mask_line=go.shape[3])  # blocks along rows of dL/dO
-        gx = torch.nn.grad.conv2d_input(x.shape, w, gp, c.stride, c.padding)
-        gw = torch.nn.grad.conv2d_weight(x, w.shape, go, c.stride, c.padding)
+        gx = torch.nn.grad.conv2d_input(x.shape, w, gp, c.stride, c.padding, groups=c.groups)
+        gw = torch.nn.grad.conv2d_weight(x, w.shape, go, c.stride, c.padding, groups=c.groups)
         gb = go.sum((0, 2, 3)) if ctx.has_b else None
         return gx, gw, gb, None, None, None, None
 
@@ -73,15 +73,17 @@ torch.manual_seed(0)
 torch.set_num_threads(2)
 
 # ---- one layer: square and rectangular kernels, strides, 1x1, bias; each kernel choice ----
-geoms = [  # cin, cout, k, stride, pad, bias, H, W
-    (8, 16, 3, 1, 1, False, 9, 9), (6, 8, (3, 5), 2, 1, True, 11, 13), (16, 32, 1, 2, 0, False, 8, 8),
-    (5, 16, 5, 2, 2, True, 10, 7), (4, 8, (1, 3), 1, 0, False, 6, 6), (3, 8, 3, 3, 2, False, 7, 8)]
-for cin, cout, k, s, p, bias, H, W in geoms:
+geoms = [  # cin, cout, k, stride, pad, bias, H, W, groups
+    (8, 16, 3, 1, 1, False, 9, 9, 1), (6, 8, (3, 5), 2, 1, True, 11, 13, 1), (16, 32, 1, 2, 0, False, 8, 8, 1),
+    (5, 16, 5, 2, 2, True, 10, 7, 1), (4, 8, (1, 3), 1, 0, False, 6, 6, 1), (3, 8, 3, 3, 2, False, 7, 8, 1),
+    # grouped: RegNetX's group width 16; 8 inputs and 16 outputs per group, stride 2; 4 -> 8 per group, 1x1
+    (32, 32, 3, 1, 1, False, 9, 9, 2), (32, 64, 3, 2, 1, True, 10, 9, 4), (16, 32, 1, 1, 0, False, 7, 6, 4)]
+for cin, cout, k, s, p, bias, H, W, groups in geoms:
     for fn, nm, kernel, block in (("magnitude", "2:4", "sparse", 1), ("rescaled", "2:4", "auto", 1),
                                   ("magnitude", "1:4", "dense", 1), ("mvue", "2:4", "sparse", 1),
                                   ("rescaled", "4:8", "sparse", 1), ("magnitude", "2:4", "sparse", 4),
                                   ("mvue", "2:4", "sparse", 3), ("random", "1:4", "dense", 2)):
-        ref = nn.Sequential(nn.Identity(), nn.Conv2d(cin, cout, k, s, p, bias=bias))
+        ref = nn.Sequential(nn.Identity(), nn.Conv2d(cin, cout, k, s, p, bias=bias, groups=groups))
         model = st.convert_model(copy.deepcopy(ref), prune=fn, nm=nm, first_layer=True, kernel=kernel,
                                  mask_block=block)
         oracle = to_oracle(nn.Sequential(nn.Conv2d(1, 1, 1), copy.deepcopy(ref[1])), fn, nm)[1]
@@ -97,7 +99,7 @@ for cin, cout, k, s, p, bias, H, W in geoms:
             G = torch.randn_like(y)
             y.backward(G)
             y2.backward(G)
-        tag = "conv %s k=%s s=%d p=%d %s %s %s P=%d" % ((cin, cout), k, s, p, fn, nm, kernel, block)
+        tag = "conv %s k=%s s=%d p=%d g=%d %s %s %s P=%d" % ((cin, cout), k, s, p, groups, fn, nm, kernel, block)
         check(torch.equal(y, y2), tag + ": forward is torch's")
         check(rel(x.grad, x2.grad) < 2e-5, tag + ": dL/dD rel. error %.2g" % rel(x.grad, x2.grad))
         check(rel(model[1].weight.grad, oracle.weight.grad) < 1e-5, tag + ": dL/dW")
@@ -178,6 +180,27 @@ for fn, nm in (("magnitude", "2:4"), ("rescaled", "2:4"), ("random", "1:4")):
         check(all(r["kernel"] in ("sparse", "dense") and r["steps"] == 2 for r in rep[1:]),
               tag + ": auto chose a kernel per layer, 2 steps each")
 
+# a grouped network (RegNetX's 1x1 -> grouped 3x3 of width 16 -> 1x1) in both layouts: channels_last
+# grouped weights are OHWI with Cin/groups inputs, packed in place
+for fmt in (torch.contiguous_format, torch.channels_last):
+    torch.manual_seed(2)
+    ref = nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1, bias=False), nn.ReLU(), nn.Conv2d(32, 32, 3, 2, 1, groups=2, bias=False),
+                        nn.ReLU(), nn.Conv2d(32, 64, 1), nn.ReLU(), nn.Conv2d(64, 64, 3, 1, 1, groups=4),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)).to(memory_format=fmt)
+    model = st.convert_model(copy.deepcopy(ref), prune="magnitude", nm="2:4", kernel="sparse", strict=True)
+    oracle = to_oracle(ref, "magnitude", "2:4")
+    x = torch.randn(3, 3, 11, 10).contiguous(memory_format=fmt)
+    y = torch.randint(0, 10, (3,))
+    for _ in range(2):
+        model.zero_grad()
+        oracle.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        F.cross_entropy(oracle(x), y).backward()
+    tag = "grouped net %s" % ("channels_last" if fmt == torch.channels_last else "NCHW")
+    worst = max((rel(a.grad, b.grad), n) for (n, a), (_, b) in zip(model.named_parameters(), oracle.named_parameters()))
+    check(worst[0] < 1e-4, tag + ": every parameter gradient as the oracle's (worst %.2g: %s)" % worst)
+    check([r["converted"] for r in st.layer_report(model)] == [False, True, True, True], tag + ": grouped layers converted")
+
 # the pruning is real: 2:4 gradients differ from plain torch's
 ref = small_net()
 model = st.convert_model(copy.deepcopy(ref), prune="magnitude", nm="2:4")
@@ -187,7 +210,7 @@ ref(x).sum().backward()
 check(rel(model[0].weight.grad, ref[0].weight.grad) > 1e-3, "2:4 changes the gradients of earlier layers")
 
 # ---- layers it cannot convert: a warning naming them, strict=True an error ----
-odd = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 3, groups=2), nn.Conv2d(8, 8, 3, dilation=2),
+odd = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 3, groups=4), nn.Conv2d(8, 8, 3, dilation=2),
                     nn.Conv2d(8, 6, 3), nn.Conv2d(6, 8, 3, padding=1, padding_mode="reflect"),
                     nn.Conv2d(8, 8, 3, stride=(1, 2)), nn.Conv2d(8, 8, (3, 5), padding=(1, 2)),
                     nn.Conv2d(8, 8, 3, padding="same"), nn.Conv2d(8, 8, 2, padding="same"))
@@ -196,7 +219,8 @@ with warnings.catch_warnings(record=True) as w:
     st.convert_model(copy.deepcopy(odd), nm="2:4")
 msgs = [str(x.message) for x in w if issubclass(x.category, st.SdgpConversionWarning)]
 check(len(msgs) == 1, "one warning for the unconvertible layers")
-for part in ("1: groups=2", "2: dilation", "3: out_channels=6", "4: padding_mode='reflect'", "5: stride (1, 2)",
+for part in ("1: groups=4 split out_channels=8 into 2 per group, not a multiple of m=4", "2: dilation",
+             "3: out_channels=6", "4: padding_mode='reflect'", "5: stride (1, 2)",
              "6: padding (1, 2)", "8: padding='same' with a 2x2"):
     check(bool(msgs) and part in msgs[0], "the warning names %r: %s" % (part, msgs[0] if msgs else None))
 conv_odd = copy.deepcopy(odd)
@@ -208,7 +232,7 @@ try:
     st.convert_model(copy.deepcopy(odd), nm="2:4", strict=True)
     check(False, "strict=True raises")
 except ValueError as e:
-    check("groups=2" in str(e), "strict=True: a ValueError naming the layers")
+    check("groups=4" in str(e), "strict=True: a ValueError naming the layers")
 x = torch.randn(2, 3, 16, 16, requires_grad=True)
 conv_odd(x).sum().backward()  # the 'same' 3x3 layer runs SDGP, the others stay torch
 check(x.grad is not None and torch.isfinite(x.grad).all(), "a partly converted model trains")

@@ -15,6 +15,7 @@
 
 typedef struct {
     int B, H, W, Cin, Cout, kh, kw, s, p, n, m;
+    int groups; /* 1: ungrouped */
 } shape;
 
 /* Keeps the n largest |x| of every group of m channels (ties: lower index) in `pruned` and
@@ -53,14 +54,16 @@ typedef struct {
 
 static int problem_make(problem *pb, shape s, uint64_t seed) {
     memset(pb, 0, sizeof *pb);
-    if (sdgp_conv_geom_init(&pb->g, s.B, s.H, s.W, s.Cin, s.Cout, s.kh, s.kw, s.s, s.p, NULL) != SDGP_OK) return 0;
+    if (sdgp_conv_geom_init(&pb->g, s.B, s.H, s.W, s.Cin, s.Cout, s.kh, s.kw, s.s, s.p, NULL) != SDGP_OK ||
+        sdgp_conv_geom_set_groups(&pb->g, s.groups > 1 ? s.groups : 1, NULL) != SDGP_OK)
+        return 0;
     const sdgp_conv_geom *g = &pb->g;
     pb->n = s.n;
     pb->m = s.m;
     pb->rows = (int64_t)g->B * g->Ho * g->Wo;
     pb->nO = pb->rows * g->Cout;
     pb->nD = (int64_t)g->B * g->H * g->W * g->Cin;
-    pb->nW = (int64_t)g->Cout * g->Cin * g->kh * g->kw;
+    pb->nW = (int64_t)g->Cout * (g->Cin / g->groups) * g->kh * g->kw;
     pb->dO = test_xmalloc((size_t)pb->nO * 4);
     pb->pruned = test_xmalloc((size_t)pb->nO * 4);
     pb->w = test_xmalloc((size_t)pb->nW * 4);
@@ -105,24 +108,35 @@ static int run_sparse(float *dD, const problem *pb, sdgp_isa isa, int threads, c
 
 static const shape shapes[] = {
     /* B  H   W  Cin Cout kh kw s  p  n  m */
-    {1, 5, 7, 3, 8, 3, 3, 1, 1, 2, 4},       /* Cin 3, odd spatial */
-    {2, 9, 6, 17, 16, 3, 3, 2, 1, 1, 4},     /* stride 2, odd H, Cin 17 */
-    {1, 7, 7, 33, 32, 5, 5, 1, 2, 4, 32},    /* 5x5 pad 2, 4:32, Cin 33 */
-    {2, 6, 5, 16, 12, 1, 1, 1, 0, 1, 3},     /* 1x1, m = 3 */
-    {1, 8, 8, 64, 64, 3, 3, 1, 0, 2, 8},     /* pad 0 */
-    {1, 11, 13, 80, 24, 3, 3, 2, 0, 2, 4},   /* stride 2 pad 0, two column blocks (64 + 16) */
-    {2, 4, 4, 130, 64, 3, 3, 1, 1, 64, 64},  /* n = m = 64: dense */
-    {1, 10, 10, 20, 48, 5, 5, 3, 2, 3, 6},   /* stride 3 */
-    {1, 7, 9, 24, 16, 2, 4, 1, 1, 1, 2},     /* non-square kernel */
-    {1, 7, 7, 16, 8, 1, 1, 2, 0, 1, 2},      /* 1x1 stride 2: untouched dD positions must be 0 */
-    {3, 3, 3, 5, 4, 3, 3, 1, 2, 1, 1},       /* pad 2 on 3x3 input, 1:1 */
-    {1, 16, 16, 128, 128, 3, 3, 1, 1, 2, 4}, /* several units, chunks, blocks */
-    {1, 15, 15, 128, 64, 5, 5, 2, 2, 1, 4},  /* ResNet-9 L2-like, odd size */
-    {1, 6, 6, 10, 12, 3, 3, 1, 1, 1, 4},     /* odd entry count per pixel (3) */
-    {2, 5, 5, 9, 40, 3, 3, 1, 1, 3, 8},      /* 15 entries per pixel */
-    {1, 4, 6, 50, 5, 3, 3, 1, 1, 1, 1},      /* Cout 5, 1:1 */
-    {1, 9, 9, 20, 8, 7, 7, 1, 3, 2, 4},      /* 49 taps: more than one micro-kernel call holds */
-    {2, 12, 5, 16, 8, 9, 1, 2, 0, 1, 2},     /* 9x1 kernel, stride 2 */
+    {1, 5, 7, 3, 8, 3, 3, 1, 1, 2, 4, 1},       /* Cin 3, odd spatial */
+    {2, 9, 6, 17, 16, 3, 3, 2, 1, 1, 4, 1},     /* stride 2, odd H, Cin 17 */
+    {1, 7, 7, 33, 32, 5, 5, 1, 2, 4, 32, 1},    /* 5x5 pad 2, 4:32, Cin 33 */
+    {2, 6, 5, 16, 12, 1, 1, 1, 0, 1, 3, 1},     /* 1x1, m = 3 */
+    {1, 8, 8, 64, 64, 3, 3, 1, 0, 2, 8, 1},     /* pad 0 */
+    {1, 11, 13, 80, 24, 3, 3, 2, 0, 2, 4, 1},   /* stride 2 pad 0, two column blocks (64 + 16) */
+    {2, 4, 4, 130, 64, 3, 3, 1, 1, 64, 64, 1},  /* n = m = 64: dense */
+    {1, 10, 10, 20, 48, 5, 5, 3, 2, 3, 6, 1},   /* stride 3 */
+    {1, 7, 9, 24, 16, 2, 4, 1, 1, 1, 2, 1},     /* non-square kernel */
+    {1, 7, 7, 16, 8, 1, 1, 2, 0, 1, 2, 1},      /* 1x1 stride 2: untouched dD positions must be 0 */
+    {3, 3, 3, 5, 4, 3, 3, 1, 2, 1, 1, 1},       /* pad 2 on 3x3 input, 1:1 */
+    {1, 16, 16, 128, 128, 3, 3, 1, 1, 2, 4, 1}, /* several units, chunks, blocks */
+    {1, 15, 15, 128, 64, 5, 5, 2, 2, 1, 4, 1},  /* ResNet-9 L2-like, odd size */
+    {1, 6, 6, 10, 12, 3, 3, 1, 1, 1, 4, 1},     /* odd entry count per pixel (3) */
+    {2, 5, 5, 9, 40, 3, 3, 1, 1, 3, 8, 1},      /* 15 entries per pixel */
+    {1, 4, 6, 50, 5, 3, 3, 1, 1, 1, 1, 1},      /* Cout 5, 1:1 */
+    {1, 9, 9, 20, 8, 7, 7, 1, 3, 2, 4, 1},      /* 49 taps: more than one micro-kernel call holds */
+    {2, 12, 5, 16, 8, 9, 1, 2, 0, 1, 2, 1},     /* 9x1 kernel, stride 2 */
+    /* grouped (last field): a column block never straddles a group, each reads its group's slots */
+    {2, 8, 8, 32, 32, 3, 3, 1, 1, 2, 4, 2},      /* 2 groups of 16 (RegNetX's width), 3x3 */
+    {1, 10, 10, 128, 128, 3, 3, 2, 1, 2, 8, 8},  /* 8 groups of 16, stride 2 */
+    {2, 6, 7, 64, 64, 1, 1, 1, 0, 4, 16, 4},     /* 4 groups of 16, 1x1, 4:16 */
+    {1, 9, 7, 32, 32, 3, 3, 2, 1, 2, 4, 4},      /* 4 groups of 8, stride 2 */
+    {2, 7, 6, 16, 16, 3, 3, 1, 1, 1, 2, 2},      /* 2 groups of 8 */
+    {2, 6, 6, 32, 32, 1, 1, 1, 0, 1, 4, 8},      /* 8 groups of 4, 1x1: one group of m per conv group */
+    {1, 7, 9, 16, 16, 3, 3, 1, 1, 2, 4, 4},      /* 4 groups of 4, 3x3 */
+    {1, 9, 9, 32, 64, 3, 3, 2, 1, 1, 2, 8},      /* 8 groups of 4 inputs, 8 outputs, stride 2 */
+    {1, 6, 7, 48, 16, 3, 3, 1, 1, 2, 4, 2},      /* 24 inputs, 8 outputs per group */
+    {1, 5, 5, 160, 32, 3, 3, 1, 1, 1, 4, 2},     /* 80 inputs per group: two column blocks each */
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
@@ -211,7 +225,7 @@ TEST_CASE(sparse_shared_masks_match_naive) {
  * units and both kinds of forced ones (row bands of one image; several whole images), and with the
  * shared-mask kernel. dD starts as NaN, so a position the transpose misses fails. */
 TEST_CASE(sparse_nchw_output) {
-    const shape many = {9, 5, 6, 12, 8, 3, 3, 1, 1, 2, 4}; /* enough images for units of several */
+    const shape many = {9, 5, 6, 12, 8, 3, 3, 1, 1, 2, 4, 1}; /* enough images for units of several */
     long compared = 0, multi = 0;
     for (int si = 0; si <= NSHAPES; si++) {
         problem pb;
@@ -264,8 +278,9 @@ TEST_CASE(sparse_nchw_output) {
 }
 
 TEST_CASE(sparse_blocking_variants) {
-    const shape s[] = {{2, 9, 11, 70, 48, 3, 3, 1, 1, 2, 8}, {1, 12, 9, 40, 24, 5, 5, 2, 2, 1, 4}};
-    for (int si = 0; si < 2; si++) {
+    const shape s[] = {{2, 9, 11, 70, 48, 3, 3, 1, 1, 2, 8, 1}, {1, 12, 9, 40, 24, 5, 5, 2, 2, 1, 4, 1},
+                       {2, 9, 11, 64, 48, 3, 3, 1, 1, 2, 8, 2}}; /* grouped: 32 inputs, 24 outputs per group */
+    for (int si = 0; si < 3; si++) {
         problem pb;
         REQUIRE(problem_make(&pb, s[si], 7 + (uint64_t)si), "bad geometry");
         float *d = test_xmalloc((size_t)pb.nD * 4), *d0 = test_xmalloc((size_t)pb.nD * 4);
@@ -295,8 +310,8 @@ TEST_CASE(sparse_blocking_variants) {
 /* The whole pipeline as the trainer uses it: the pruning library compresses dO, the sparse
  * kernel consumes it, oneDNN's dense backward-data on the decompressed tensor agrees. */
 TEST_CASE(sparse_matches_onednn_on_pruned_tensor) {
-    const shape s[] = {{2, 16, 16, 32, 64, 5, 5, 2, 2, 2, 4}, {3, 8, 8, 48, 32, 3, 3, 1, 1, 1, 4}, {2, 6, 6, 64, 32, 3, 3, 1, 0, 4, 32},
-                       {1, 9, 7, 17, 16, 3, 3, 2, 1, 2, 8}};
+    const shape s[] = {{2, 16, 16, 32, 64, 5, 5, 2, 2, 2, 4, 1}, {3, 8, 8, 48, 32, 3, 3, 1, 1, 1, 4, 1}, {2, 6, 6, 64, 32, 3, 3, 1, 0, 4, 32, 1},
+                       {1, 9, 7, 17, 16, 3, 3, 2, 1, 2, 8, 1}};
     for (int si = 0; si < 4; si++) {
         sdgp_conv_geom g;
         shape c = s[si];
@@ -341,7 +356,7 @@ TEST_CASE(sparse_matches_onednn_on_pruned_tensor) {
 /* Repacking after the weights change must take effect; a second call must not depend on the first. */
 TEST_CASE(sparse_repack_and_reuse) {
     problem pb;
-    shape s = {2, 6, 6, 24, 16, 3, 3, 1, 1, 2, 4};
+    shape s = {2, 6, 6, 24, 16, 3, 3, 1, 1, 2, 4, 1};
     REQUIRE(problem_make(&pb, s, 5), "geom");
     sdgp_sparse_bwd *p = NULL;
     REQUIRE(sdgp_sparse_bwd_create(&p, &pb.g, 2, 4, SDGP_ISA_AUTO, 0, NULL) == SDGP_OK, "create");
@@ -360,11 +375,12 @@ TEST_CASE(sparse_repack_and_reuse) {
 /* Weights of any layout (PyTorch's channels_last OHWI, a padded stride) pack into the same bits as
  * OIHW: the results are bitwise equal; a negative stride is refused. */
 TEST_CASE(sparse_pack_strided_weights) {
-    const shape cases[] = {{2, 6, 6, 24, 16, 3, 3, 1, 1, 2, 4}, {2, 9, 7, 40, 32, 5, 3, 2, 1, 1, 4}, {2, 5, 5, 16, 8, 1, 1, 1, 0, 2, 4}};
+    const shape cases[] = {{2, 6, 6, 24, 16, 3, 3, 1, 1, 2, 4, 1}, {2, 9, 7, 40, 32, 5, 3, 2, 1, 1, 4, 1}, {2, 5, 5, 16, 8, 1, 1, 1, 0, 2, 4, 1},
+                           {2, 6, 6, 64, 32, 3, 3, 1, 1, 2, 4, 4}}; /* grouped: OHWI rows of Cin/groups */
     for (size_t si = 0; si < sizeof cases / sizeof *cases; si++) {
         problem pb;
         REQUIRE(problem_make(&pb, cases[si], 11 + si), "geom");
-        const int64_t Co = pb.g.Cout, Ci = pb.g.Cin, kh = pb.g.kh, kw = pb.g.kw, pad = 3; /* OHWI rows padded by 3 */
+        const int64_t Co = pb.g.Cout, Ci = pb.g.Cin / pb.g.groups, kh = pb.g.kh, kw = pb.g.kw, pad = 3; /* OHWI rows padded by 3 */
         float *ohwi = test_xmalloc((size_t)(Co * kh * kw * (Ci + pad)) * 4), *a = test_xmalloc((size_t)pb.nD * 4),
               *b = test_xmalloc((size_t)pb.nD * 4);
         for (int64_t o = 0; o < Co; o++)
@@ -421,6 +437,18 @@ TEST_CASE(plan_and_input_errors) {
     bad.pad = 5;
     CHECK(sdgp_sparse_bwd_create(&p, &bad, 2, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_INVALID, "bad pad: %s", e.msg);
     CHECK(p == NULL, "no plan on failure");
+    /* grouped: m must divide each group's output channels, else the message names groups, Cout and m */
+    bad = g;
+    REQUIRE(sdgp_conv_geom_set_groups(&bad, 4, NULL) == SDGP_OK, "groups");
+    CHECK(sdgp_sparse_bwd_create(&p, &bad, 2, 16, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_INVALID && strstr(e.msg, "groups=4") &&
+              strstr(e.msg, "Cout=32") && strstr(e.msg, "m=16"),
+          "groups of 8 at 2:16: %s", e.msg);
+    CHECK(p == NULL, "no plan on failure");
+    CHECK(sdgp_sparse_bwd_create(&p, &bad, 2, 8, SDGP_ISA_AUTO, 1, &e) == SDGP_OK, "groups of 8 at 2:8: %s", e.msg);
+    sdgp_sparse_bwd_destroy(p);
+    p = NULL;
+    bad.groups = 3; /* not a divisor of the channels */
+    CHECK(sdgp_sparse_bwd_create(&p, &bad, 1, 2, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_INVALID && strstr(e.msg, "groups=3"), "%s", e.msg);
 
     REQUIRE(sdgp_sparse_bwd_create(&p, &g, 2, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_OK, "create: %s", e.msg);
     int64_t rows = 2 * 8 * 8;

@@ -230,6 +230,11 @@ TEST_CASE(wino_errors) {
     CHECK(sdgp_sparse_wino_create(&p, &g5, 2, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_UNSUPPORTED && !p && strstr(e.msg, "5x5"), "5x5: %s", e.msg);
     CHECK(sdgp_sparse_wino_create(&p, &gs2, 2, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_UNSUPPORTED && strstr(e.msg, "stride 2"), "stride: %s", e.msg);
     CHECK(sdgp_sparse_wino_create(&p, &g, 2, 3, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_INVALID && strstr(e.msg, "m=3"), "Cout %% m: %s", e.msg);
+    sdgp_conv_geom gg = g; /* grouped: the pixel-domain kernel takes it, this one does not */
+    REQUIRE(sdgp_conv_geom_set_groups(&gg, 2, NULL) == SDGP_OK, "groups");
+    CHECK(!sdgp_sparse_wino_supports(&gg), "supports a grouped conv");
+    CHECK(sdgp_sparse_wino_create(&p, &gg, 2, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_UNSUPPORTED && !p && strstr(e.msg, "groups=2"),
+          "grouped: %s", e.msg);
     CHECK(sdgp_sparse_wino_create(&p, &g, 5, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_INVALID, "5:4: %s", e.msg);
     REQUIRE(sdgp_sparse_wino_create(&p, &g, 2, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_OK, "create: %s", e.msg);
     const size_t nO = (size_t)2 * 36 * 32, nD = (size_t)2 * 36 * 16;

@@ -29,7 +29,8 @@ typedef struct {
 SDGP_API sdgp_status sdgp_conv_geom_init(sdgp_conv_geom *g, int B, int H, int W, int Cin, int Cout, int kh, int kw,
                                          int stride, int pad, sdgp_error *err);
 /* Makes g a grouped convolution: groups >= 1 must divide Cin and Cout. Only oneDNN's direct kernel
- * runs grouped convolutions (no Winograd), and the sparse kernels take groups = 1 only. */
+ * runs grouped convolutions (no Winograd); of the sparse kernels, sdgp_sparse_bwd_* takes them (N:M
+ * within each group's output channels), the Winograd-domain one takes groups = 1 only. */
 SDGP_API sdgp_status sdgp_conv_geom_set_groups(sdgp_conv_geom *g, int groups, sdgp_error *err);
 
 /* ---- Dense convolution through oneDNN (primitives created once per geometry) ---- */

@@ -23,7 +23,10 @@ extern "C" {
 typedef struct sdgp_sparse_bwd sdgp_sparse_bwd;
 
 /* g must be a geometry sdgp_conv_geom_init accepts (checked again); 1 <= n <= m <= SDGP_NM_MAX_M,
- * Cout % m == 0; kh, kw <= 64. threads: the OpenMP team size of pack and data (0 = the
+ * Cout % m == 0; kh, kw <= 64. Grouped convolutions (sdgp_conv_geom_set_groups): m must divide
+ * Cout/groups, so each group of m output channels lies in one conv group (SDGP_ERR_INVALID naming
+ * groups, Cout and m otherwise); the weights are then Cout x Cin/groups x kh x kw, and dD's
+ * channels of group g sum over that group's kept dO channels only. threads: the OpenMP team size of pack and data (0 = the
  * omp_get_max_threads() of the calling thread, read now). isa: SDGP_ISA_AUTO or a path this
  * CPU runs (SDGP_ERR_UNSUPPORTED otherwise). On failure *out is NULL. */
 SDGP_API sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
@@ -31,11 +34,13 @@ SDGP_API sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_co
 SDGP_API void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p); /* NULL is fine */
 /* The ISA path that runs (after resolving SDGP_ISA_AUTO / SDGP_ISA). */
 SDGP_API sdgp_isa sdgp_sparse_bwd_isa(const sdgp_sparse_bwd *p);
-/* Packs w (OIHW) into the plan's layout. Required before the first sdgp_sparse_bwd_data. */
+/* Packs w (OIHW: Cout x Cin/groups x kh x kw) into the plan's layout. Required before the first
+ * sdgp_sparse_bwd_data. */
 SDGP_API sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error *err);
 /* The same for weights of any layout: element (o, i, h, w) at w + o*strides[0] + i*strides[1] +
  * h*strides[2] + w*strides[3] (in floats, >= 0), e.g. PyTorch's channels_last weights (OHWI,
- * strides {kh*kw*Cin, 1, kw*Cin, Cin}) read in place. The packed plan is the same bits. */
+ * strides {kh*kw*Cin, 1, kw*Cin, Cin}, Cin/groups for grouped plans) read in place. The packed
+ * plan is the same bits. */
 SDGP_API sdgp_status sdgp_sparse_bwd_pack_strided(sdgp_sparse_bwd *p, const float *w, const int64_t strides[4],
                                                   sdgp_error *err);
 /* dD (B x H x W x Cin, or the layout set below; fully overwritten; positions no tap reaches get 0) = the input gradient of
@@ -79,7 +84,7 @@ SDGP_API sdgp_status sdgp_sparse_bwd_set_output_layout(sdgp_sparse_bwd *p, sdgp_
  * never exist for the whole batch (src/kernels/README.md). */
 typedef struct sdgp_sparse_wino sdgp_sparse_wino;
 
-/* 1 when the geometry has a Winograd-domain kernel: 3x3, stride 1, pad <= 2 (any B, H, W, C). */
+/* 1 when the geometry has a Winograd-domain kernel: 3x3, stride 1, pad <= 2, groups 1 (any B, H, W, C). */
 SDGP_API int sdgp_sparse_wino_supports(const sdgp_conv_geom *g);
 /* As sdgp_sparse_bwd_create; SDGP_ERR_UNSUPPORTED (naming the reason) for other geometries. */
 SDGP_API sdgp_status sdgp_sparse_wino_create(sdgp_sparse_wino **out, const sdgp_conv_geom *g, int n, int m,

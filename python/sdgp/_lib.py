@@ -139,6 +139,7 @@ prune_check = _sig("sdgp_prune_check", c_int, P_CFG, c_int64, c_int64, c_int64, 
 prune = _sig("sdgp_prune", c_int, P_CFG, c_void_p, c_int64, c_int64, c_int64, c_void_p, P_NM, P_ERR)
 nm_decompress = _sig("sdgp_nm_decompress", c_int, P_NM, c_void_p, P_ERR)
 conv_geom_init = _sig("sdgp_conv_geom_init", c_int, P_GEOM, *([c_int] * 9), P_ERR)
+conv_geom_set_groups = _sig("sdgp_conv_geom_set_groups", c_int, P_GEOM, c_int, P_ERR)
 sparse_bwd_create = _sig("sdgp_sparse_bwd_create", c_int, ctypes.POINTER(c_void_p), P_GEOM, c_int, c_int, c_int,
                          c_int, P_ERR)
 sparse_bwd_destroy = _sig("sdgp_sparse_bwd_destroy", None, c_void_p)

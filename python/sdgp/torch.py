@@ -87,8 +87,6 @@ def _ineligible(conv, m):
     """Why this conv cannot run SDGP's backward, or None."""
     if type(conv) is not nn.Conv2d:
         return "%s is a subclass of nn.Conv2d (its forward may differ)" % type(conv).__name__
-    if conv.groups != 1:
-        return "groups=%d (the sparse kernel computes groups=1)" % conv.groups
     if _pair(conv.dilation) != (1, 1):
         return "dilation %s" % (tuple(conv.dilation),)
     if conv.padding_mode != "zeros":
@@ -106,6 +104,9 @@ def _ineligible(conv, m):
         return "kernel %dx%d is larger than 64" % (kh, kw)
     if conv.out_channels % m:
         return "out_channels=%d is not a multiple of m=%d" % (conv.out_channels, m)
+    if (conv.out_channels // conv.groups) % m:  # a group of m channels within one conv group (the kernel's rule)
+        return "groups=%d split out_channels=%d into %d per group, not a multiple of m=%d" % (
+            conv.groups, conv.out_channels, conv.out_channels // conv.groups, m)
     w = conv.weight
     if w.dtype != torch.float32 or w.device.type != "cpu":
         return "weights are %s on %s (float32 CPU only)" % (w.dtype, w.device)
@@ -170,9 +171,9 @@ class _Plan:
 class _LayerState:
     """Per converted layer: configuration, the kernel choice, plans per geometry, the step counter."""
 
-    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, stride, pad, mask_block=1):
+    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, stride, pad, mask_block=1, groups=1):
         self.name, self.layer, self.fn, self.n, self.m = name, layer, fn, n, m
-        self.mask_block = mask_block
+        self.mask_block, self.groups = mask_block, groups
         self.scope, self.seed, self.kernel, self.stride, self.pad = scope, seed, kernel, stride, pad
         self.choice = None if kernel == "auto" else kernel  # "sparse" | "dense"
         self.times_ms = None  # {"sparse": ms, "dense": ms} of the auto measurement
@@ -193,6 +194,7 @@ class _LayerState:
 
     def __setstate__(self, d):
         d.setdefault("mask_block", 1)  # pickled before shared masks existed
+        d.setdefault("groups", 1)  # pickled before grouped convs
         self.__dict__.update(d)
         self.lock = threading.Lock()
 
@@ -208,6 +210,7 @@ class _LayerState:
             geom, err = _lib.ConvGeom(), _lib.Error()
             _lib.check(_lib.conv_geom_init(ctypes.byref(geom), B, H, W, Cin, Cout, kh, kw, self.stride, self.pad,
                                            ctypes.byref(err)), err)
+            _lib.check(_lib.conv_geom_set_groups(ctypes.byref(geom), self.groups, ctypes.byref(err)), err)
             p = _Plan(geom, self.n, self.m, threads, self.mask_block)
             while len(self.plans) >= _PLAN_CACHE:
                 self.plans.pop(next(iter(self.plans))).close()
@@ -256,7 +259,8 @@ class _LayerState:
                 _scratch("pruned_x", (B, Cout, Ho, Wo))
             pruned = _relayout(to, pruned)
         return _conv_backward(
-            pruned, x, w, None, (self.stride,) * 2, (self.pad,) * 2, (1, 1), False, (0, 0), 1, (True, False, False))[0]
+            pruned, x, w, None, (self.stride,) * 2, (self.pad,) * 2, (1, 1), False, (0, 0), self.groups,
+            (True, False, False))[0]
 
     @staticmethod
     def _is_cl(x):
@@ -316,7 +320,7 @@ class _SdgpConvFn(torch.autograd.Function):
         if need_w or need_b:  # dense dL/dW and dL/db of the unpruned dL/dO, by torch
             _, gw, gb = _conv_backward(
                 go, x, w, [w.shape[0]] if ctx.has_bias else None, (st.stride,) * 2, (st.pad,) * 2, (1, 1), False,
-                (0, 0), 1, (False, need_w, need_b and ctx.has_bias))
+                (0, 0), st.groups, (False, need_w, need_b and ctx.has_bias))
         if need_x:
             gx = st.data_grad(go, x, w)
         return gx, gw, gb, None
@@ -347,7 +351,7 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
     """Convert, in place, each eligible nn.Conv2d of model into an SdgpConv2d; return the model.
 
     prune: "random", "magnitude", "rescaled", "mvue", "mvue-approx" (sdgp.prune's functions).
-    nm: "N:M"; a layer needs out_channels % M == 0.
+    nm: "N:M"; a layer needs out_channels % M == 0 (grouped: out_channels / groups % M == 0).
     first_layer: also convert the first nn.Conv2d (in model.modules() order). Off by default, as in
         the paper and `sdgp train`: its input is normally the image, which needs no data gradient.
     strict: raise ValueError if any other nn.Conv2d cannot be converted; otherwise those layers stay
@@ -357,8 +361,9 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
     mask_block: P > 1 makes P neighbouring pixels along a row of dL/dO share one N:M mask (sdgp
         train's --mask-block; the sparse kernel of stride-1 layers loads each kept weight row once
         per block); every function but mvue-approx has a block form. 1: a mask per pixel (the paper).
-    Eligible: exactly nn.Conv2d, groups 1, dilation 1, zero padding, the same stride and pad in both
-    dimensions (pad < kernel), kernels up to 64x64 (rectangular too), float32 CPU weights.
+    Eligible: exactly nn.Conv2d, groups whose output channels M divides, dilation 1, zero padding, the
+    same stride and pad in both dimensions (pad < kernel), kernels up to 64x64 (rectangular too),
+    float32 CPU weights.
     """
     if not isinstance(model, nn.Module):
         raise TypeError("sdgp.torch.convert_model: expected an nn.Module, got %s" % type(model).__name__)
@@ -393,7 +398,8 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
         warnings.warn(msg, SdgpConversionWarning, stacklevel=2)
     for i, name, conv in todo:
         pad, _ = _resolve_padding(conv)
-        conv._sdgp = _LayerState(name, i, fn, n, m, sc, seed, kernel, _pair(conv.stride)[0], pad, mask_block)
+        conv._sdgp = _LayerState(name, i, fn, n, m, sc, seed, kernel, _pair(conv.stride)[0], pad, mask_block,
+                                  conv.groups)
         # the class swap keeps the object: its parameters (and an optimizer's references to
         # them), hooks and state-dict names stay exactly the plain layer's
         conv.__class__ = SdgpConv2d

@@ -1,8 +1,9 @@
 /* sdgp bench conv: the N:M sparse backward-data convolution against the best dense one.
  *
  * For every pruned conv layer of a model (bench_shapes.h: ResNet-9 width 1 at batch 64 on 32x32x3,
- * width 0.25 at batch 128 on 28x28x1, and ResNet-18's 3x3 shapes at batch 32 on 32x32x3, a model
- * the kernels were not tuned on) or one --shape, for every thread count and n:m:
+ * width 0.25 at batch 128 on 28x28x1, ResNet-18's 3x3 shapes at batch 32 on 32x32x3, a model
+ * the kernels were not tuned on, and RegNetX-400MF's grouped 3x3 convs) or one --shape, for every
+ * thread count and n:m:
  *   dense_direct_ms   : oneDNN's direct backward-data on the dense dO (includes its weight reorder);
  *   dense_winograd_ms : oneDNN's Winograd backward-data under training's default 48 MB workspace
  *                       limit (null where oneDNN has no Winograd kernel for the layer);
@@ -69,11 +70,12 @@ static void usage(FILE *f) {
             "oneDNN's dense backward-data (direct, or Winograd within training's 48 MB workspace limit) on\n"
             "a model's pruned conv layers, with pruning time beside it.\n\n"
             "options:\n"
-            "  --model w1|w0.25|all|r18   ResNet-9 width 1 (batch 64, 32x32x3) and/or width 0.25 (batch 128,\n"
+            "  --model w1|w0.25|all|r18|rx   ResNet-9 width 1 (batch 64, 32x32x3) and/or width 0.25 (batch 128,\n"
             "                       28x28x1) (default all = both); r18: ResNet-18's 3x3 convs after the stem\n"
             "                       (batch 32, 32x32x3, 3x3 stem, no max pool), a model the kernels were not\n"
             "                       tuned on. Its totals weight each shape by its count in ResNet-18 (column\n"
-            "                       cnt): 64->64 x4; 128->128, 256->256, 512->512 x3; the stride-2 ones x1\n"
+            "                       cnt): 64->64 x4; 128->128, 256->256, 512->512 x3; the stride-2 ones x1;\n"
+            "                       rx: RegNetX-400MF's grouped 3x3 convs (group width 16, batch 32, 224x224x3)\n"
             "  --shape B,H,W,Cin,Cout,k,stride,pad   one layer instead of a model\n"
             "  --sdgp-domain pixel|winograd|auto|all   where dO is pruned: per pixel (pixel), in the Winograd\n"
             "                       domain with pruning fused (winograd: 3x3 stride-1 layers only), per layer\n"
@@ -126,11 +128,11 @@ static int parse_domain(const char *text, int *out) {
 
 static int add_models(options *o, const char *model) {
     const char *list[MAX_MODELS] = {model, NULL};
-    if (!strcmp(model, "all")) list[0] = "w1", list[1] = "w0.25"; /* r18 is held out: asked for by name */
+    if (!strcmp(model, "all")) list[0] = "w1", list[1] = "w0.25"; /* r18, rx are held out: asked for by name */
     for (int i = 0; i < MAX_MODELS && list[i]; i++) {
         int k = bench_model_layers(o->layers + o->nlayers, MAX_LAYERS - o->nlayers, list[i]);
         if (!k) {
-            fprintf(stderr, "sdgp: --model: '%s' is not w1, w0.25, all or r18\n", model);
+            fprintf(stderr, "sdgp: --model: '%s' is not w1, w0.25, all, r18 or rx\n", model);
             return 0;
         }
         o->nlayers += k;
@@ -161,20 +163,25 @@ static int parse_nm_list(const char *nm, options *o) {
     return o->nnm > 0;
 }
 
-/* Every layer must be a valid geometry whose Cout every n:m divides. */
+static sdgp_status layer_geom(sdgp_conv_geom *g, const bench_layer *l, sdgp_error *e) {
+    sdgp_status st = sdgp_conv_geom_init(g, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->k, l->stride, l->pad, e);
+    return st != SDGP_OK ? st : sdgp_conv_geom_set_groups(g, l->groups > 1 ? l->groups : 1, e);
+}
+
+/* Every layer must be a valid geometry whose Cout per group every n:m divides. */
 static int check_layers(const options *o) {
     for (int li = 0; li < o->nlayers; li++) {
         const bench_layer *l = &o->layers[li];
         sdgp_conv_geom g;
         sdgp_error e;
-        if (sdgp_conv_geom_init(&g, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->k, l->stride, l->pad, &e) != SDGP_OK) {
+        if (layer_geom(&g, l, &e) != SDGP_OK) {
             fprintf(stderr, "sdgp: %s: %s\n", l->name, e.msg);
             return 0;
         }
         for (int i = 0; i < o->nnm; i++)
-            if (l->Cout % o->m[i]) {
-                fprintf(stderr, "sdgp: %s: Cout=%d is not a multiple of m=%d (--nm %d:%d)\n", l->name, l->Cout, o->m[i],
-                        o->n[i], o->m[i]);
+            if ((l->Cout / g.groups) % o->m[i]) {
+                fprintf(stderr, "sdgp: %s: Cout=%d (groups=%d) is not a multiple of m=%d per group (--nm %d:%d)\n", l->name,
+                        l->Cout, g.groups, o->m[i], o->n[i], o->m[i]);
                 return 0;
             }
     }
@@ -325,14 +332,14 @@ static sdgp_status create_sparse(bench_ctx *c, const options *o, const bench_lay
 }
 
 static sdgp_status ctx_setup(bench_ctx *c, const options *o, const bench_layer *l, int threads, sdgp_error *e) {
-    sdgp_status st = sdgp_conv_geom_init(&c->g, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->k, l->stride, l->pad, e);
+    sdgp_status st = layer_geom(&c->g, l, e);
     if (st != SDGP_OK) return st;
     c->threads = threads;
     const sdgp_conv_geom *g = &c->g;
     c->rows = (int64_t)g->B * g->Ho * g->Wo;
     c->nO = c->rows * g->Cout;
     c->nD = (int64_t)g->B * g->H * g->W * g->Cin;
-    c->nW = (int64_t)g->Cout * g->Cin * g->kh * g->kw;
+    c->nW = (int64_t)g->Cout * (g->Cin / g->groups) * g->kh * g->kw;
     c->dO = cli_alloc_floats((size_t)c->nO);
     c->w = cli_alloc_floats((size_t)c->nW);
     c->ref = cli_alloc_floats((size_t)c->nD);
@@ -571,7 +578,8 @@ static int run_layer(const options *o, const bench_layer *l, int threads, double
         return 1;
     }
     layer_times t = {.l = l, .threads = threads, .direct_ms = 1e3 * cli_median(c->t_direct, o->repeat), .wino_ms = -1,
-                     .dense_flops = 2.0 * valid_pairs(&c->g) * c->g.Cin * c->g.Cout, .ceiling = ceiling};
+                     .dense_flops = 2.0 * valid_pairs(&c->g) * c->g.Cin * c->g.Cout / c->g.groups,
+                     .ceiling = ceiling};
     if (c->wino) t.wino_ms = 1e3 * cli_median(c->t_wino, o->repeat);
     t.best_ms = t.wino_ms >= 0 && t.wino_ms < t.direct_ms ? t.wino_ms : t.direct_ms;
     if (!o->json && (o->domains & DOM_WINO) && !c->wplan[0])

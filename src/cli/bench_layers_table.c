@@ -41,10 +41,28 @@ static int resnet18_layers(bench_layer *out) {
     return n;
 }
 
+/* RegNetX-400MF (model_zoo.c): after the 112x112 stem, stages of 1/2/7/12 blocks with 32/64/160/400
+ * channels; each block's grouped 3x3 conv keeps its channels (groups = C/16), stride 2 in a stage's
+ * first block. Batch 32. */
+static int regnetx_layers(bench_layer *out) {
+    static const struct { const char *name; int hw, c, stride, count; } spec[] = {
+        {"32s2", 112, 32, 2, 1}, {"64s2", 56, 64, 2, 1},   {"64", 28, 64, 1, 1},  {"160s2", 28, 160, 2, 1},
+        {"160", 14, 160, 1, 6},  {"400s2", 14, 400, 2, 1}, {"400", 7, 400, 1, 11},
+    };
+    int n = (int)(sizeof spec / sizeof spec[0]);
+    for (int i = 0; i < n; i++) {
+        out[i] = (bench_layer){.B = 32, .H = spec[i].hw, .W = spec[i].hw, .Cin = spec[i].c, .Cout = spec[i].c, .k = 3,
+                               .stride = spec[i].stride, .pad = 1, .count = spec[i].count, .groups = spec[i].c / 16};
+        snprintf(out[i].name, sizeof out[i].name, "rx/g%s", spec[i].name);
+    }
+    return n;
+}
+
 int bench_model_layers(bench_layer *out, int max, const char *model) {
-    enum { RESNET9_LAYERS = 7, RESNET18_SHAPES = 7 };
+    enum { RESNET9_LAYERS = 7, RESNET18_SHAPES = 7, REGNETX_SHAPES = 7 };
     if (!strcmp(model, "w1")) return max >= RESNET9_LAYERS ? resnet9_layers(out, "w1", 64, 32, 1) : 0;
     if (!strcmp(model, "w0.25")) return max >= RESNET9_LAYERS ? resnet9_layers(out, "w0.25", 128, 28, 4) : 0;
     if (!strcmp(model, "r18")) return max >= RESNET18_SHAPES ? resnet18_layers(out) : 0;
+    if (!strcmp(model, "rx")) return max >= REGNETX_SHAPES ? regnetx_layers(out) : 0;
     return 0;
 }

@@ -58,10 +58,17 @@ sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_
                          chk.Wo);
     if (m < 1 || m > SDGP_NM_MAX_M || n < 1 || n > m)
         return sdgp_fail(err, SDGP_ERR_INVALID, "%s: %d:%d is not an N:M pattern (1 <= n <= m <= %d)", who, n, m, SDGP_NM_MAX_M);
-    if (g->groups != 1)
-        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: groups=%d: the sparse kernels take ungrouped convolutions only", who,
-                         g->groups);
-    if (g->Cout % m) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: Cout=%d is not a multiple of m=%d", who, g->Cout, m);
+    if (g->groups < 1 || g->Cin % g->groups || g->Cout % g->groups)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: groups=%d does not divide Cin=%d and Cout=%d", who, g->groups, g->Cin,
+                         g->Cout);
+    if (g->groups == 1 && g->Cout % m)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: Cout=%d is not a multiple of m=%d", who, g->Cout, m);
+    /* a group of m output channels never spans two conv groups: each conv group's kept channels
+     * meet only its own input channels */
+    if ((g->Cout / g->groups) % m)
+        return sdgp_fail(err, SDGP_ERR_INVALID,
+                         "%s: groups=%d split Cout=%d into %d output channels per group, not a multiple of m=%d", who,
+                         g->groups, g->Cout, g->Cout / g->groups, m);
     if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: threads=%d < 0", who, threads);
     return sdgp_isa_resolve(isa, resolved, err);
 }
@@ -99,13 +106,14 @@ static int make_runs(spconv_run *runs, int size, int size_out, int k, int stride
 
 static sdgp_status plan_layout(sdgp_sparse_bwd *p, sdgp_error *err) {
     const sdgp_conv_geom *g = &p->g;
-    p->nblocks = (int)((g->Cin + p->blk.nr - 1) / p->blk.nr);
-    p->ldp = round_up(p->blk.nr < g->Cin ? p->blk.nr : g->Cin, SPCONV_LDP_ALIGN);
-    if ((uint64_t)g->Cout * (uint64_t)p->ldp * sizeof(float) > UINT32_MAX)
+    p->nbg = (int)((p->cig + p->blk.nr - 1) / p->blk.nr);
+    p->nblocks = g->groups * p->nbg;
+    p->ldp = round_up(p->blk.nr < p->cig ? p->blk.nr : p->cig, SPCONV_LDP_ALIGN);
+    if ((uint64_t)p->cog * (uint64_t)p->ldp * sizeof(float) > UINT32_MAX)
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "sparse_bwd: Cout=%d panels exceed 32-bit entry offsets", g->Cout);
     free(p->wp);
     p->packed = 0;
-    p->wp_floats = (size_t)p->nblocks * g->kh * g->kw * g->Cout * (size_t)p->ldp;
+    p->wp_floats = (size_t)p->nblocks * g->kh * g->kw * p->cog * (size_t)p->ldp;
     p->wp = alloc64(p->wp_floats * sizeof(float));
     if (!p->wp)
         return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd: out of memory for %zu packed weight floats", p->wp_floats);
@@ -155,7 +163,7 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
     if (st != SDGP_OK) return st;
     const int relayout = b->nr != p->blk.nr;
     p->blk = *b;
-    if (p->blk.kc > p->g.Cout) p->blk.kc = p->g.Cout;
+    if (p->blk.kc > p->cog) p->blk.kc = (int)p->cog;
     if (relayout && (st = plan_layout(p, err)) != SDGP_OK) return st;
     return plan_units(p, err);
 }
@@ -167,20 +175,20 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
  * smaller than that (single taps keep the entry loops longest). Chunks are equal, whole groups. */
 static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
     const sdgp_conv_geom *g = &p->g;
-    int64_t nr = round_up(g->Cin, SPCONV_LDP_ALIGN);
+    int64_t nr = round_up(p->cig, SPCONV_LDP_ALIGN);
     if (nr > SPCONV_NR_DEFAULT) nr = SPCONV_NR_DEFAULT;
     if (nr > p->k.nr) nr = p->k.nr;
-    const int64_t row_bytes = round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = g->Cout / p->m, T = (int64_t)g->kh * g->kw;
+    const int64_t row_bytes = round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = p->cog / p->m, T = (int64_t)g->kh * g->kw;
     const int64_t ws = 8 * p->n > p->m ? SPCONV_WS_BYTES : 2 * SPCONV_WS_BYTES, rows = ws / row_bytes;
     int64_t tg = 1, kc;
-    if (g->Cout >= rows) {
+    if (p->cog >= rows) {
         int64_t per = rows / p->m; /* groups per chunk */
         if (per < 1) per = 1;
         const int64_t nchunks = (groups + per - 1) / per;
         kc = (groups + nchunks - 1) / nchunks * p->m;
     } else {
-        kc = g->Cout;
-        tg = rows / g->Cout < T ? rows / g->Cout : T;
+        kc = p->cog;
+        tg = rows / p->cog < T ? rows / p->cog : T;
     }
     return (spconv_blocking){.nr = (int)nr, .kc = (int)kc, .tg = (int)tg, .tile_px = SPCONV_UNIT_BYTES / row_bytes};
 }
@@ -202,6 +210,8 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
     p->threads = threads ? threads : omp_get_max_threads();
     p->k = kernel_table[resolved];
     p->slots = (int64_t)g->Cout / m * n;
+    p->cig = g->Cin / g->groups;
+    p->cog = g->Cout / g->groups;
     p->mask_block = 1;
     p->blk = default_blocking(p);
     p->slot_base = alloc64((size_t)p->slots * sizeof(int32_t));
@@ -211,7 +221,7 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
         sdgp_sparse_bwd_destroy(p);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_create: out of memory");
     }
-    for (int64_t s = 0; s < p->slots; s++) p->slot_base[s] = (int32_t)(s / n * m);
+    for (int64_t s = 0; s < p->slots; s++) p->slot_base[s] = (int32_t)(s / n * m % p->cog);
     p->nrow_runs = make_runs(p->row_runs, g->H, g->Ho, g->kh, g->stride, g->pad);
     p->ncol_runs = make_runs(p->col_runs, g->W, g->Wo, g->kw, g->stride, g->pad);
     p->written = malloc((size_t)p->threads * p->nrow_runs * p->ncol_runs);
@@ -253,7 +263,7 @@ sdgp_status sdgp_sparse_bwd_pack_strided(sdgp_sparse_bwd *p, const float *w, con
 
 sdgp_status sdgp_sparse_bwd_pack(sdgp_sparse_bwd *p, const float *w, sdgp_error *err) {
     const int64_t T = p ? (int64_t)p->g.kh * p->g.kw : 0;
-    const int64_t oihw[4] = {p ? p->g.Cin * T : 0, T, p ? p->g.kw : 0, 1};
+    const int64_t oihw[4] = {p ? p->cig * T : 0, T, p ? p->g.kw : 0, 1};
     return sdgp_sparse_bwd_pack_strided(p, w, oihw, err);
 }
 
@@ -298,16 +308,28 @@ static void run_shared(const sdgp_sparse_bwd *p, spconv_tile *t, int nt, const i
     t->tap_ent = saved;
 }
 
+/* Column block nb's dD columns [*c0, *c0 + *ncols): columns lc0 .. of conv group grp's cig input
+ * channels, which meet only that group's cog output channels. Returns grp. */
+static int64_t block_columns(const sdgp_sparse_bwd *p, int nb, int64_t *c0, int64_t *ncols) {
+    const int64_t grp = nb / p->nbg, lc0 = (int64_t)(nb % p->nbg) * p->blk.nr;
+    *c0 = grp * p->cig + lc0;
+    *ncols = p->cig - lc0 < p->blk.nr ? p->cig - lc0 : p->blk.nr;
+    return grp;
+}
+
 /* One column block nb of a unit: images [b0, b1), dD rows [h0, h1); ent holds the unit's
  * entries, dO rows ho_lo .. ho_lo+nho-1 of each image. dD points at the unit's pixel (b0, h0, 0)
  * with NHWC strides (dD itself, or the unit's stage: units of several images are whole images). */
 static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_entry *ent, int64_t b0, int64_t b1, int64_t h0,
                              int64_t h1, int64_t ho_lo, int64_t nho, int nb, uint8_t *written) {
     const sdgp_conv_geom *g = &p->g;
-    const int64_t Cin = g->Cin, Cout = g->Cout, H = g->H, W = g->W, Wo = g->Wo, s = g->stride, pad = g->pad;
-    const int64_t c0 = (int64_t)nb * p->blk.nr, ncols = Cin - c0 < p->blk.nr ? Cin - c0 : p->blk.nr;
+    const int64_t Cin = g->Cin, cog = p->cog, H = g->H, W = g->W, Wo = g->Wo, s = g->stride, pad = g->pad;
+    /* the block's group: its slots and its panels' cog rows */
+    int64_t c0, ncols;
+    const int64_t grp = block_columns(p, nb, &c0, &ncols);
     const int64_t slots = p->slots, T = (int64_t)g->kh * g->kw, tg = p->blk.tg ? p->blk.tg : T;
-    const float *wblock = p->wp + (int64_t)nb * T * Cout * p->ldp;
+    const int64_t grp_e0 = grp * (cog / p->m * p->n);
+    const float *wblock = p->wp + (int64_t)nb * T * cog * p->ldp;
     /* shared masks: stride 1 (a pixel run reads a run of source pixels) and a width the shared
      * kernels take */
     const int shared = p->mask_block > 1 && s == 1 && ncols <= SPCONV_SHARED_MAX_NR;
@@ -332,8 +354,8 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
     spconv_tile t = {.dd_sx = s * Cin, .dd_sy = s * W * Cin, .dd_sz = H * W * Cin, .ent = ent, .e_sx = slots,
                      .e_sy = Wo * slots, .e_sz = nho * Wo * slots, .tap_ent = tap_ent, .tap_panel = tap_panel,
                      .nz = (int)(b1 - b0), .ncols = (int)ncols};
-    for (int64_t k0 = 0; k0 < Cout; k0 += p->blk.kc) {
-        const int64_t kc = Cout - k0 < p->blk.kc ? Cout - k0 : p->blk.kc, e0 = k0 / p->m * p->n;
+    for (int64_t k0 = 0; k0 < cog; k0 += p->blk.kc) {
+        const int64_t kc = cog - k0 < p->blk.kc ? cog - k0 : p->blk.kc, e0 = grp_e0 + k0 / p->m * p->n;
         t.ne = (int)(kc / p->m * p->n);
         for (int64_t tap0 = 0; tap0 < T; tap0 += tg) {
             const int64_t tap1 = tap0 + tg < T ? tap0 + tg : T;
@@ -359,7 +381,7 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
                                 const int64_t i = tap / g->kw;
                                 if (tap % g->kw != j || !((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
                                 tap_ent[nt] = ((hs + pad - i - ho_lo) * Wo + ws + pad - j) * slots + e0;
-                                tap_panel[nt] = wblock + tap * Cout * p->ldp;
+                                tap_panel[nt] = wblock + tap * cog * p->ldp;
                                 if (++nt == SPCONV_MAX_TAPS) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, 0, hs - h0, C, ws + pad - j, c0), nt = 0, any = 1;
                             }
                             if (nt) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, 0, hs - h0, C, ws + pad - j, c0), any = 1;
@@ -373,7 +395,7 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
                         if (!((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
                         /* source pixel of the block's first pixel: ((hs + pad - i)/s, (ws + pad - j)/s) */
                         tap_ent[nt] = (((hs + pad - i) / s - ho_lo) * Wo + (ws + pad - j) / s) * slots + e0;
-                        tap_panel[nt] = wblock + tap * Cout * p->ldp;
+                        tap_panel[nt] = wblock + tap * cog * p->ldp;
                         if (++nt == SPCONV_MAX_TAPS) run_block(p, &t, nt, wr, dD, 0, hs - h0, ws, c0), nt = 0;
                     }
                     if (nt) run_block(p, &t, nt, wr, dD, 0, hs - h0, ws, c0);
@@ -408,7 +430,8 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *
     const transpose_fn tr = transpose_for(p->k.isa);
     for (int nb = 0; nb < p->nblocks; nb++) {
         run_block_column(p, stage, ent, b0, b1, h0, h1, ho_lo, nho, nb, written);
-        const int64_t c0 = (int64_t)nb * p->blk.nr, ncols = Cin - c0 < p->blk.nr ? Cin - c0 : p->blk.nr;
+        int64_t c0, ncols;
+        block_columns(p, nb, &c0, &ncols);
         for (int64_t b = b0; b < b1; b++) /* dD[b][c0 + c][h0 * W + x] = stage[b - b0][x][c0 + c] */
             tr(dD + (b * Cin + c0) * HW + h0 * g->W, HW, stage + (b - b0) * npx * Cin + c0, Cin, npx, ncols);
     }

@@ -146,10 +146,13 @@ struct sdgp_sparse_bwd {
     int n, m, threads;
     spconv_kernels k;
     spconv_blocking blk;
-    int nblocks;       /* column blocks of Cin */
-    int64_t ldp;       /* floats per panel row, every block: round_up(nr, SPCONV_LDP_ALIGN) */
-    int64_t slots;     /* entries per dO row: Cout/m*n */
-    float *wp;         /* packed weights: [block][tap][Cout][ldp] (64-byte aligned) */
+    int64_t cig, cog;  /* input / output channels per conv group (Cin, Cout when ungrouped) */
+    int nbg;           /* column blocks per conv group: a block never straddles two groups */
+    int nblocks;       /* column blocks of Cin: groups * nbg, block nb in group nb / nbg */
+    int64_t ldp;       /* floats per panel row, every block: round_up(min(nr, cig), SPCONV_LDP_ALIGN) */
+    int64_t slots;     /* entries per dO row: Cout/m*n (group g's are slots g*cog/m*n ..) */
+    float *wp;         /* packed weights: [block][tap][cog][ldp] (64-byte aligned), rows = the
+                          block's group's output channels */
     size_t wp_floats;
     int64_t ib, hr;    /* work unit: ib images x hr dD rows */
     spconv_entry *tbuf; /* per thread: the entries of the unit in progress */
@@ -157,7 +160,8 @@ struct sdgp_sparse_bwd {
     spconv_run *row_runs, *col_runs; /* over all of H and W (kh, kw <= 64) */
     int nrow_runs, ncol_runs;
     uint8_t *written;  /* per thread: nrow_runs x ncol_runs flags of the unit in progress */
-    int32_t *slot_base; /* per slot of a row: first channel of its group, (slot / n) * m */
+    int32_t *slot_base; /* per slot of a row: first channel of its group of m within its conv
+                           group, (slot / n) * m % cog (the panel row of index 0) */
     int mask_block;    /* dO rows share masks in blocks of this many pixels (1: per row) */
     int packed;
     /* dD's layout (sdgp_sparse_bwd_set_output_layout). NCHW: each unit computes into its thread's
@@ -169,8 +173,8 @@ struct sdgp_sparse_bwd {
 };
 
 /* Packing (pack_spconv.c). */
-/* W (OIHW) -> p->wp. threads: OpenMP team size. */
-/* w's element (k, c, i, j) at w + k*strides[0] + c*strides[1] + i*strides[2] + j*strides[3] */
+/* W (Cout x Cin/groups x kh x kw) -> p->wp; w's element (k, c, i, j), c < cig, at w + k*strides[0] +
+ * c*strides[1] + i*strides[2] + j*strides[3]. Team size: p->threads. */
 void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w, const int64_t strides[4]);
 /* Compressed dO rows row0 .. row0+nrows-1 (values + offsets within the group) -> entries. */
 void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO, int64_t row0,

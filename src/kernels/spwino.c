@@ -104,6 +104,9 @@ sdgp_status sdgp_sparse_wino_create(sdgp_sparse_wino **out, const sdgp_conv_geom
     sdgp_isa resolved;
     sdgp_status st = spconv_check_plan_args("sparse_wino_create", out, g, n, m, isa, threads, &resolved, err);
     if (st != SDGP_OK) return st;
+    if (g->groups != 1) /* the pixel-domain kernel takes them (sdgp_sparse_bwd_create) */
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
+                         "sparse_wino_create: groups=%d: the Winograd domain takes ungrouped convolutions only", g->groups);
     if (!sdgp_sparse_wino_supports(g))
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
                          "sparse_wino_create: the Winograd domain needs a 3x3 kernel with stride 1 (got %dx%d, stride %d)", g->kh,

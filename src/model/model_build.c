@@ -367,10 +367,6 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
         if (o->prune && o->geom.Cout % pc->m != 0)
             return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %d output channels, not a multiple of m=%d (--nm %d:%d)",
                              o->name, o->geom.Cout, pc->m, pc->n, pc->m);
-        if (o->prune && (o->geom.Cout / o->geom.groups) % pc->m != 0) /* a group of m never spans two conv groups */
-            return sdgp_fail(err, SDGP_ERR_INVALID,
-                             "model: %s has %d groups of %d output channels, not a multiple of m=%d (--nm %d:%d)", o->name,
-                             o->geom.groups, o->geom.Cout / o->geom.groups, pc->m, pc->n, pc->m);
         if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
             size_t rows = (size_t)o->geom.B * (size_t)o->geom.Ho * (size_t)o->geom.Wo;
             if (rows % (size_t)m->cfg.prune_wgrad.m != 0)

@@ -34,8 +34,8 @@ static sdgp_status prune_pixels(sdgp_model *m, const op *o, const float *dz, con
 }
 
 /* ---- dense: pixel-domain pruning + oneDNN ---- */
-static int any_layer(const op *o) {
-    (void)o;
+static int any_layer(const sdgp_model *m, const op *o) {
+    (void)m, (void)o;
     return 1;
 }
 static sdgp_status dense_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
@@ -50,7 +50,11 @@ static sdgp_status dense_pruned(sdgp_model *m, op *o, const float **used, sdgp_e
 }
 
 /* ---- sparse: pixel-domain pruning + the N:M sparse kernel ---- */
-static int ungrouped(const op *o) { return o->geom.groups == 1; } /* the sparse kernel's layers */
+/* the sparse kernel's layers: grouped ones too when each group of m lies in one conv group (a
+ * grouped layer whose Cout/groups m does not divide prunes into the dense kernel) */
+static int nm_within_groups(const sdgp_model *m, const op *o) {
+    return (o->geom.Cout / o->geom.groups) % m->cfg.prune.m == 0;
+}
 static sdgp_status sparse_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
     sdgp_status st = sdgp_sparse_bwd_create((sdgp_sparse_bwd **)plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
@@ -75,7 +79,10 @@ static sdgp_status sparse_pruned(sdgp_model *m, op *o, const float **used, sdgp_
 static void sparse_destroy(void *plan) { sdgp_sparse_bwd_destroy(plan); }
 
 /* ---- winograd: F(2x2,3x3)-domain pruning fused with the sparse kernel ---- */
-static int wino_supports(const op *o) { return sdgp_sparse_wino_supports(&o->geom); }
+static int wino_supports(const sdgp_model *m, const op *o) {
+    (void)m;
+    return sdgp_sparse_wino_supports(&o->geom); /* ungrouped only */
+}
 static sdgp_status wino_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
     return sdgp_sparse_wino_create((sdgp_sparse_wino **)plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
@@ -107,8 +114,8 @@ static sdgp_status unpruned_dz(sdgp_model *m, op *o, const float **used, sdgp_er
 }
 
 static const bwd_impl impl_dense = {'d', "dense", 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, dense_run, dense_pruned, NULL};
-static const bwd_impl impl_sparse = {'s', "sparse", 1, SDGP_DOMAIN_PIXEL, ungrouped, sparse_create, sparse_run, sparse_pruned,
-                                     sparse_destroy};
+static const bwd_impl impl_sparse = {'s', "sparse", 1, SDGP_DOMAIN_PIXEL, nm_within_groups, sparse_create, sparse_run,
+                                     sparse_pruned, sparse_destroy};
 static const bwd_impl impl_wino = {'w', "winograd", 1, SDGP_DOMAIN_WINOGRAD, wino_supports, wino_create, wino_run, wino_pruned,
                                    wino_destroy};
 
@@ -120,16 +127,16 @@ static const bwd_impl impl_unpruned = {'u', "unpruned", 0, SDGP_DOMAIN_PIXEL, an
 const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_dense, &impl_unpruned, NULL};
 
 /* Whether some sparse entry (of the Winograd domain only, when winograd_domain) can run layer o. */
-static int sparse_applies(const op *o, int winograd_domain) {
+static int sparse_applies(const sdgp_model *m, const op *o, int winograd_domain) {
     for (int i = 0; model_bwd_impls[i]; i++) {
         const bwd_impl *impl = model_bwd_impls[i];
-        if (impl->sparse && (!winograd_domain || impl->domain == SDGP_DOMAIN_WINOGRAD) && impl->supports(o)) return 1;
+        if (impl->sparse && (!winograd_domain || impl->domain == SDGP_DOMAIN_WINOGRAD) && impl->supports(m, o)) return 1;
     }
     return 0;
 }
 
 int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
-    if (!impl->supports(o)) return 0;
+    if (!impl->supports(m, o)) return 0;
     /* fastest: a sparse kernel or no pruning at all (never pruning into the dense kernel); the
      * other modes always prune */
     if (m->cfg.sparse == SDGP_SPARSE_FASTEST) {
@@ -138,13 +145,14 @@ int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
     } else if (impl == &impl_unpruned) {
         return 0;
     }
-    /* --sparse-kernel on: a layer no sparse kernel takes (a grouped conv) prunes into the dense one */
-    if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(o, 0)) ||
+    /* --sparse-kernel on: a layer no sparse kernel takes (a grouped conv whose groups of output
+     * channels m does not divide) prunes into the dense one */
+    if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(m, o, 0)) ||
         (m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse))
         return 0;
     switch (m->cfg.domain) {
     case SDGP_DOMAIN_PIXEL: return impl->domain == SDGP_DOMAIN_PIXEL;
-    case SDGP_DOMAIN_WINOGRAD: return impl->domain == SDGP_DOMAIN_WINOGRAD || !sparse_applies(o, 1);
+    case SDGP_DOMAIN_WINOGRAD: return impl->domain == SDGP_DOMAIN_WINOGRAD || !sparse_applies(m, o, 1);
     default: return 1;
     }
 }

@@ -195,8 +195,8 @@ struct bwd_impl {
     const char *name;  /* "dense", "sparse", "winograd": start-up lines, bench rows */
     int sparse;        /* skips the pruned work (--sparse-kernel on/off select by this) */
     sdgp_prune_domain domain; /* where it prunes (--sdgp-domain selects by this) */
-    /* whether it can run conv op o at all (geometry) */
-    int (*supports)(const op *o);
+    /* whether it can run conv op o at all (geometry, and the model's n:m) */
+    int (*supports)(const sdgp_model *m, const op *o);
     /* creates its plan for layer o in *plan (NULL for entries without a plan) */
     sdgp_status (*create)(sdgp_model *m, const op *o, void **plan, sdgp_error *err);
     /* dx = dL/dD from the dense dL/dO dz pruned with pc; *prune_ms: a separate pruning pass's time

@@ -98,7 +98,7 @@ sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
         const bwd_impl *impl = model_bwd_find(choice[i]);
-        int ok = o->prune ? impl && impl->supports(o) : choice[i] == '-';
+        int ok = o->prune ? impl && impl->supports(m, o) : choice[i] == '-';
         if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d cannot be '%c'", choice, i, choice[i]);
     }
     for (int i = 0; i < m->n_convs; i++) {
