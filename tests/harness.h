@@ -92,6 +92,18 @@ static inline float test_rand_normal(uint64_t *s) {
 static inline void test_fill_normal(float *x, size_t n, uint64_t seed) {
     for (size_t i = 0; i < n; i++) x[i] = test_rand_normal(&seed);
 }
+/* Inputs for pruning tests: normal values with zeros of both signs, ties (few levels) and denormals. */
+static inline void test_fill_prune_input(float *x, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        double u = test_rand_u01(&seed);
+        float v = test_rand_normal(&seed);
+        if (u < 0.08) v = 0.0f;
+        else if (u < 0.10) v = -0.0f;
+        else if (u < 0.25) v = (float)(int)(v * 2) * 0.5f; /* ties */
+        else if (u < 0.27) v *= 1e-39f;                     /* denormal */
+        x[i] = v;
+    }
+}
 
 /* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the error measure of all numeric tests. */
 static inline double test_rel_err(const float *a, const float *b, size_t n) {

@@ -5,18 +5,6 @@
 #include "sdgp/isa.h"
 #include "sdgp/prune.h"
 
-static void fill(float *x, size_t count, uint64_t seed) {
-    for (size_t i = 0; i < count; i++) {
-        double u = test_rand_u01(&seed);
-        float v = test_rand_normal(&seed);
-        if (u < 0.08) v = 0.0f;
-        else if (u < 0.10) v = -0.0f;
-        else if (u < 0.25) v = (float)(int)(v * 2) * 0.5f; /* ties */
-        else if (u < 0.27) v *= 1e-39f;                     /* denormal */
-        x[i] = v;
-    }
-}
-
 typedef struct {
     float *out;
     sdgp_nm_tensor nm;
@@ -71,7 +59,7 @@ TEST_CASE(paths_and_threads_bitwise) {
                     }
                     size_t total = (size_t)(B * P * C);
                     float *x = test_xmalloc(total * 4);
-                    fill(x, total, 31 * t + 7 * si + 1000 * fn + axis);
+                    test_fill_prune_input(x, total, 31 * t + 7 * si + 1000 * fn + axis);
                     sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, n, m);
                     cfg.axis = (sdgp_axis)axis;
                     cfg.scope = si % 2 ? SDGP_SCOPE_CHANNEL : SDGP_SCOPE_SAMPLE_CHANNEL;
@@ -109,7 +97,7 @@ TEST_CASE(large_tensor_bitwise) {
     const int64_t B = 6, P = 100, C = 256;
     size_t total = (size_t)(B * P * C);
     float *x = test_xmalloc(total * 4);
-    fill(x, total, 99);
+    test_fill_prune_input(x, total, 99);
     for (int fn = SDGP_PRUNE_RANDOM; fn < SDGP_PRUNE_COUNT; fn++)
         for (int axis = 0; axis < 2; axis++)
             for (int scope = 0; scope < 2; scope++) {
@@ -177,7 +165,7 @@ TEST_CASE(non_finite_every_path) {
     const int64_t B = 2, P = 8, C = 40;
     size_t total = (size_t)(B * P * C);
     float *x = test_xmalloc(total * 4);
-    fill(x, total, 5);
+    test_fill_prune_input(x, total, 5);
     x[77] = NAN;
     x[300] = INFINITY;
     x[301] = -INFINITY;

@@ -7,17 +7,6 @@
 #include "sdgp/isa.h"
 #include "sdgp/prune.h"
 
-static void fill(float *x, size_t count, uint64_t seed) {
-    for (size_t i = 0; i < count; i++) {
-        double u = test_rand_u01(&seed);
-        float v = test_rand_normal(&seed);
-        if (u < 0.08) v = 0.0f;
-        else if (u < 0.10) v = -0.0f;
-        else if (u < 0.25) v = (float)(int)(v * 2) * 0.5f; /* ties */
-        x[i] = v;
-    }
-}
-
 /* y[b][c][p] = x[b][p][c] */
 static void to_nchw(float *y, const float *x, int64_t B, int64_t P, int64_t C) {
     for (int64_t b = 0; b < B; b++)
@@ -81,7 +70,7 @@ TEST_CASE(nchw_equals_nhwc_copy) {
                         const int64_t B = shapes[si].B, P = shapes[si].P, C = shapes[si].k * m;
                         const size_t total = (size_t)(B * P * C);
                         float *x = test_xmalloc(total * 4), *xc = test_xmalloc(total * 4), *tmp = test_xmalloc(total * 4);
-                        fill(x, total, 17 * t + 5 * si + 1000 * fn + bi);
+                        test_fill_prune_input(x, total, 17 * t + 5 * si + 1000 * fn + bi);
                         to_nchw(xc, x, B, P, C);
                         sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, n, m);
                         cfg.scope = (sdgp_rescale_scope)scope;
@@ -124,7 +113,7 @@ TEST_CASE(nchw_equals_nhwc_copy) {
 TEST_CASE(nchw_errors) {
     const int64_t B = 2, P = 5, C = 8;
     float x[2 * 5 * 8];
-    fill(x, sizeof x / sizeof x[0], 3);
+    test_fill_prune_input(x, sizeof x / sizeof x[0], 3);
     x[(1 * C + 6) * P + 2] = NAN; /* b=1, c=6, p=2 */
     sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_MVUE, 2, 4);
     cfg.layout = SDGP_LAYOUT_NCHW;

@@ -109,12 +109,12 @@ for cin, cout, k, s, p, bias, H, W, groups in geoms:
 # ---- NCHW and channels_last: the library reads dL/dO and writes dL/dD in place in both, so the data
 # gradient is the same bits whatever the layouts of x and of dL/dO (mixed ones too) ----
 CL, NCHW = torch.channels_last, torch.contiguous_format
-for cin, cout, k, s, p, bias, H, W in geoms:
+for cin, cout, k, s, p, bias, H, W, groups in geoms:
     for fn, nm, kernel, block in (("rescaled", "2:4", "sparse", 1), ("mvue", "2:4", "sparse", 1),
                                   ("magnitude", "2:4", "sparse", 4), ("random", "1:4", "sparse", 2),
                                   ("rescaled", "2:4", "dense", 1), ("magnitude", "2:4", "dense", 4)):
         torch.manual_seed(7)
-        plain = nn.Conv2d(cin, cout, k, s, p, bias=bias)
+        plain = nn.Conv2d(cin, cout, k, s, p, bias=bias, groups=groups)
         X = torch.randn(3, cin, H, W)
         G = torch.randn_like(plain(X))
         grads = []
@@ -124,7 +124,7 @@ for cin, cout, k, s, p, bias, H, W in geoms:
             x = X.contiguous(memory_format=xf).clone().requires_grad_()
             model(x).backward(G.contiguous(memory_format=gf))
             grads.append(x.grad)
-        tag = "layouts conv %s k=%s s=%d p=%d %s %s %s P=%d" % ((cin, cout), k, s, p, fn, nm, kernel, block)
+        tag = "layouts conv %s k=%s s=%d p=%d groups=%d %s %s %s P=%d" % ((cin, cout), k, s, p, groups, fn, nm, kernel, block)
         if kernel == "sparse":
             check(all(torch.equal(grads[0], g) for g in grads[1:]), tag + ": dL/dD bitwise equal in every layout")
         else:  # torch's dense kernel may sum in another order per layout; the pruned dL/dO is the same
@@ -159,6 +159,16 @@ def small_net(cin=1):
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
 
 
+def worst_after_steps(model, oracle, x, y, steps=2):
+    """Two training steps' gradients of model and oracle on (x, y); the worst parameter's (rel error, name)."""
+    for _ in range(steps):
+        model.zero_grad()
+        oracle.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        F.cross_entropy(oracle(x), y).backward()
+    return max((rel(a.grad, b.grad), n) for (n, a), (_, b) in zip(model.named_parameters(), oracle.named_parameters()))
+
+
 for fn, nm in (("magnitude", "2:4"), ("rescaled", "2:4"), ("random", "1:4")):
     for fmt in (torch.contiguous_format, torch.channels_last):
         torch.manual_seed(1)
@@ -166,14 +176,8 @@ for fn, nm in (("magnitude", "2:4"), ("rescaled", "2:4"), ("random", "1:4")):
         model = st.convert_model(copy.deepcopy(ref), prune=fn, nm=nm)
         oracle = to_oracle(ref, fn, nm)
         x = torch.randn(4, 1, 12, 12).contiguous(memory_format=fmt)
-        y = torch.randint(0, 10, (4,))
-        for _ in range(2):
-            model.zero_grad()
-            oracle.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            F.cross_entropy(oracle(x), y).backward()
         tag = "net %s %s %s" % (fn, nm, "channels_last" if fmt == torch.channels_last else "NCHW")
-        worst = max((rel(a.grad, b.grad), n) for (n, a), (_, b) in zip(model.named_parameters(), oracle.named_parameters()))
+        worst = worst_after_steps(model, oracle, x, torch.randint(0, 10, (4,)))
         check(worst[0] < 1e-4, tag + ": every parameter gradient as the oracle's (worst %.2g: %s)" % worst)
         rep = st.layer_report(model)
         check([r["converted"] for r in rep] == [False, True, True, True, True], tag + ": all but the first converted")
@@ -190,14 +194,8 @@ for fmt in (torch.contiguous_format, torch.channels_last):
     model = st.convert_model(copy.deepcopy(ref), prune="magnitude", nm="2:4", kernel="sparse", strict=True)
     oracle = to_oracle(ref, "magnitude", "2:4")
     x = torch.randn(3, 3, 11, 10).contiguous(memory_format=fmt)
-    y = torch.randint(0, 10, (3,))
-    for _ in range(2):
-        model.zero_grad()
-        oracle.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        F.cross_entropy(oracle(x), y).backward()
     tag = "grouped net %s" % ("channels_last" if fmt == torch.channels_last else "NCHW")
-    worst = max((rel(a.grad, b.grad), n) for (n, a), (_, b) in zip(model.named_parameters(), oracle.named_parameters()))
+    worst = worst_after_steps(model, oracle, x, torch.randint(0, 10, (3,)))
     check(worst[0] < 1e-4, tag + ": every parameter gradient as the oracle's (worst %.2g: %s)" % worst)
     check([r["converted"] for r in st.layer_report(model)] == [False, True, True, True], tag + ": grouped layers converted")
 
