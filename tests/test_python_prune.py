@@ -91,11 +91,32 @@ tracemalloc.start()
 sdgp.prune(big)
 direct = tracemalloc.get_traced_memory()[1]
 tracemalloc.reset_peak()
-sdgp.prune(big, dim=1)  # channels not last: one copy of x in, one of the result out
+sdgp.prune(big, dim=1)  # NCHW: read and written in place by the library
+nchw_peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.reset_peak()
+sdgp.prune(big, dim=2)  # channels neither last nor in dim 1: one copy of x in, one of the result out
 moved = tracemalloc.get_traced_memory()[1]
 tracemalloc.stop()
-check(direct < 1.25 * big.nbytes <= moved, "only the output is allocated: peak %d for %d bytes (%d with a copy)" %
-      (direct, big.nbytes, moved))
+check(direct < 1.25 * big.nbytes <= moved and nchw_peak < 1.25 * big.nbytes,
+      "only the output is allocated: peak %d (NCHW %d) for %d bytes (%d with a copy)" %
+      (direct, nchw_peak, big.nbytes, moved))
+
+# NCHW read in place: bitwise the channels-last result for every function (same key: same masks), the
+# compressed form channels last, shared masks along the rows of each sample; the row axis is refused
+xl = rng.standard_normal((3, 6, 5, 16)).astype(np.float32)  # B H W C
+xn = np.ascontiguousarray(np.moveaxis(xl, 3, 1))
+for fn in ("random", "magnitude", "rescaled", "mvue", "mvue-approx"):
+    for sc in ("sample-channel", "channel"):
+        kw = dict(seed=3, step=1, layer=2, scope=sc)
+        check(np.array_equal(sdgp.prune(xn, fn, "2:4", dim=1, **kw), np.moveaxis(sdgp.prune(xl, fn, "2:4", **kw), 3, 1)),
+              "%s %s: NCHW in place = channels last" % (fn, sc))
+        vn, i_n = sdgp.prune(xn, fn, "2:4", dim=1, compressed=True, **kw)
+        vl, il = sdgp.prune(xl, fn, "2:4", compressed=True, **kw)
+        check(np.array_equal(vn, vl) and np.array_equal(i_n, il), "%s %s: NCHW compressed = channels last" % (fn, sc))
+check(np.array_equal(sdgp.prune(xn, "magnitude", "2:4", dim=1, mask_block=2, mask_line=5),
+                     np.moveaxis(sdgp.prune(xl, "magnitude", "2:4", mask_block=2, mask_line=5), 3, 1)),
+      "shared masks: NCHW in place = channels last")
+raises(ValueError, lambda: sdgp.prune(xn, dim=1, axis="row"), "the row axis with NCHW", "axis='row'")
 
 # the compressed form: shapes, indices in range, decompress gives the dense result back
 v, i = sdgp.prune(x, "rescaled", "2:4", compressed=True)

@@ -13,9 +13,10 @@ def _is_torch(x):
 
 
 def _as_float32_c(x, dim, who):
-    """x -> (kind, array with the channel dimension last, C-contiguous float32, original shape).
+    """x -> (kind, C-contiguous float32 array, dim, nchw): channels last (nchw False), or x itself with
+    the channels in dimension 1 of 3+ (nchw True: NCHW-like, read in place by the library).
 
-    No copy when x already is float32, C-contiguous and dim is its last dimension."""
+    No copy when x already is float32, C-contiguous and dim is its last dimension or dimension 1."""
     if _is_torch(x):
         import torch
         if x.device.type != "cpu":
@@ -37,6 +38,11 @@ def _as_float32_c(x, dim, who):
     if not isinstance(dim, int) or not -ndim <= dim < ndim:
         raise ValueError("%s: dim=%r is not a dimension of a %d-d tensor" % (who, dim, ndim))
     dim %= ndim
+    # channels in dimension 1 of a C-contiguous x of 3+ dimensions: B x C x P, which the library reads
+    # in place (sdgp_prune_cfg.layout NCHW); the caller passes the layout on
+    contiguous = x.is_contiguous() if kind == "torch" else x.flags["C_CONTIGUOUS"]
+    if dim == 1 and ndim >= 3 and contiguous:
+        return kind, (x.detach() if kind == "torch" else x), dim, True
     if kind == "torch":
         y = x.detach()
         if dim != ndim - 1:
@@ -44,7 +50,7 @@ def _as_float32_c(x, dim, who):
         y = y.contiguous()
     else:
         y = np.ascontiguousarray(np.moveaxis(x, dim, -1) if dim != ndim - 1 else x)
-    return kind, y, dim
+    return kind, y, dim, False
 
 
 def _ptr(kind, a):
@@ -81,12 +87,14 @@ def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-cha
           mask_line positions (0: one line) cut into blocks of mask_block consecutive positions, and
           all rows of a block keep the same channels (include/sdgp/prune.h gives each function's
           block rule; mvue-approx has none). 1: a mask per row.
-    No copy of x is made when it is float32, C-contiguous and dim is its last dimension.
+    No copy of x is made when it is float32, C-contiguous and dim is its last dimension, or dim is 1 of a
+    3+-d x (NCHW: the library reads x and writes the dense result in place, bitwise as channels last;
+    axis "channel" only).
     Raises TypeError (not an array, dtype other than float32, non-CPU tensor), ValueError (bad nm,
     fn, scope, shape: the library's message), sdgp.NumericError (NaN/Inf for mvue/rescaled).
     """
     who = "sdgp.prune"
-    kind, y, dim = _as_float32_c(x, dim, who)
+    kind, y, dim, nchw = _as_float32_c(x, dim, who)
     n, m = _lib.parse_nm(nm)
     code = _lib.parse_fn(fn)
     ax = _lib.parse_choice("axis", axis, _lib.AXIS)
@@ -96,16 +104,22 @@ def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-cha
             raise ValueError("%s: %s must be an integer in [0, %d), got %r" % (who, name, lim, v))
     cfg = _lib.make_cfg(code, n, m, ax, sc, seed, step, layer, threads, mask_block, mask_line)
     shape = tuple(y.shape)
-    C = shape[-1]
+    # nchw: x as it is, B x C x P
+    if nchw and ax != 0:
+        raise ValueError("%s: axis='row' needs the channels last (dim=-1); dim=1 is read as NCHW" % who)
+    cfg.layout = _lib.LAYOUT["nchw" if nchw else "nhwc"]
+    C = shape[1] if nchw else shape[-1]
     B = shape[0] if len(shape) >= 2 else 1
     P = 1
-    for s in shape[1:-1]:
+    for s in (shape[2:] if nchw else shape[1:-1]):
         P *= s
     err = _lib.Error()
     # the library checks shapes and n:m against the axis and names what is wrong
     _lib.check(_lib.prune_check(ctypes.byref(cfg), B, P, C, ctypes.byref(err)), err)
     if compressed:
-        if ax == 0:
+        if nchw:  # the compressed form is channels last
+            vshape = (B,) + shape[2:] + (C // m * n,)
+        elif ax == 0:
             vshape = shape[:-1] + (C // m * n,)
         else:
             vshape = (B * P // m * n, C)
@@ -117,7 +131,7 @@ def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-cha
     out = _empty(kind, shape, "f")
     _lib.check(_lib.prune(ctypes.byref(cfg), _ptr(kind, y), B, P, C, _ptr(kind, out), None, ctypes.byref(err)), err)
     last = len(shape) - 1
-    if dim != last:  # back to x's dimension order, contiguous like x
+    if dim != last and not nchw:  # back to x's dimension order, contiguous like x (NCHW: written so)
         out = out.movedim(-1, dim).contiguous() if kind == "torch" else np.ascontiguousarray(np.moveaxis(out, -1, dim))
     return out
 
@@ -128,7 +142,7 @@ def decompress(values, index, nm, axis="channel", C=None):
     axis "channel": values/index of shape (..., C/M*N) -> (..., C). axis "row": (rows/M*N, C) ->
     (rows, C). C is implied by the shapes and n:m (pass it only to have it checked)."""
     who = "sdgp.decompress"
-    kind, v, _ = _as_float32_c(values, -1, who)
+    kind, v, _, _ = _as_float32_c(values, -1, who)
     n, m = _lib.parse_nm(nm)
     ax = _lib.parse_choice("axis", axis, _lib.AXIS)
     if _is_torch(index):
