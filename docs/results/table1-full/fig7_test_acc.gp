@@ -8,11 +8,12 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
 set output "fig7_test_acc.png"
 set grid lt 1 lw 1 lc rgb "#c8c8c8"
 set border lw 1.2
-set title "Test accuracy per epoch (mean over seeds)"
+set title "Test accuracy per epoch (mean over seeds, bars: +/- std)"
 set key outside right top box opaque
 set xlabel "epoch"
 set xrange [0.5:15.5]
 set xtics 1
 set ylabel "test accuracy (%)"
-plot "fig7_test_acc.dat" index 0 using 1:2 with linespoints lw 3 pt 7 ps 1.1 dt 1 lc rgb "#000000" title "dense", \
-     "fig7_test_acc.dat" index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 dt 1 lc rgb "#1f77b4" title "magnitude-2:4"
+plot "fig7_test_acc.dat" index 0 using 1:2:3 with yerrorlines lw 3 pt 7 ps 1.1 dt 1 lc rgb "#000000" title "dense", \
+     "fig7_test_acc.dat" index 1 using 1:2:3 with yerrorlines lw 2 pt 7 ps 1.1 dt 1 lc rgb "#1f77b4" title "magnitude-2:4", \
+     "fig7_test_acc.dat" index 2 using 1:2:3 with yerrorlines lw 2 pt 5 ps 1.1 dt 1 lc rgb "#ff7f0e" title "rescaled-sc-2:4"
