@@ -1,5 +1,6 @@
 /* Core: status messages, ISA selection, Philox known-answer vectors. */
 #include "core/philox.h"
+#include "core/transpose.h"
 #include "harness.h"
 #include "sdgp/isa.h"
 #include "sdgp/status.h"
@@ -52,10 +53,41 @@ TEST_CASE(isa_selection) {
     CHECK(sdgp_isa_resolve(SDGP_ISA_COUNT, &isa, &e) == SDGP_ERR_INVALID, "out of range");
 }
 
+/* transpose_for(isa) of every ISA: each element lands where transpose.h says and nothing outside the
+ * rows x cols block is written, for both loop orders (rows >= cols and rows < cols), whole 16 x 16
+ * blocks, edges of 1..15, and leading dimensions with padding and of 4 KiB (32 x 32 planes). */
+TEST_CASE(transpose_paths) {
+    const int64_t dims[] = {1, 7, 8, 16, 17, 40, 64, 1024};
+    long compared = 0;
+    for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
+        if (isa == SDGP_ISA_AUTO || !sdgp_isa_supported((sdgp_isa)isa)) continue;
+        const transpose_fn tr = transpose_for((sdgp_isa)isa);
+        for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+            for (size_t j = 0; j < sizeof dims / sizeof dims[0]; j++) {
+                const int64_t rows = dims[i], cols = dims[j], lds = cols + 3 * (int64_t)(j % 2), ldd = rows == 1024 ? 1024 : rows + 5;
+                if (rows * cols > 1024 * 64) continue;
+                float *src = test_xmalloc((size_t)(rows * lds) * 4), *dst = test_xmalloc((size_t)(cols * ldd) * 4);
+                for (int64_t k = 0; k < rows * lds; k++) src[k] = (float)k;
+                for (int64_t k = 0; k < cols * ldd; k++) dst[k] = -1.0f;
+                tr(dst, ldd, src, lds, rows, cols);
+                int ok = 1;
+                for (int64_t c = 0; c < cols; c++)
+                    for (int64_t r = 0; r < ldd; r++) ok &= dst[c * ldd + r] == (r < rows ? src[r * lds + c] : -1.0f);
+                CHECK(ok, "%s transpose %lld x %lld (lds %lld, ldd %lld) is wrong", sdgp_isa_name((sdgp_isa)isa), (long long)rows,
+                      (long long)cols, (long long)lds, (long long)ldd);
+                compared++;
+                free(src);
+                free(dst);
+            }
+    }
+    CHECK(compared > 0, "no transpose compared");
+}
+
 int main(void) {
     RUN(philox_known_answers);
     RUN(philox_keys_differ);
     RUN(status_messages);
     RUN(isa_selection);
+    RUN(transpose_paths);
     return test_finish();
 }

@@ -2,7 +2,8 @@
  * thread count, the NCHW input gives bitwise the result of pruning its NHWC copy (the compressed form,
  * and the dense output in NCHW = the NHWC dense output transposed), including the errors. Shapes
  * cover several tiles per sample with a short last one, C large enough for the smallest tile, and
- * mask lines that do not divide into blocks. */
+ * mask lines that do not divide into blocks, and 32x32 planes (4 KiB apart, the transposes' worst
+ * case; tiles with more channels than positions and the reverse, the two loop orders of transpose.h). */
 #include "harness.h"
 #include "sdgp/isa.h"
 #include "sdgp/prune.h"
@@ -55,7 +56,7 @@ TEST_CASE(nchw_equals_nhwc_copy) {
     static const int NM[][2] = {{2, 4}, {1, 4}, {3, 8}, {4, 32}, {2, 3}, {4, 4}};
     const struct {
         int64_t B, P, k, line; /* C = k * m; line: mask_line for blocks */
-    } shapes[] = {{2, 300, 4, 25}, {3, 7, 9, 7}, {1, 40, 64, 0}, {2, 33, 1, 11}};
+    } shapes[] = {{2, 300, 4, 25}, {3, 7, 9, 7}, {1, 40, 64, 0}, {2, 33, 1, 11}, {2, 1024, 8, 32}};
     const int blocks[] = {1, 4};
     long compared = 0;
     for (int fn = SDGP_PRUNE_NONE; fn < SDGP_PRUNE_COUNT; fn++)

@@ -120,6 +120,7 @@ static const shape shapes[] = {
     {1, 7, 7, 16, 8, 1, 1, 2, 0, 1, 2, 1},      /* 1x1 stride 2: untouched dD positions must be 0 */
     {3, 3, 3, 5, 4, 3, 3, 1, 2, 1, 1, 1},       /* pad 2 on 3x3 input, 1:1 */
     {1, 16, 16, 128, 128, 3, 3, 1, 1, 2, 4, 1}, /* several units, chunks, blocks */
+    {1, 32, 32, 64, 32, 3, 3, 1, 1, 2, 4, 1},   /* 32x32: NCHW planes 4 KiB apart (one L1 set) */
     {1, 15, 15, 128, 64, 5, 5, 2, 2, 1, 4, 1},  /* ResNet-9 L2-like, odd size */
     {1, 6, 6, 10, 12, 3, 3, 1, 1, 1, 4, 1},     /* odd entry count per pixel (3) */
     {2, 5, 5, 9, 40, 3, 3, 1, 1, 3, 8, 1},      /* 15 entries per pixel */

@@ -26,8 +26,12 @@ static inline void block8(float *dst, int64_t ldd, const float *src, int64_t lds
 
 void transpose_avx2(float *restrict dst, int64_t ldd, const float *restrict src, int64_t lds, int64_t rows, int64_t cols) {
     const int64_t R = rows / 8 * 8, C = cols / 8 * 8;
-    for (int64_t r = 0; r < R; r += 8)
-        for (int64_t c = 0; c < C; c += 8) block8(dst + c * ldd + r, ldd, src + r * lds + c, lds);
+    if (rows >= cols) /* the inner loop walks the longer side (transpose.h) */
+        for (int64_t c = 0; c < C; c += 8)
+            for (int64_t r = 0; r < R; r += 8) block8(dst + c * ldd + r, ldd, src + r * lds + c, lds);
+    else
+        for (int64_t r = 0; r < R; r += 8)
+            for (int64_t c = 0; c < C; c += 8) block8(dst + c * ldd + r, ldd, src + r * lds + c, lds);
     if (C < cols) transpose_ref(dst + C * ldd, ldd, src + C, lds, R, cols - C);
     if (R < rows) transpose_ref(dst + R, ldd, src + R * lds, lds, rows - R, cols);
 }
