@@ -209,6 +209,122 @@ TEST_CASE(conv_winograd_matches_naive) {
     CHECK(sdgp_conv_algo_parse("wino", &algo, &err) == SDGP_ERR_INVALID && strstr(err.msg, "wino"), "bad name");
 }
 
+/* Runs the three passes of c on (x, w, dy) into y, dx, dw. */
+static void run_passes(sdgp_conv *c, float *y, float *dx, float *dw, const float *x, const float *w, const float *dy) {
+    sdgp_error err;
+    REQUIRE(sdgp_conv_forward(c, y, x, w, NULL, &err) == SDGP_OK, "forward: %s", err.msg);
+    REQUIRE(sdgp_conv_backward_data(c, dx, dy, w, &err) == SDGP_OK, "backward-data: %s", err.msg);
+    REQUIRE(sdgp_conv_backward_weights(c, dw, NULL, x, dy, &err) == SDGP_OK, "backward-weights: %s", err.msg);
+}
+
+/* A per-pass mix (sdgp_conv_create_passes, the model's measured choice): every one of the 8 mixes
+ * of direct and Winograd plans each pass as asked and gives, per pass, bitwise the result of the
+ * conv that runs all passes with that pass's algorithm (same plan, same threads: oneDNN repeats
+ * bitwise), under a workspace limit too (the Winograd passes split as they do alone). Per-pass
+ * AUTO follows AUTO's rule. Bad requests: Winograd where oneDNN has none names the pass,
+ * 'measured' and unknown values are refused, nothing is created. */
+TEST_CASE(conv_per_pass_mix) {
+    sdgp_error err;
+    sdgp_conv *c = NULL;
+    const sdgp_conv_algo D = SDGP_CONV_DIRECT, W = SDGP_CONV_WINOGRAD;
+    if (sdgp_isa_supported(SDGP_ISA_AVX512)) {
+        sdgp_conv_geom g = make_geom(3, 9, 7, 32, 48, 3, 1, 1);
+        const size_t nx = (size_t)g.B * g.H * g.W * g.Cin, ny = (size_t)g.B * g.Ho * g.Wo * g.Cout;
+        const size_t nw = (size_t)g.Cout * g.Cin * 9;
+        float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *dy = test_xmalloc(ny * 4);
+        float *out[3][3]; /* [direct, winograd, mix][y, dx, dw] */
+        for (int k = 0; k < 3; k++) {
+            out[k][0] = test_xmalloc(ny * 4), out[k][1] = test_xmalloc(nx * 4), out[k][2] = test_xmalloc(nw * 4);
+        }
+        const size_t n[3] = {ny, nx, nw};
+        test_fill_normal(x, nx, 1), test_fill_normal(w, nw, 2), test_fill_normal(dy, ny, 3);
+        for (int lim = 0; lim < 2; lim++) {
+            /* the second round: a limit under the whole-batch Winograd workspace of every pass */
+            sdgp_conv_options opt = {W, 0};
+            if (lim) {
+                REQUIRE(sdgp_conv_create_opts(&c, &g, 0, 2, &opt, &err) == SDGP_OK, "%s", err.msg);
+                size_t least = SIZE_MAX;
+                for (int p = 0; p < 3; p++)
+                    if (sdgp_conv_get_plan(c, (sdgp_conv_pass)p).workspace_bytes < least)
+                        least = sdgp_conv_get_plan(c, (sdgp_conv_pass)p).workspace_bytes;
+                sdgp_conv_destroy(c);
+                opt.workspace_limit = least - 1;
+            }
+            sdgp_conv_pass_plan alone[2][3];
+            for (int a = 0; a < 2; a++) {
+                const sdgp_conv_options o1 = {a ? W : D, opt.workspace_limit};
+                REQUIRE(sdgp_conv_create_opts(&c, &g, 0, 2, &o1, &err) == SDGP_OK, "%s", err.msg);
+                for (int p = 0; p < 3; p++) alone[a][p] = sdgp_conv_get_plan(c, (sdgp_conv_pass)p);
+                run_passes(c, out[a][0], out[a][1], out[a][2], x, w, dy);
+                sdgp_conv_destroy(c);
+            }
+            for (int mask = 0; mask < 8; mask++) {
+                const sdgp_conv_algo algos[3] = {mask & 1 ? W : D, mask & 2 ? W : D, mask & 4 ? W : D};
+                REQUIRE(sdgp_conv_create_passes(&c, &g, 0, 2, algos, &opt, &err) == SDGP_OK, "mix %d: %s", mask, err.msg);
+                for (int p = 0; p < 3; p++) {
+                    sdgp_conv_pass_plan pl = sdgp_conv_get_plan(c, (sdgp_conv_pass)p), al = alone[algos[p] == W][p];
+                    CHECK(pl.algo == algos[p] && pl.chunk == al.chunk && pl.parts == al.parts &&
+                              pl.workspace_bytes == al.workspace_bytes,
+                          "limit %zu mix %d pass %d: planned %s %dx%d, alone %s %dx%d", opt.workspace_limit, mask, p,
+                          sdgp_conv_algo_name(pl.algo), pl.chunk, pl.parts, sdgp_conv_algo_name(al.algo), al.chunk, al.parts);
+                    if (lim) CHECK(algos[p] == D || pl.chunk < g.B || pl.parts > 1, "limit: pass %d must split", p);
+                }
+                CHECK(sdgp_conv_get_algo(c) == (mask ? W : D), "mix %d: get_algo", mask);
+                run_passes(c, out[2][0], out[2][1], out[2][2], x, w, dy);
+                for (int p = 0; p < 3; p++)
+                    CHECK(test_bitwise_equal(out[2][p], out[algos[p] == W][p], n[p] * 4),
+                          "limit %zu mix %d pass %d differs from the %s conv (rel err %.2g)", opt.workspace_limit, mask, p,
+                          sdgp_conv_algo_name(algos[p]), test_rel_err(out[2][p], out[algos[p] == W][p], n[p]));
+                sdgp_conv_destroy(c);
+            }
+        }
+        /* per-pass AUTO: this shape pays (>= 16 channels, 9x7 uses 63/96 tiles < 75 %: direct);
+         * a 16x16 plane pays */
+        const sdgp_conv_algo autos[3] = {SDGP_CONV_AUTO, W, SDGP_CONV_AUTO};
+        REQUIRE(sdgp_conv_create_passes(&c, &g, 0, 2, autos, NULL, &err) == SDGP_OK, "%s", err.msg);
+        CHECK(sdgp_conv_get_plan(c, SDGP_CONV_FORWARD).algo == D && sdgp_conv_get_plan(c, SDGP_CONV_BACKWARD_DATA).algo == W &&
+                  sdgp_conv_get_plan(c, SDGP_CONV_BACKWARD_WEIGHTS).algo == D,
+              "auto, winograd, auto at 9x7");
+        sdgp_conv_destroy(c);
+        sdgp_conv_geom g16 = make_geom(2, 16, 16, 32, 32, 3, 1, 1);
+        REQUIRE(sdgp_conv_create_passes(&c, &g16, 0, 2, autos, NULL, &err) == SDGP_OK, "%s", err.msg);
+        CHECK(sdgp_conv_get_plan(c, SDGP_CONV_FORWARD).algo == W && sdgp_conv_get_plan(c, SDGP_CONV_BACKWARD_WEIGHTS).algo == W,
+              "auto at 16x16: winograd");
+        sdgp_conv_destroy(c);
+        free(x), free(w), free(dy);
+        for (int k = 0; k < 3; k++) free(out[k][0]), free(out[k][1]), free(out[k][2]);
+    }
+    /* a 1x1 conv has no Winograd kernel: the error names the pass asked for */
+    sdgp_conv_geom g1 = make_geom(2, 8, 8, 32, 32, 1, 1, 0);
+    const char *pass_word[3] = {"forward", "backward-data", "backward-weights"};
+    for (int p = 0; p < 3; p++) {
+        sdgp_conv_algo algos[3] = {D, D, D};
+        algos[p] = W;
+        c = NULL;
+        sdgp_status st = sdgp_conv_create_passes(&c, &g1, 0, 2, algos, NULL, &err);
+        CHECK(st == SDGP_ERR_UNSUPPORTED && c == NULL && strstr(err.msg, "Winograd") && strstr(err.msg, pass_word[p]),
+              "Winograd %s on a 1x1 conv: %s", pass_word[p], err.msg);
+    }
+    const sdgp_conv_algo measured[3] = {D, SDGP_CONV_MEASURED, D}, unknown[3] = {D, D, (sdgp_conv_algo)9};
+    CHECK(sdgp_conv_create_passes(&c, &g1, 0, 2, measured, NULL, &err) == SDGP_ERR_INVALID && c == NULL &&
+              strstr(err.msg, "measured") && strstr(err.msg, "backward-data"),
+          "measured per pass: %s", err.msg);
+    CHECK(sdgp_conv_create_passes(&c, &g1, 0, 2, unknown, NULL, &err) == SDGP_ERR_INVALID && c == NULL && strstr(err.msg, "9"),
+          "unknown per pass: %s", err.msg);
+    CHECK(sdgp_conv_create_passes(&c, &g1, 0, 2, NULL, NULL, &err) == SDGP_ERR_INVALID && c == NULL, "NULL algorithms");
+    CHECK(sdgp_conv_create_algo(&c, &g1, 0, 2, SDGP_CONV_MEASURED, &err) == SDGP_ERR_INVALID && c == NULL &&
+              strstr(err.msg, "measured"),
+          "measured for one conv: %s", err.msg);
+    sdgp_conv_algo algo;
+    for (int i = 0; sdgp_conv_algo_names[i]; i++)
+        CHECK(sdgp_conv_algo_parse(sdgp_conv_algo_names[i], &algo, &err) == SDGP_OK && (int)algo == i &&
+                  !strcmp(sdgp_conv_algo_name(algo), sdgp_conv_algo_names[i]),
+              "name round trip %d", i);
+    CHECK(sdgp_conv_algo_parse("measurd", &algo, &err) == SDGP_ERR_INVALID && strstr(err.msg, "measurd") &&
+              strstr(err.msg, "measured"),
+          "a misspelt name lists the names: %s", err.msg);
+}
+
 /* Winograd under shrinking workspace limits: the passes split into batch chunks and channel
  * slices (backward-weights adding the chunks' dw and dbias), every plan still matches the naive
  * loops, and each pass went through both kinds of split. A limit nothing fits: AUTO runs every
@@ -410,6 +526,7 @@ int main(void) {
     RUN(conv_grouped_matches_naive);
     RUN(conv_winograd_matches_naive);
     RUN(conv_winograd_splits);
+    RUN(conv_per_pass_mix);
     RUN(conv_backward_matches_finite_differences);
     RUN(conv_rejects_bad_arguments);
     RUN(conv_repeats_bitwise);

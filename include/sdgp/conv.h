@@ -43,8 +43,18 @@ typedef struct sdgp_conv sdgp_conv;
  * transformed tiles and weights (for ResNet-9 w=1 at batch 64, up to 230 MB for one layer). Its
  * rounding differs from DIRECT's: relative error against an exact product ~1e-6 instead of ~1e-7.
  * AUTO: WINOGRAD where oneDNN has that kernel and it measured faster here (at least 16 input
- * channels and at least 75 % of its 4x4 output tiles used), DIRECT elsewhere. */
-typedef enum { SDGP_CONV_DIRECT = 0, SDGP_CONV_WINOGRAD = 1, SDGP_CONV_AUTO = 2 } sdgp_conv_algo;
+ * channels and at least 75 % of its 4x4 output tiles used), DIRECT elsewhere; one rule for all
+ * three passes of a layer.
+ * MEASURED: a model setting only (sdgp_model_config.conv_algo; a conv refuses it): the model times
+ * each pass of each layer with DIRECT and with WINOGRAD at start and keeps the faster per pass
+ * (sdgp_model_tune_conv), planned here by sdgp_conv_create_passes. */
+typedef enum { SDGP_CONV_DIRECT = 0, SDGP_CONV_WINOGRAD = 1, SDGP_CONV_AUTO = 2, SDGP_CONV_MEASURED = 3 } sdgp_conv_algo;
+/* The names, indexed by the enum and NULL-terminated: "direct", "winograd", "auto", "measured";
+ * SDGP_CONV_ALGO_LIST(X) expands X(name) for each in that order (for help texts:
+ * SDGP_CONV_ALGO_LIST(SDGP_CONV_ALGO_HELP) + 3 is "direct | winograd | auto | measured"). */
+extern SDGP_API const char *const sdgp_conv_algo_names[];
+#define SDGP_CONV_ALGO_LIST(X) X(direct) X(winograd) X(auto) X(measured)
+#define SDGP_CONV_ALGO_HELP(name) " | " #name
 
 /* The three passes of a convolution; each is planned on its own. */
 typedef enum { SDGP_CONV_FORWARD = 0, SDGP_CONV_BACKWARD_DATA = 1, SDGP_CONV_BACKWARD_WEIGHTS = 2 } sdgp_conv_pass;
@@ -79,17 +89,24 @@ typedef struct {
 SDGP_API sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                       sdgp_error *err);
 /* The same with a chosen algorithm and workspace limit (opt NULL: DIRECT). SDGP_ERR_UNSUPPORTED
- * (nothing created) when oneDNN has no kernel of that algorithm for this geometry on this CPU
- * (WINOGRAD: not 3x3 stride 1, no AVX-512, channel counts it cannot block). */
+ * (nothing created; the message names the pass) when oneDNN has no kernel of that algorithm for
+ * this geometry on this CPU (WINOGRAD: not 3x3 stride 1, no AVX-512, channel counts it cannot
+ * block); SDGP_ERR_INVALID for MEASURED or a value outside the enum. */
 SDGP_API sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                            const sdgp_conv_options *opt, sdgp_error *err);
+/* The same with an algorithm per pass: pass i (sdgp_conv_pass) runs pass_algo[i], DIRECT, WINOGRAD
+ * or AUTO, each with the meaning above for that pass alone, under opt's workspace limit (opt NULL:
+ * none; opt->algo is ignored). E.g. {WINOGRAD, DIRECT, WINOGRAD}: the model's measured choice. */
+SDGP_API sdgp_status sdgp_conv_create_passes(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
+                                             const sdgp_conv_algo pass_algo[3], const sdgp_conv_options *opt,
+                                             sdgp_error *err);
 /* = create_opts with {algo, no limit}. */
 SDGP_API sdgp_status sdgp_conv_create_algo(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                            sdgp_conv_algo algo, sdgp_error *err);
 /* WINOGRAD when any pass runs Winograd, else DIRECT (never AUTO). */
 SDGP_API sdgp_conv_algo sdgp_conv_get_algo(const sdgp_conv *c);
 SDGP_API sdgp_conv_pass_plan sdgp_conv_get_plan(const sdgp_conv *c, sdgp_conv_pass pass);
-/* "direct", "winograd", "auto" ("?" for other values), and the parse of those names. */
+/* sdgp_conv_algo_names[algo] ("?" for other values), and the parse of those names. */
 SDGP_API const char *sdgp_conv_algo_name(sdgp_conv_algo algo);
 SDGP_API sdgp_status sdgp_conv_algo_parse(const char *name, sdgp_conv_algo *out, sdgp_error *err);
 SDGP_API void sdgp_conv_destroy(sdgp_conv *c);

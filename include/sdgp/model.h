@@ -83,6 +83,9 @@ typedef struct {
     int classifier;           /* also the linear classifier (default 0: dense) */
 } sdgp_weights_cfg;
 
+/* Room for sdgp_model_conv_choice's text: 4 characters per conv layer (up to 255 layers). */
+#define SDGP_CONV_CHOICE_LEN 1024
+
 typedef struct {
     sdgp_model_kind kind;
     float width;          /* channel multiplier; channels rounded to multiples of 32 (>= 32) */
@@ -92,8 +95,11 @@ typedef struct {
     float bn_momentum, bn_eps;
     float out_scale;      /* ResNet-9: logits multiplied by this (0.2) */
     int threads;          /* OpenMP team size (0 = default) */
-    sdgp_conv_algo conv_algo; /* dense convolutions: DIRECT, WINOGRAD (error where oneDNN has none), AUTO */
+    sdgp_conv_algo conv_algo; /* dense convolutions: DIRECT, WINOGRAD (error where oneDNN has none), AUTO, MEASURED */
     int conv_workspace_mb;    /* workspace limit of each conv pass, MB (sdgp_conv_options; 0 = none) */
+    /* MEASURED only: a per-pass choice (sdgp_model_conv_choice's text) to plan instead of measuring,
+     * e.g. a checkpoint's; "" = measure at create. Ignored under the other algorithms. */
+    char conv_choice[SDGP_CONV_CHOICE_LEN];
     uint64_t seed;        /* initialisation and pruning randomness */
 
     /* SDGP (data-gradient pruning); fn = SDGP_PRUNE_NONE turns it off */
@@ -188,6 +194,26 @@ SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 SDGP_API void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);
 /* Applies such a text (from sdgp_model_sparse_choice of the same configuration). */
 SDGP_API sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err);
+
+/* --conv-algo measured: per conv layer and pass (forward, backward-data, backward-weights), times
+ * oneDNN's DIRECT and WINOGRAD (each as the model calls it, Winograd's reorders included;
+ * interleaved repetitions, the best of each, random data of the layer's shapes) and plans each
+ * pass with the faster. WINOGRAD is a candidate only where oneDNN has it for all three passes
+ * (3x3, stride 1, ungrouped, AVX-512) and, per pass, where a split of it fits the workspace
+ * limit; a pass the model never runs (the image conv's backward-data) stays DIRECT. Called by
+ * create under MEASURED unless cfg.conv_choice is given. Uses the activation buffers as test data
+ * (not between a forward and its backward); takes about 2 x TUNE_REPS steps' worth of conv time. */
+SDGP_API sdgp_status sdgp_model_tune_conv(sdgp_model *m, sdgp_error *err);
+/* Each conv layer's per-pass algorithm as text: three characters per layer, forward,
+ * backward-data, backward-weights, each 'd' (DIRECT) or 'w' (WINOGRAD), layers separated by ','
+ * (e.g. "ddd,wdw,www"). Checkpoints store it beside the kernel choice: a run resumed under
+ * MEASURED plans exactly these (Winograd's rounding differs from direct's) without measuring. */
+SDGP_API void sdgp_model_conv_choice(const sdgp_model *m, char *buf, size_t size);
+/* Re-plans every conv with such a text (any conv_algo; the workspace limit still bounds each
+ * Winograd split as for WINOGRAD). SDGP_ERR_FORMAT for a malformed text or one of another layer
+ * count, SDGP_ERR_UNSUPPORTED where oneDNN has no Winograd kernel for a 'w' pass; on error the
+ * model keeps its convs. */
+SDGP_API sdgp_status sdgp_model_set_conv_choice(sdgp_model *m, const char *choice, sdgp_error *err);
 
 /* Per-layer times of the last forward/backward (ms), for `sdgp bench layers`: forward conv,
  * backward-data (dense or sparse), pruning, backward-weights, for each conv layer. */

@@ -43,7 +43,9 @@ typedef struct {
     bench_model models[MAX_MODELS]; /* --model, in order */
     int n_models;
     float width; /* --width for registry names (0: 1) */
-    sdgp_conv_algo conv_algo;
+    sdgp_conv_algo conv_algo;                         /* the one being measured */
+    sdgp_conv_algo conv_algos[SDGP_CONV_MEASURED + 1]; /* --conv-algo list, each measured in the same run */
+    int n_algos;
     int conv_ws_mb;
     sdgp_prune_domain domains[SDGP_DOMAIN_AUTO + 1]; /* each measured in the same run */
     int n_domains;
@@ -70,6 +72,8 @@ typedef struct {
     double layer[MAX_CONVS][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
     int n_layers;
     char kernels[MAX_CONVS + 1];        /* sdgp_model_sparse_choice: each layer's data-gradient kernel */
+    char convs[SDGP_CONV_CHOICE_LEN];   /* sdgp_model_conv_choice: each layer's per-pass dense algorithm */
+    double create_s;                    /* building the model (with --conv-algo measured: its timing) */
     char kernel_name[MAX_CONVS][12]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when not pruned */
     char err[SDGP_ERROR_MSG_LEN + 64];
 } result;
@@ -94,10 +98,13 @@ static void measure_ours(const sdgp_model_config *mc, int steps, int timing, res
     omp_set_num_threads(mc->threads);
     sdgp_model *m;
     sdgp_error err;
+    double tc = cli_now();
     if (sdgp_model_create(&m, mc, &err) != SDGP_OK) {
         snprintf(r->err, sizeof r->err, "%s", err.msg);
         return;
     }
+    r->create_s = cli_now() - tc;
+    sdgp_model_conv_choice(m, r->convs, sizeof r->convs);
     size_t B = (size_t)mc->batch, img = (size_t)mc->height * mc->width_px * mc->channels;
     float *x = cli_alloc_floats(B * img), *dl = cli_alloc_floats(B * mc->num_classes);
     int32_t *y = calloc(B, sizeof *y);
@@ -221,6 +228,9 @@ static const char *default_torch_script(void) {
 }
 
 static void usage(FILE *f, const char *cmd) {
+    char algos[64] = ""; /* "direct | winograd | ...", from the one name table */
+    for (int i = 0; sdgp_conv_algo_names[i]; i++)
+        snprintf(algos + strlen(algos), sizeof algos - strlen(algos), "%s%s", i ? " | " : "", sdgp_conv_algo_names[i]);
     fprintf(f,
             "usage: sdgp bench %s [options]\n\n"
             "%s\n\n"
@@ -232,7 +242,8 @@ static void usage(FILE *f, const char *cmd) {
             "  --steps N              timed steps (median; after 2 warm-up steps) [10]\n"
             "  --prune LIST           SDGP functions to compare with dense, e.g. magnitude,rescaled [%s]\n"
             "  --nm LIST              N:M list [2:4,1:4,2:8,4:32]\n"
-            "  --conv-algo A          our dense convolutions: direct | winograd | auto [%s]\n"
+            "  --conv-algo LIST       our dense convolutions: %s, or a list (a dense row and the\n"
+            "                         variant rows per algorithm, all in this run) [%s]\n"
             "  --conv-workspace MB    workspace limit per conv pass (0: none) [%d]\n"
             "  --sdgp-domain LIST     where SDGP prunes 3x3 layers: pixel | winograd | auto, or a list [%s]\n"
             "  --mask-block LIST      rows sharing one N:M mask (1: a mask per row), or a list, e.g. 1,4,8 [%d]\n"
@@ -252,7 +263,7 @@ static void usage(FILE *f, const char *cmd) {
                   "dense step: times, the ratio of throughputs and peak RSS, all measured in this run."
                 : "Per conv layer (the paper's Figure 9): forward, dense backward-data, sparse backward-data,\n"
                   "pruning and backward-weights times, from timed training steps.",
-            strcmp(cmd, "step") == 0 ? "none" : "magnitude", sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
+            strcmp(cmd, "step") == 0 ? "none" : "magnitude", algos, sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
             sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
             sdgp_model_config_default().prune.mask_block,
             default_torch_script());
@@ -292,7 +303,8 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->python = "/usr/bin/python3";
     o->torch_script = default_torch_script();
     const char *model_list = "all";
-    o->conv_algo = sdgp_model_config_default().conv_algo;
+    o->conv_algo = o->conv_algos[0] = sdgp_model_config_default().conv_algo;
+    o->n_algos = 1;
     o->conv_ws_mb = sdgp_model_config_default().conv_workspace_mb;
     o->domains[0] = sdgp_model_config_default().domain;
     o->n_domains = 1;
@@ -346,10 +358,20 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
             }
             i++;
         } else if (!strcmp(a, "--conv-algo")) {
-            if (sdgp_conv_algo_parse(v, &o->conv_algo, &err) != SDGP_OK) {
-                fprintf(stderr, "sdgp: --conv-algo: %s\n", err.msg);
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", v);
+            o->n_algos = 0;
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (o->n_algos > SDGP_CONV_MEASURED || sdgp_conv_algo_parse(tok, &o->conv_algos[o->n_algos++], &err) != SDGP_OK) {
+                    fprintf(stderr, "sdgp: --conv-algo: %s\n", o->n_algos > SDGP_CONV_MEASURED + 1 ? "at most 4 algorithms" : err.msg);
+                    return 0;
+                }
+            }
+            if (!o->n_algos) {
+                fprintf(stderr, "sdgp: --conv-algo: empty list\n");
                 return 0;
             }
+            o->conv_algo = o->conv_algos[0];
             i++;
         } else if (!strcmp(a, "--model")) {
             model_list = v, i++;
@@ -423,8 +445,9 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         }
     options o;
     if (!parse_options(&o, argc, argv, 0)) return 2;
-    for (int mi = 0; mi < o.n_models; mi++) {
-        bench_model bmv = o.models[mi];
+    for (int mi = 0; mi < o.n_models * o.n_algos; mi++) { /* each model, each --conv-algo */
+        o.conv_algo = o.conv_algos[mi % o.n_algos];
+        bench_model bmv = o.models[mi / o.n_algos];
         if (o.batch) bmv.batch = o.batch; /* e.g. the training batch, for seconds per epoch */
         const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
@@ -451,6 +474,9 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         else /* no peer: no ratios */
             printf("%-24s batch %3d  %d threads  dense (%s, %d MB): ours %8.1f ms  peak RSS ours %6.0f MB\n",
                    bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, ours.rss_mb);
+        if (!o.json && o.conv_algo == SDGP_CONV_MEASURED) /* what was measured, and what it cost */
+            printf("%-24s   per-pass algorithms (fwd,bwd-data,bwd-weights per layer) %s, model built in %.1f s\n", bm->name,
+                   ours.convs, ours.create_s);
         fflush(stdout);
         /* Variant rows: each SDGP function x n:m x domain x block, all with the --sparse-weights and
          * --prune-wgrad settings; without --prune but with those, one row of them alone. */
@@ -505,8 +531,9 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
         }
     options o;
     if (!parse_options(&o, argc, argv, 1)) return 2;
-    for (int mi = 0; mi < o.n_models; mi++) {
-        bench_model bmv = o.models[mi];
+    for (int mi = 0; mi < o.n_models * o.n_algos; mi++) { /* each model, each --conv-algo */
+        o.conv_algo = o.conv_algos[mi % o.n_algos];
+        bench_model bmv = o.models[mi / o.n_algos];
         if (o.batch) bmv.batch = o.batch; /* e.g. the training batch, for seconds per epoch */
         const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
@@ -531,15 +558,15 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                 for (int l = 0; l < dense.n_layers; l++) {
                     const double *d = dense.layer[l], *s = sp.layer[l];
                     if (o.json)
-                        printf("{\"model\":\"%s\",\"layer\":\"conv%d\",\"threads\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
+                        printf("{\"model\":\"%s\",\"layer\":\"conv%d\",\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"%s\",\"nm\":\"%d:%d\","
                                "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"kernel\":\"%s\",\"fwd_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,"
                                "\"bwd_data_sparse_ms\":%.3f,\"prune_ms\":%.3f,\"bwd_weights_ms\":%.3f}\n",
-                               bm->name, l, o.threads, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
+                               bm->name, l, o.threads, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
                                sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sp.kernel_name[l], d[0], d[1], l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
                     else
-                        printf("%-24s conv%d  %s %d:%d  fwd %7.2f  bwd-data dense %7.2f  %-8s %7.2f (+prune %5.2f)  "
+                        printf("%-24s conv%d  %s  %s %d:%d  fwd %7.2f  bwd-data dense %7.2f  %-8s %7.2f (+prune %5.2f)  "
                                "bwd-weights %7.2f ms\n",
-                               bm->name, l, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], d[1], sp.kernel_name[l],
+                               bm->name, l, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], d[1], sp.kernel_name[l],
                                l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
                 }
             }

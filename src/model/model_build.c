@@ -360,6 +360,24 @@ static sdgp_status alloc_params(sdgp_model *m, sdgp_error *err) {
 
 static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
+    /* MEASURED with a given choice (a checkpoint's): planned from it, nothing measured */
+    sdgp_conv_algo(*given)[3] = NULL;
+    if (m->cfg.conv_algo == SDGP_CONV_MEASURED && m->cfg.conv_choice[0]) {
+        if (!(given = calloc((size_t)m->n_convs + 1, sizeof *given)))
+            return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
+        sdgp_status st = model_conv_choice_parse(m, m->cfg.conv_choice, given, err);
+        if (st != SDGP_OK) {
+            free(given);
+            return st;
+        }
+    }
+    sdgp_status st = SDGP_OK;
+    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
+        op *o = &m->ops[m->conv_ops[i]];
+        st = model_conv_create(m, o, given ? given[i] : NULL, err);
+    }
+    free(given);
+    if (st != SDGP_OK) return st;
     int pruning = pc->fn != SDGP_PRUNE_NONE && pc->n < pc->m; /* n = m keeps everything: the dense path, bitwise */
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
@@ -373,35 +391,22 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
                 return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %zu positions, not a multiple of m=%d (--nm-wgrad)",
                                  o->name, rows, m->cfg.prune_wgrad.m);
         }
-        const sdgp_conv_options opt = {m->cfg.conv_algo, (size_t)m->cfg.conv_workspace_mb << 20};
-        sdgp_status st = sdgp_conv_create_opts(&o->dnnl, &o->geom, 0, m->cfg.threads, &opt, err);
-        if (st != SDGP_OK) return st;
         o->info.layer = o->name;
-        o->info.winograd = sdgp_conv_get_algo(o->dnnl) == SDGP_CONV_WINOGRAD;
-        for (int p = 0; p < 3; p++) o->info.plan[p] = sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)p);
         o->info.pruned = o->prune;
         o->info.bwd_kernel = "dense";
         if (o->prune && (st = model_bwd_default(m, o, err)) != SDGP_OK) return st;
     }
-    /* One workspace for all convs: the layers run one after another. */
-    size_t ws = 64;
-    for (int i = 0; i < m->n_convs; i++) {
-        size_t b = sdgp_conv_workspace_bytes(m->ops[m->conv_ops[i]].dnnl);
-        if (b > ws) ws = b;
-    }
-    m->conv_ws = aligned_alloc(64, (ws + 63) / 64 * 64);
-    if (!m->conv_ws) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: conv workspace of %zu bytes", ws);
-    for (int i = 0; i < m->n_convs; i++) {
-        sdgp_status st = sdgp_conv_set_workspace(m->ops[m->conv_ops[i]].dnnl, m->conv_ws, err);
-        if (st != SDGP_OK) return st;
-    }
-    return SDGP_OK;
+    return model_conv_share_workspace(m, err);
 }
 
 sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sdgp_error *err) {
     if (!out || !cfg) return sdgp_fail(err, SDGP_ERR_INVALID, "model: NULL argument");
     *out = NULL;
     if (cfg->batch < 1 || cfg->batch > 65536) return sdgp_fail(err, SDGP_ERR_INVALID, "model: batch %d out of range [1, 65536]", cfg->batch);
+    if ((unsigned)cfg->conv_algo > SDGP_CONV_MEASURED)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown conv algorithm %d", (int)cfg->conv_algo);
+    if (memchr(cfg->conv_choice, 0, sizeof cfg->conv_choice) == NULL)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: conv choice is not a terminated text");
     if (cfg->conv_workspace_mb < 0 || cfg->conv_workspace_mb > (1 << 20))
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: conv workspace %d MB out of range [0, %d]", cfg->conv_workspace_mb,
                          1 << 20);
@@ -457,7 +462,9 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         m->nm.n = cfg->prune.n;
         m->nm.m = cfg->prune.m;
         m->nm.axis = SDGP_AXIS_CHANNEL;
-        if (cfg->prune.fn != SDGP_PRUNE_NONE) st = sdgp_model_tune_sparse(m, err);
+        /* the dense convs first: the data-gradient tuner measures the dense kernel they give */
+        if (cfg->conv_algo == SDGP_CONV_MEASURED && !cfg->conv_choice[0]) st = sdgp_model_tune_conv(m, err);
+        if (st == SDGP_OK && cfg->prune.fn != SDGP_PRUNE_NONE) st = sdgp_model_tune_sparse(m, err);
     }
     if (st != SDGP_OK) {
         sdgp_model_destroy(m);

@@ -128,6 +128,7 @@ struct sdgp_model {
     float *scratch2;                /* max_count floats: the pruned dense dL/dO (dense path, wgrad MVUE,
                                        grad-stats); NULL when nothing is pruned */
     void *conv_ws;                  /* the workspace all convs share (they run one at a time) */
+    size_t conv_ws_bytes;
     sdgp_nm_tensor nm;              /* compressed pruned dL/dO, sized for the largest layer */
 
     int grad_stats, timing;
@@ -221,6 +222,14 @@ void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan);
 sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err);
 /* The first allowed implementation in list order. */
 sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err);
+
+/* model_conv_tune.c: conv o's oneDNN convolution under the configuration (algos NULL; MEASURED
+ * starts DIRECT) or with these per-pass algorithms, its layer info refreshed; the text of
+ * sdgp_model_conv_choice parsed into per-pass algorithms (one row per conv); the one workspace
+ * of all convs, (re)sized to the largest they need and shared. */
+sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos, sdgp_error *err);
+sdgp_status model_conv_choice_parse(const sdgp_model *m, const char *text, sdgp_conv_algo (*algos)[3], sdgp_error *err);
+sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err);
 
 /* model_weights.c: N:M sparse weights (S-STE, SR-STE; sdgp_weights_cfg) */
 /* Whether a conv (conv_index >= 0) or the classifier (-1) gets sparse weights. */

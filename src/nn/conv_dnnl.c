@@ -66,6 +66,8 @@ static sdgp_status check_geom(const sdgp_conv_geom *g, sdgp_error *err) {
     return SDGP_OK;
 }
 
+static const char *const pass_names[3] = {"forward", "backward-data", "backward-weights"};
+
 /* AUTO's rule, from the layers of ResNet-9 timed on this CPU (`sdgp bench layers --conv-algo`):
  * Winograd's 4x4 output tiles and 16-channel blocks are padded, so it loses where few input
  * channels fill a block (1 -> 32 channels: 5x slower) or where the output wastes many tile
@@ -77,19 +79,32 @@ static int winograd_pays(const sdgp_conv_geom *g) {
     return g->Cin >= 16 && (int64_t)g->Ho * g->Wo * 4 >= tiles * 3; /* >= 75 % of tile outputs used */
 }
 
-static sdgp_status conv_build(sdgp_conv *c, const sdgp_conv_options *opt, sdgp_error *err) {
+/* What conv_build plans: per_pass ? pass_algo[i] : algo for pass i. */
+typedef struct {
+    sdgp_conv_algo algo;
+    size_t workspace_limit;
+    int per_pass;
+    sdgp_conv_algo pass_algo[3];
+} build_opts;
+
+static sdgp_status conv_build(sdgp_conv *c, const build_opts *opt, sdgp_error *err) {
     sdgp_status st;
     if ((st = conv_dnnl_ok(dnnl_engine_create(&c->ctx.engine, dnnl_cpu, 0), err, "engine create")) ||
         (st = conv_dnnl_ok(dnnl_stream_create(&c->stream, c->ctx.engine, dnnl_stream_default_flags), err,
                            "stream create")))
         return st;
-    sdgp_conv_algo algo = opt->algo;
-    if (algo == SDGP_CONV_AUTO) algo = winograd_pays(&c->ctx.g) ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
+    const int pays = winograd_pays(&c->ctx.g);
+    int no_wino = 0; /* one algo for all passes under AUTO: once oneDNN lacks Winograd, all go direct */
     for (int i = 0; i < 3; i++) {
+        const sdgp_conv_algo asked = opt->per_pass ? opt->pass_algo[i] : opt->algo;
+        const int autom = asked == SDGP_CONV_AUTO;
+        sdgp_conv_algo algo = autom ? (pays && !no_wino ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT) : asked;
         c->pass[i].pass = (sdgp_conv_pass)i;
-        st = conv_pass_plan(&c->pass[i], &c->ctx, algo, opt->workspace_limit, opt->algo == SDGP_CONV_AUTO, err);
-        if (st == SDGP_ERR_UNSUPPORTED && opt->algo == SDGP_CONV_AUTO) /* no Winograd kernel here */
-            st = conv_pass_plan(&c->pass[i], &c->ctx, algo = SDGP_CONV_DIRECT, 0, 1, err);
+        st = conv_pass_plan(&c->pass[i], &c->ctx, algo, opt->workspace_limit, autom, err);
+        if (st == SDGP_ERR_UNSUPPORTED && autom) { /* no Winograd kernel here */
+            no_wino = !opt->per_pass;
+            st = conv_pass_plan(&c->pass[i], &c->ctx, SDGP_CONV_DIRECT, 0, 1, err);
+        }
         if (st != SDGP_OK) return st;
     }
     c->own_ws = aligned_alloc(64, sdgp_conv_workspace_bytes(c));
@@ -102,15 +117,22 @@ static sdgp_status conv_build(sdgp_conv *c, const sdgp_conv_options *opt, sdgp_e
     return SDGP_OK;
 }
 
-sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
-                                  const sdgp_conv_options *opt, sdgp_error *err) {
+static sdgp_status create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads, const build_opts *opt,
+                          sdgp_error *err) {
     if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create: NULL %s", out ? "geometry" : "output");
     *out = NULL;
-    const sdgp_conv_options direct = {SDGP_CONV_DIRECT, 0};
-    if (!opt) opt = &direct;
     if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create: threads=%d < 0", threads);
-    if (opt->algo != SDGP_CONV_DIRECT && opt->algo != SDGP_CONV_WINOGRAD && opt->algo != SDGP_CONV_AUTO)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create: unknown algorithm %d", (int)opt->algo);
+    for (int i = opt->per_pass ? 0 : 2; i < 3; i++) {
+        const sdgp_conv_algo a = opt->per_pass ? opt->pass_algo[i] : opt->algo;
+        const char *what = opt->per_pass ? pass_names[i] : "all passes";
+        if (a == SDGP_CONV_MEASURED)
+            return sdgp_fail(err, SDGP_ERR_INVALID,
+                             "conv_create (%s): 'measured' is chosen by a model, which times the passes; a conv takes "
+                             "direct, winograd or auto per pass",
+                             what);
+        if (a != SDGP_CONV_DIRECT && a != SDGP_CONV_WINOGRAD && a != SDGP_CONV_AUTO)
+            return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create (%s): unknown algorithm %d", what, (int)a);
+    }
     sdgp_status st = check_geom(g, err);
     if (st != SDGP_OK) return st;
     sdgp_conv *c = calloc(1, sizeof *c);
@@ -127,6 +149,19 @@ sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int 
     }
     *out = c;
     return SDGP_OK;
+}
+
+sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
+                                  const sdgp_conv_options *opt, sdgp_error *err) {
+    const build_opts b = {opt ? opt->algo : SDGP_CONV_DIRECT, opt ? opt->workspace_limit : 0, 0, {0, 0, 0}};
+    return create(out, g, with_bias, threads, &b, err);
+}
+
+sdgp_status sdgp_conv_create_passes(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
+                                    const sdgp_conv_algo pass_algo[3], const sdgp_conv_options *opt, sdgp_error *err) {
+    if (!pass_algo) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_create_passes: NULL algorithms");
+    const build_opts b = {SDGP_CONV_DIRECT, opt ? opt->workspace_limit : 0, 1, {pass_algo[0], pass_algo[1], pass_algo[2]}};
+    return create(out, g, with_bias, threads, &b, err);
 }
 
 sdgp_status sdgp_conv_create_algo(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
@@ -173,20 +208,26 @@ sdgp_conv_pass_plan sdgp_conv_get_plan(const sdgp_conv *c, sdgp_conv_pass pass) 
     return r;
 }
 
-static const char *const algo_names[] = {"direct", "winograd", "auto"}; /* indexed by sdgp_conv_algo */
+#define ALGO_NAME(name) #name,
+const char *const sdgp_conv_algo_names[] = {SDGP_CONV_ALGO_LIST(ALGO_NAME) NULL}; /* by sdgp_conv_algo */
+_Static_assert(sizeof sdgp_conv_algo_names / sizeof *sdgp_conv_algo_names == SDGP_CONV_MEASURED + 2,
+               "SDGP_CONV_ALGO_LIST must name every sdgp_conv_algo");
 
 const char *sdgp_conv_algo_name(sdgp_conv_algo algo) {
-    return algo >= SDGP_CONV_DIRECT && algo <= SDGP_CONV_AUTO ? algo_names[algo] : "?";
+    return algo >= SDGP_CONV_DIRECT && algo <= SDGP_CONV_MEASURED ? sdgp_conv_algo_names[algo] : "?";
 }
 
 sdgp_status sdgp_conv_algo_parse(const char *name, sdgp_conv_algo *out, sdgp_error *err) {
     if (!name || !out) return sdgp_fail(err, SDGP_ERR_INVALID, "conv algorithm name or output is NULL");
-    for (int i = SDGP_CONV_DIRECT; i <= SDGP_CONV_AUTO; i++)
-        if (strcmp(name, algo_names[i]) == 0) {
+    char all[64] = "";
+    for (int i = SDGP_CONV_DIRECT; i <= SDGP_CONV_MEASURED; i++) {
+        if (strcmp(name, sdgp_conv_algo_names[i]) == 0) {
             *out = (sdgp_conv_algo)i;
             return SDGP_OK;
         }
-    return sdgp_fail(err, SDGP_ERR_INVALID, "unknown conv algorithm '%s' (expected direct, winograd or auto)", name);
+        strcat(strcat(all, i ? (i == SDGP_CONV_MEASURED ? " or " : ", ") : ""), sdgp_conv_algo_names[i]);
+    }
+    return sdgp_fail(err, SDGP_ERR_INVALID, "unknown conv algorithm '%s' (expected %s)", name, all);
 }
 
 sdgp_status sdgp_conv_set_workspace(sdgp_conv *c, void *ws, sdgp_error *err) {

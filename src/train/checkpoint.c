@@ -43,8 +43,9 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
                                        p->momentum};
         }
     }
-    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], kernels[KERNELS_LEN];
+    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], kernels[KERNELS_LEN], convs[SDGP_CONV_CHOICE_LEN];
     sdgp_model_sparse_choice(m, kernels, sizeof kernels);
+    sdgp_model_conv_choice(m, convs, sizeof convs);
     model_signature(m, sig, sizeof sig);
     snprintf(step, sizeof step, "%lld", (long long)state->step);
     snprintf(epoch, sizeof epoch, "%d", state->epoch);
@@ -62,6 +63,7 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
     meta[nm++] = (sdgp_st_meta){"loss_count", lcount};
     meta[nm++] = (sdgp_st_meta){"normalisation", norm};
     meta[nm++] = (sdgp_st_meta){"kernels", kernels};
+    meta[nm++] = (sdgp_st_meta){"conv_algos", convs}; /* under any --conv-algo: what each pass ran */
     for (int i = 0; i < nf; i++) {
         const char *name = sdgp_train_config_field(cfg, i, NULL, vals[i], sizeof vals[i]);
         snprintf(keys[i], sizeof keys[i], "cfg.%s", name);
@@ -142,8 +144,28 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
         if (sdgp_model_set_sparse_choice(m, kernels, &e) != SDGP_OK)
             st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s", path, e.msg);
     }
+    /* --conv-algo measured: the dense passes' algorithms of the run that wrote it (the trainer
+     * builds the model with them already; a model built otherwise is re-planned) */
+    const char *convs = sdgp_safetensors_meta(f, "conv_algos");
+    char mine_convs[SDGP_CONV_CHOICE_LEN];
+    sdgp_model_conv_choice(m, mine_convs, sizeof mine_convs);
+    if (st == SDGP_OK && convs && sdgp_model_get_config(m)->conv_algo == SDGP_CONV_MEASURED && strcmp(convs, mine_convs)) {
+        sdgp_error e;
+        if (sdgp_model_set_conv_choice(m, convs, &e) != SDGP_OK) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s", path, e.msg);
+    }
     sdgp_safetensors_free(f);
     if (st == SDGP_OK && state) *state = s;
+    return st;
+}
+
+sdgp_status checkpoint_read_conv_choice(const char *path, char *buf, size_t size, sdgp_error *err) {
+    sdgp_st_file *f;
+    sdgp_status st = open_checkpoint(&f, path, err);
+    if (st != SDGP_OK) return st;
+    const char *convs = sdgp_safetensors_meta(f, "conv_algos"); /* absent before --conv-algo measured */
+    if (convs && strlen(convs) >= size) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: conv_algos text too long", path);
+    else snprintf(buf, size, "%s", convs ? convs : "");
+    sdgp_safetensors_free(f);
     return st;
 }
 
@@ -167,6 +189,9 @@ sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg
         if (sdgp_train_config_set(&c, name, v, &e) != SDGP_OK)
             st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: bad setting in the checkpoint: %s", path, e.msg);
     }
+    /* the measured per-pass algorithms, for a model built from this configuration (eval, resume) */
+    const char *convs = sdgp_safetensors_meta(f, "conv_algos");
+    if (convs && strlen(convs) < sizeof c.model.conv_choice) snprintf(c.model.conv_choice, sizeof c.model.conv_choice, "%s", convs);
     sdgp_safetensors_free(f);
     if (st == SDGP_OK) *cfg = c;
     return st;

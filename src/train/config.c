@@ -55,7 +55,6 @@ static const char *const model_names[] = {SDGP_MODEL_ZOO(ZOO_NAME) NULL};
 static const char *const sched_names[] = {"reference", "step", "cosine", "constant", NULL};
 static const char *const scope_names[] = {"sample-channel", "channel", NULL};
 static const char *const nan_names[] = {"stop", "skip", NULL};
-static const char *const conv_algo_names[] = {"direct", "winograd", "auto", NULL};
 static const char *const allreduce_names[] = {"overlap", "end", NULL}; /* indexed by allreduce_at_end */
 
 #define OFF(member) offsetof(sdgp_train_config, member)
@@ -66,8 +65,10 @@ static const field fields[] = {
     {"batch-size", F_INT, OFF(model.batch), 0, 1, 65536, NULL, "images per step (over all MPI ranks: each takes its share)"},
     {"seed", F_U64, OFF(model.seed), 0, 0, 0, NULL, "seed of initialisation, data order, augmentation, masks"},
     {"threads", F_INT, OFF(model.threads), 0, 0, 1024, NULL, "OpenMP threads (0: all cores)"},
-    {"conv-algo", F_ENUM, OFF(model.conv_algo), 0, 0, 0, conv_algo_names,
-     "direct | winograd | auto: dense convolutions (auto: Winograd where oneDNN has it)"},
+    {"conv-algo", F_ENUM, OFF(model.conv_algo), 0, 0, 0, sdgp_conv_algo_names,
+     SDGP_CONV_ALGO_LIST(SDGP_CONV_ALGO_HELP) /* + 3 below skips the first " | " */
+     ": dense convolutions (auto: Winograd by a rule where oneDNN has it; measured: per layer and pass the faster "
+     "of direct and Winograd, timed at start)" + 3},
     {"conv-workspace", F_INT, OFF(model.conv_workspace_mb), 0, 0, 1 << 20, NULL,
      "MB per conv pass; Winograd splits its calls to fit, auto falls back to direct (0: no limit)"},
     {"data", F_STRING, OFF(data), SZ(data), 0, 0, NULL, "fashion-mnist | mnist | cifar10"},

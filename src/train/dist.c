@@ -303,6 +303,13 @@ sdgp_status dist_share_kernels(const sdgp_dist *d, sdgp_model *m, sdgp_error *er
     sdgp_model_sparse_choice(m, choice, sizeof choice);
     sdgp_status st = d->bcast(d->ctx, choice, sizeof choice, 0, err);
     if (st == SDGP_OK && d->rank != 0) st = sdgp_model_set_sparse_choice(m, choice, err);
+    /* measured dense passes: every rank on rank 0's algorithms, as for the kernels above */
+    char convs[SDGP_CONV_CHOICE_LEN], mine[SDGP_CONV_CHOICE_LEN];
+    sdgp_model_conv_choice(m, convs, sizeof convs);
+    memcpy(mine, convs, sizeof mine);
+    if (st == SDGP_OK && sdgp_model_get_config(m)->conv_algo == SDGP_CONV_MEASURED)
+        st = d->bcast(d->ctx, convs, sizeof convs, 0, err);
+    if (st == SDGP_OK && d->rank != 0 && strcmp(convs, mine)) st = sdgp_model_set_conv_choice(m, convs, err);
     return st;
 }
 

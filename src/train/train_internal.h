@@ -18,6 +18,10 @@ typedef struct grad_sync grad_sync;
  * when every checkpoint has it (config.c). */
 const char *train_config_field_before(int i);
 
+/* The per-pass conv algorithms a checkpoint records (sdgp_model_conv_choice's text; "" when it
+ * has none), for building a resumed --conv-algo measured model without measuring (checkpoint.c). */
+sdgp_status checkpoint_read_conv_choice(const char *path, char *buf, size_t size, sdgp_error *err);
+
 typedef struct {
     int buckets;
     size_t floats;          /* per step, over all buckets */

@@ -113,6 +113,7 @@ typedef struct {
     const sdgp_dist *d;      /* data parallel over several processes, else NULL */
     int lead;                /* this process logs, prints and writes checkpoints (rank 0, or the only one) */
     int batch;               /* this process's rows of each batch */
+    int conv_choice_given;   /* --conv-algo measured planned from a given choice (a checkpoint's), not measured */
     grad_sync *gs;
 } run;
 
@@ -230,6 +231,11 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     mc.width_px = r->train.w;
     mc.channels = r->train.c;
     mc.num_classes = r->train.num_classes;
+    /* resumed under measured: the checkpoint's per-pass algorithms (bitwise the run it continues) */
+    if (cfg->resume[0] && mc.conv_algo == SDGP_CONV_MEASURED && !mc.conv_choice[0] &&
+        (st = checkpoint_read_conv_choice(cfg->resume, mc.conv_choice, sizeof mc.conv_choice, err)) != SDGP_OK)
+        return st;
+    r->conv_choice_given = mc.conv_algo == SDGP_CONV_MEASURED && mc.conv_choice[0];
     st = sdgp_model_create(&r->model, &mc, err);
     if (st != SDGP_OK) return st;
     memset(state, 0, sizeof *state);
@@ -284,8 +290,13 @@ static void report_layers(run *r) {
     }
     /* per layer: forward,backward-data,backward-weights as "direct" or "wino" with its split
      * (images per call x channel slices) when it has one */
-    fprintf(r->out, "dense convolutions (--conv-algo %s --conv-workspace %d; fwd,bwd-data,bwd-weights):",
-            sdgp_conv_algo_name(r->cfg->model.conv_algo), r->cfg->model.conv_workspace_mb);
+    fprintf(r->out, "dense convolutions (--conv-algo %s%s --conv-workspace %d; fwd,bwd-data,bwd-weights):",
+            sdgp_conv_algo_name(r->cfg->model.conv_algo),
+            r->cfg->model.conv_algo != SDGP_CONV_MEASURED ? ""
+            : !r->conv_choice_given                        ? " [timed at start]"
+            : r->cfg->resume[0]                            ? " [the checkpoint's, not timed]"
+                                                           : " [as given, not timed]",
+            r->cfg->model.conv_workspace_mb);
     for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
         const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
         fprintf(r->out, " %s=", li->layer);

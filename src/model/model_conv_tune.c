@@ -1,0 +1,236 @@
+/* --conv-algo measured: per conv layer and pass, the faster of oneDNN's direct and Winograd
+ * convolution, measured at start (model_tune.c's way for the data-gradient kernels); the
+ * per-pass choice as text for checkpoints; the shared conv workspace.
+ *
+ * Why measure: AUTO's rule (conv_dnnl.c winograd_pays) came from ResNet-9's layers and gives all
+ * three passes of a layer one algorithm, but Winograd's gain differs per pass (backward-weights
+ * reduces transformed tiles over the batch, backward-data transforms the output gradient; the
+ * reorders to and from oneDNN's blocked layout are a larger share of a pass on small planes and
+ * at large batches), and per shape (RegNet/ResNet-18/50: 4x4 and 7x7 planes, batch 512).
+ *
+ * Each candidate is timed as the model calls it (sdgp_conv_forward & co., Winograd's reorders
+ * included), on random data of the layer's shapes in the activation arena (free before the first
+ * step), interleaved repetitions, the best of each: a noisy neighbour hurts all alike. */
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "model/model_internal.h"
+
+#define CONV_TUNE_REPS 5
+
+typedef sdgp_conv_algo pass_algos[3]; /* indexed by sdgp_conv_pass: DIRECT or WINOGRAD */
+
+/* Layer o's conv under the configuration (algos NULL; MEASURED starts DIRECT until measured) or
+ * with these per-pass algorithms; errors name the layer. */
+static sdgp_status create_for(const sdgp_model *m, const op *o, sdgp_conv **c, const sdgp_conv_algo *algos,
+                              sdgp_error *err) {
+    sdgp_conv_options opt = {m->cfg.conv_algo, (size_t)m->cfg.conv_workspace_mb << 20};
+    if (opt.algo == SDGP_CONV_MEASURED) opt.algo = SDGP_CONV_DIRECT;
+    sdgp_error e;
+    sdgp_status st = algos ? sdgp_conv_create_passes(c, &o->geom, 0, m->cfg.threads, algos, &opt, &e)
+                           : sdgp_conv_create_opts(c, &o->geom, 0, m->cfg.threads, &opt, &e);
+    return st == SDGP_OK ? st : sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
+}
+
+static void refresh_info(op *o) {
+    o->info.winograd = sdgp_conv_get_algo(o->dnnl) == SDGP_CONV_WINOGRAD;
+    for (int p = 0; p < 3; p++) o->info.plan[p] = sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)p);
+}
+
+sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos, sdgp_error *err) {
+    sdgp_status st = create_for(m, o, &o->dnnl, algos, err);
+    if (st == SDGP_OK) refresh_info(o);
+    return st;
+}
+
+sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
+    /* One workspace for all convs: the layers run one after another. */
+    size_t ws = 64;
+    for (int i = 0; i < m->n_convs; i++) {
+        size_t b = sdgp_conv_workspace_bytes(m->ops[m->conv_ops[i]].dnnl);
+        if (b > ws) ws = b;
+    }
+    ws = (ws + 63) / 64 * 64;
+    if (ws != m->conv_ws_bytes) {
+        void *buf = aligned_alloc(64, ws);
+        if (!buf) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: conv workspace of %zu bytes", ws);
+        for (int i = 0; i < m->n_convs; i++) { /* first give each conv its own: the old buffer goes */
+            sdgp_status st = sdgp_conv_set_workspace(m->ops[m->conv_ops[i]].dnnl, NULL, err);
+            if (st != SDGP_OK) {
+                free(buf);
+                return st;
+            }
+        }
+        free(m->conv_ws);
+        m->conv_ws = buf;
+        m->conv_ws_bytes = ws;
+    }
+    for (int i = 0; i < m->n_convs; i++) {
+        sdgp_status st = sdgp_conv_set_workspace(m->ops[m->conv_ops[i]].dnnl, m->conv_ws, err);
+        if (st != SDGP_OK) return st;
+    }
+    return SDGP_OK;
+}
+
+/* Re-plans every conv with algos[i] (all created before any is replaced: on error nothing changes). */
+static sdgp_status apply_choice(sdgp_model *m, const pass_algos *algos, sdgp_error *err) {
+    sdgp_conv **made = calloc((size_t)m->n_convs + 1, sizeof *made);
+    if (!made) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory re-planning convs");
+    sdgp_status st = SDGP_OK;
+    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
+        st = create_for(m, &m->ops[m->conv_ops[i]], &made[i], algos[i], err);
+    }
+    if (st != SDGP_OK) {
+        for (int i = 0; i < m->n_convs; i++) sdgp_conv_destroy(made[i]);
+        free(made);
+        return st;
+    }
+    for (int i = 0; i < m->n_convs; i++) {
+        op *o = &m->ops[m->conv_ops[i]];
+        sdgp_conv_destroy(o->dnnl);
+        o->dnnl = made[i];
+        refresh_info(o);
+    }
+    free(made);
+    return model_conv_share_workspace(m, err);
+}
+
+/* ---- the text ---- */
+
+void sdgp_model_conv_choice(const sdgp_model *m, char *buf, size_t size) {
+    size_t k = 0;
+    for (int i = 0; i < m->n_convs && k + 4 < size; i++) {
+        const sdgp_conv *c = m->ops[m->conv_ops[i]].dnnl;
+        if (i) buf[k++] = ',';
+        for (int p = 0; p < 3; p++) buf[k++] = sdgp_conv_get_plan(c, (sdgp_conv_pass)p).algo == SDGP_CONV_WINOGRAD ? 'w' : 'd';
+    }
+    if (size) buf[k < size ? k : size - 1] = 0;
+}
+
+sdgp_status model_conv_choice_parse(const sdgp_model *m, const char *text, sdgp_conv_algo (*algos)[3], sdgp_error *err) {
+    size_t len = text ? strlen(text) : 0;
+    if (!text || len != (size_t)(m->n_convs ? 4 * m->n_convs - 1 : 0))
+        return sdgp_fail(err, SDGP_ERR_FORMAT,
+                         "conv choice '%.200s' does not fit a model of %d conv layers (3 letters d|w per layer, ',' between)",
+                         text ? text : "(null)", m->n_convs);
+    for (int i = 0; i < m->n_convs; i++) {
+        for (int p = 0; p < 3; p++) {
+            char ch = text[4 * i + p];
+            if (ch != 'd' && ch != 'w')
+                return sdgp_fail(err, SDGP_ERR_FORMAT, "conv choice '%.200s': layer %d has '%c' (expected d or w)", text, i,
+                                 ch);
+            algos[i][p] = ch == 'w' ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
+        }
+        if (i + 1 < m->n_convs && text[4 * i + 3] != ',')
+            return sdgp_fail(err, SDGP_ERR_FORMAT, "conv choice '%.200s': expected ',' after layer %d", text, i);
+    }
+    return SDGP_OK;
+}
+
+sdgp_status sdgp_model_set_conv_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
+    if (!m) return sdgp_fail(err, SDGP_ERR_INVALID, "model_set_conv_choice: NULL model");
+    pass_algos *algos = calloc((size_t)m->n_convs + 1, sizeof *algos);
+    if (!algos) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
+    sdgp_status st = model_conv_choice_parse(m, choice, algos, err);
+    if (st == SDGP_OK) st = apply_choice(m, algos, err);
+    free(algos);
+    return st;
+}
+
+/* ---- measuring ---- */
+
+typedef sdgp_status (*pass_fn)(sdgp_conv *c, float *x, float *y, float *dx, float *dw, const float *w, sdgp_error *err);
+static sdgp_status run_fwd(sdgp_conv *c, float *x, float *y, float *dx, float *dw, const float *w, sdgp_error *err) {
+    (void)dx, (void)dw;
+    return sdgp_conv_forward(c, y, x, w, NULL, err);
+}
+static sdgp_status run_bwd_data(sdgp_conv *c, float *x, float *y, float *dx, float *dw, const float *w, sdgp_error *err) {
+    (void)x, (void)dw;
+    return sdgp_conv_backward_data(c, dx, y, w, err);
+}
+static sdgp_status run_bwd_weights(sdgp_conv *c, float *x, float *y, float *dx, float *dw, const float *w, sdgp_error *err) {
+    (void)dx, (void)w;
+    return sdgp_conv_backward_weights(c, dw, NULL, x, y, err);
+}
+static const pass_fn pass_run[3] = {run_fwd, run_bwd_data, run_bwd_weights}; /* by sdgp_conv_pass */
+
+static void fill_random(float *p, size_t n, uint64_t s) {
+    for (size_t j = 0; j < n; j++) { /* the times are data independent: any values in [-1, 1) */
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        p[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+    }
+}
+
+/* Layer i: out[p] = the faster algorithm of each pass (DIRECT where Winograd is no candidate). */
+static sdgp_status tune_layer(sdgp_model *m, int i, sdgp_conv_algo *out, sdgp_error *err) {
+    op *o = &m->ops[m->conv_ops[i]];
+    const sdgp_conv_geom *g = &o->geom;
+    for (int p = 0; p < 3; p++) out[p] = SDGP_CONV_DIRECT;
+    const size_t limit = (size_t)m->cfg.conv_workspace_mb << 20;
+    const sdgp_conv_options wino = {SDGP_CONV_WINOGRAD, limit};
+    sdgp_conv *cand[2] = {NULL, NULL}; /* DIRECT, WINOGRAD */
+    sdgp_error e;
+    sdgp_status st = sdgp_conv_create_opts(&cand[1], g, 0, m->cfg.threads, &wino, &e);
+    if (st == SDGP_ERR_UNSUPPORTED) return SDGP_OK; /* no Winograd kernel for this layer here */
+    if (st != SDGP_OK) return sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
+    int eligible[3], any = 0;
+    for (int p = 0; p < 3; p++) {
+        /* a split that fits the limit (WINOGRAD exceeds it when none does), and a pass that runs */
+        eligible[p] = (limit == 0 || sdgp_conv_get_plan(cand[1], (sdgp_conv_pass)p).workspace_bytes <= limit) &&
+                      (p != SDGP_CONV_BACKWARD_DATA || o->in_mode != GRAD_NONE);
+        any |= eligible[p];
+    }
+    if (!any || (st = sdgp_conv_create_algo(&cand[0], g, 0, m->cfg.threads, SDGP_CONV_DIRECT, err)) != SDGP_OK) {
+        sdgp_conv_destroy(cand[1]);
+        return st;
+    }
+    /* x, y (forward's output, the gradients' dL/dO) and dx in the activation arena when they fit */
+    const size_t nx = (size_t)g->B * g->H * g->W * g->Cin, ny = (size_t)g->B * g->Ho * g->Wo * g->Cout;
+    const size_t nw = (size_t)g->Cout * (g->Cin / g->groups) * g->kh * g->kw;
+    const size_t sx = model_align_up(nx), sy = model_align_up(ny), need = (2 * sx + sy) * sizeof(float);
+    float *own = need <= m->act_bytes ? NULL : aligned_alloc(64, need);
+    float *x = own ? own : (float *)m->act_arena, *y = x + sx, *dx = y + sy;
+    float *dw = malloc(nw * sizeof(float));
+    if ((!own && need > m->act_bytes) || !dw) {
+        st = sdgp_fail(err, SDGP_ERR_NOMEM, "model: %s: conv tuning buffers", o->name);
+        goto done;
+    }
+    fill_random(x, nx, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
+    fill_random(y, ny, 0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
+    double best[3][2];
+    for (int p = 0; p < 3; p++) best[p][0] = best[p][1] = INFINITY;
+    const float *w = model_op_weights(m, o);
+    for (int r = 0; r < CONV_TUNE_REPS && st == SDGP_OK; r++)
+        for (int p = 0; p < 3 && st == SDGP_OK; p++)
+            for (int a = 0; a < 2 && eligible[p] && st == SDGP_OK; a++) {
+                double t0 = sdgp_now_s();
+                st = pass_run[p](cand[a], x, y, dx, dw, w, err);
+                double t = sdgp_now_s() - t0;
+                if (t < best[p][a]) best[p][a] = t;
+            }
+    for (int p = 0; p < 3; p++) /* ties go to direct: NHWC in place, no reorders */
+        if (eligible[p] && best[p][1] < best[p][0]) out[p] = SDGP_CONV_WINOGRAD;
+    o->times.fwd_ms = 1e3 * fmin(best[0][0], best[0][1]);
+    o->times.bwd_weights_ms = 1e3 * fmin(best[2][0], best[2][1]);
+done:
+    free(own);
+    free(dw);
+    sdgp_conv_destroy(cand[0]);
+    sdgp_conv_destroy(cand[1]);
+    return st;
+}
+
+sdgp_status sdgp_model_tune_conv(sdgp_model *m, sdgp_error *err) {
+    if (!m) return sdgp_fail(err, SDGP_ERR_INVALID, "model_tune_conv: NULL model");
+    pass_algos *algos = calloc((size_t)m->n_convs + 1, sizeof *algos);
+    if (!algos) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
+    sdgp_status st = SDGP_OK;
+    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) st = tune_layer(m, i, algos[i], err);
+    if (st == SDGP_OK) st = apply_choice(m, algos, err);
+    free(algos);
+    return st;
+}
