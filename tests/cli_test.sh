@@ -23,6 +23,9 @@ expect 1 "only [0-9.]+ GB of memory is available" -- "$SDGP" train --batch-size 
 expect 2 "sdgp-domain: unknown value 'fourier'" -- "$SDGP" train --sdgp-domain fourier
 expect 2 "sparse-kernel off" -- "$SDGP" train --model smallcnn --prune magnitude --sdgp-domain winograd --sparse-kernel off --max-steps 1 --quiet
 expect 2 "sdgp-domain: .*'fourier'" -- "$SDGP" bench step --sdgp-domain fourier
+expect 2 "sdgp-domain: at most 3 values" -- "$SDGP" bench step --sdgp-domain pixel,winograd,auto,pixel
+expect 2 "conv-algo: empty list" -- "$SDGP" bench step --conv-algo ,
+expect 2 "conv-algo: unknown conv algorithm 'bogus'" -- "$SDGP" bench step --conv-algo auto,bogus
 expect 2 "batch: 0 is out of range" -- "$SDGP" bench step --batch 0
 expect 2 "needs --checkpoint" -- "$SDGP" eval
 printf 'not a checkpoint at all' > "$T/bad.safetensors"

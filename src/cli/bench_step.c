@@ -295,6 +295,41 @@ static int add_models(options *o, const char *item) {
     return 1;
 }
 
+/* A comma list of enum names (--sdgp-domain, --conv-algo): each parsed by parse into vals, at
+ * most max of them; 0 after a message naming the flag on a bad or empty list. */
+typedef sdgp_status (*name_parse_fn)(const char *name, int *out, sdgp_error *err);
+static sdgp_status parse_domain(const char *name, int *out, sdgp_error *err) {
+    sdgp_prune_domain d = SDGP_DOMAIN_PIXEL;
+    sdgp_status st = sdgp_prune_domain_parse(name, &d, err);
+    *out = (int)d;
+    return st;
+}
+static sdgp_status parse_conv_algo(const char *name, int *out, sdgp_error *err) {
+    sdgp_conv_algo c = SDGP_CONV_AUTO;
+    sdgp_status st = sdgp_conv_algo_parse(name, &c, err);
+    *out = (int)c;
+    return st;
+}
+static int parse_name_list(const char *flag, const char *text, name_parse_fn parse, int max, int *vals, int *n) {
+    char buf[128];
+    sdgp_error err;
+    snprintf(buf, sizeof buf, "%s", text);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == max) {
+            fprintf(stderr, "sdgp: %s: at most %d values\n", flag, max);
+            return 0;
+        }
+        if (parse(tok, &vals[*n], &err) != SDGP_OK) {
+            fprintf(stderr, "sdgp: %s: %s\n", flag, err.msg);
+            return 0;
+        }
+        (*n)++;
+    }
+    if (!*n) fprintf(stderr, "sdgp: %s: empty list\n", flag);
+    return *n > 0;
+}
+
 static int parse_options(options *o, int argc, char **argv, int layers) {
     memset(o, 0, sizeof *o);
     o->threads = 2;
@@ -343,34 +378,14 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
             i++;
         }
         else if (!strcmp(a, "--sdgp-domain")) {
-            char buf[64];
-            snprintf(buf, sizeof buf, "%s", v);
-            o->n_domains = 0;
-            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (o->n_domains > SDGP_DOMAIN_AUTO || sdgp_prune_domain_parse(tok, &o->domains[o->n_domains++], &err) != SDGP_OK) {
-                    fprintf(stderr, "sdgp: --sdgp-domain: %s\n", o->n_domains > SDGP_DOMAIN_AUTO + 1 ? "at most 3 domains" : err.msg);
-                    return 0;
-                }
-            }
-            if (!o->n_domains) {
-                fprintf(stderr, "sdgp: --sdgp-domain: empty list\n");
-                return 0;
-            }
+            int vals[SDGP_DOMAIN_AUTO + 1];
+            if (!parse_name_list(a, v, parse_domain, SDGP_DOMAIN_AUTO + 1, vals, &o->n_domains)) return 0;
+            for (int k = 0; k < o->n_domains; k++) o->domains[k] = (sdgp_prune_domain)vals[k];
             i++;
         } else if (!strcmp(a, "--conv-algo")) {
-            char buf[64];
-            snprintf(buf, sizeof buf, "%s", v);
-            o->n_algos = 0;
-            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (o->n_algos > SDGP_CONV_MEASURED || sdgp_conv_algo_parse(tok, &o->conv_algos[o->n_algos++], &err) != SDGP_OK) {
-                    fprintf(stderr, "sdgp: --conv-algo: %s\n", o->n_algos > SDGP_CONV_MEASURED + 1 ? "at most 4 algorithms" : err.msg);
-                    return 0;
-                }
-            }
-            if (!o->n_algos) {
-                fprintf(stderr, "sdgp: --conv-algo: empty list\n");
-                return 0;
-            }
+            int vals[SDGP_CONV_MEASURED + 1];
+            if (!parse_name_list(a, v, parse_conv_algo, SDGP_CONV_MEASURED + 1, vals, &o->n_algos)) return 0;
+            for (int k = 0; k < o->n_algos; k++) o->conv_algos[k] = (sdgp_conv_algo)vals[k];
             o->conv_algo = o->conv_algos[0];
             i++;
         } else if (!strcmp(a, "--model")) {
