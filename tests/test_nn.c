@@ -580,6 +580,29 @@ TEST_CASE(sparse_weights_by_hand) {
     sdgp_weights_project(sn, wn, 1, 4, 1, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_KERNEL, 2, 4, 1.0f);
     CHECK(isnan(sn[1]), "NaN, kernel");
 
+    /* BLOCK16: 17 output channels = a block of 16 and a block of 1, 4 input channels, 1 tap. Channel 0
+     * prefers inputs 0 and 3 ({10, .1, .1, .2}), the other 16 inputs 1 and 2 ({.1, 1, 1.5, .1}). Block 0's
+     * sizes: sqrt(100.15), sqrt(15.01), sqrt(33.76), sqrt(0.19): all 16 keep inputs 0 and 2, t = sqrt(15.01),
+     * so channel 0 loses its input 3 to the block. Block 1 (channel 16 alone) is the kernel form: inputs 1
+     * and 2, t = 0.1. */
+    float wb[17 * 4], sb[17 * 4], rb[17 * 4], wantsb[17 * 4], wantrb[17 * 4];
+    for (int co = 0; co < 17; co++) {
+        const float row0[4] = {10, 0.1f, 0.1f, 0.2f}, row[4] = {0.1f, 1, 1.5f, 0.1f};
+        memcpy(wb + 4 * co, co == 0 ? row0 : row, sizeof row);
+    }
+    sdgp_weights_project(sb, wb, 17, 4, 1, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_BLOCK16, 2, 4, 1.0f);
+    sdgp_weights_project(rb, wb, 17, 4, 1, SDGP_WEIGHTS_SRSTE, SDGP_WGROUP_BLOCK16, 2, 4, 1.0f);
+    double t0 = sqrt(15.0 * 1.0 + 0.1f * 0.1f), s0 = sqrt(100.0 + 15.0 * (0.1f * 0.1f)), s2b = sqrt(15.0 * 2.25 + 0.1f * 0.1f);
+    for (int co = 0; co < 17; co++)
+        for (int i = 0; i < 4; i++) {
+            int kept = co < 16 ? (i == 0 || i == 2) : (i == 1 || i == 2);
+            double size = co < 16 ? (i == 0 ? s0 : s2b) : (i == 1 ? 1.0 : 1.5), t = co < 16 ? t0 : 0.1f;
+            wantrb[4 * co + i] = kept ? wb[4 * co + i] : 0.0f;
+            wantsb[4 * co + i] = kept ? (float)(wb[4 * co + i] * (1.0 - t / size)) : 0.0f;
+        }
+    CHECK(test_bitwise_equal(rb, wantrb, sizeof rb), "SR-STE per block of 16: one mask for the block");
+    CHECK(test_rel_err(sb, wantsb, 17 * 4) < 1e-5, "S-STE per block of 16: %g %g %g %g / %g", sb[0], sb[1], sb[2], sb[3], sb[64 + 1]);
+
     /* n == m and DENSE: the weights times the scale */
     float id[8];
     sdgp_weights_project(id, k, 1, 4, 2, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_KERNEL, 4, 4, 1.0f);
@@ -594,7 +617,7 @@ TEST_CASE(sparse_weights_counts_and_threads) {
     float *w = test_xmalloc(count * sizeof(float)), *a = test_xmalloc(count * sizeof(float)),
           *b = test_xmalloc(count * sizeof(float));
     test_fill_normal(w, count, 11);
-    for (int group = 0; group < 2; group++)
+    for (int group = SDGP_WGROUP_TAP; group <= SDGP_WGROUP_BLOCK16; group++)
         for (int kind = SDGP_WEIGHTS_SSTE; kind <= SDGP_WEIGHTS_SRSTE; kind++) {
             omp_set_num_threads(1);
             sdgp_weights_project(a, w, cout, cin, taps, kind, group, 4, 32, 1.0f);

@@ -7,7 +7,7 @@
 #include "sdgp/prune.h"
 
 const char *const sdgp_weights_kind_names[] = {"dense", "sste", "srste", NULL};
-const char *const sdgp_weights_group_names[] = {"tap", "kernel", NULL};
+const char *const sdgp_weights_group_names[] = {"tap", "kernel", "block16", NULL};
 
 /* Marks the n largest of size[0..m) in keep (ties: the lower index; a NaN size counts as the
  * largest, as in magnitude pruning, so it is kept and shows up downstream) and returns the
@@ -36,15 +36,15 @@ void sdgp_weights_project(float *out, const float *w, int cout, int cin, int tap
         return;
     }
     int sste = kind == SDGP_WEIGHTS_SSTE;
-    /* Output channels are independent: any split over threads gives the same bits. */
+    if (group == SDGP_WGROUP_TAP) {
+        /* Output channels are independent: any split over threads gives the same bits. */
 #pragma omp parallel for schedule(static) if ((size_t)cout * per_out >= (1u << 16))
-    for (int co = 0; co < cout; co++) {
-        double size[SDGP_NM_MAX_M];
-        unsigned char keep[SDGP_NM_MAX_M];
-        const float *wo = w + (size_t)co * per_out;
-        float *oo = out + (size_t)co * per_out;
-        for (int g = 0; g < cin; g += m) {
-            if (group == SDGP_WGROUP_TAP) {
+        for (int co = 0; co < cout; co++) {
+            double size[SDGP_NM_MAX_M];
+            unsigned char keep[SDGP_NM_MAX_M];
+            const float *wo = w + (size_t)co * per_out;
+            float *oo = out + (size_t)co * per_out;
+            for (int g = 0; g < cin; g += m)
                 for (int t = 0; t < taps; t++) {
                     for (int i = 0; i < m; i++) size[i] = fabs((double)wo[(size_t)(g + i) * taps + t]);
                     float th = (float)select_top(size, n, m, keep);
@@ -55,24 +55,36 @@ void sdgp_weights_project(float *out, const float *w, int cout, int cin, int tap
                         oo[at] = scale * kept;
                     }
                 }
-            } else {
-                for (int i = 0; i < m; i++) {
-                    double s2 = 0;
+        }
+        return;
+    }
+    /* KERNEL and BLOCK16: a unit is one input channel's taps in every output channel of a block
+     * (1 or 16 of them; the last block of BLOCK16 may be smaller). Blocks are independent. */
+    int ob = group == SDGP_WGROUP_BLOCK16 ? 16 : 1, blocks = (cout + ob - 1) / ob;
+#pragma omp parallel for schedule(static) if ((size_t)cout * per_out >= (1u << 16))
+    for (int b = 0; b < blocks; b++) {
+        double size[SDGP_NM_MAX_M];
+        unsigned char keep[SDGP_NM_MAX_M];
+        int co0 = b * ob, co1 = co0 + ob < cout ? co0 + ob : cout;
+        for (int g = 0; g < cin; g += m) {
+            for (int i = 0; i < m; i++) {
+                double s2 = 0;
+                for (int co = co0; co < co1; co++)
                     for (int t = 0; t < taps; t++) {
-                        double v = wo[(size_t)(g + i) * taps + t];
+                        double v = w[(size_t)co * per_out + (size_t)(g + i) * taps + t];
                         s2 += v * v;
                     }
-                    size[i] = sqrt(s2);
-                }
-                double th = select_top(size, n, m, keep);
-                for (int i = 0; i < m; i++) {
-                    /* the kept unit shrinks towards 0 along its own direction: w (1 - t/||w||) */
-                    float f = !keep[i] ? 0.0f : !sste ? 1.0f : size[i] > th ? (float)(1.0 - th / size[i]) : 0.0f;
+                size[i] = sqrt(s2);
+            }
+            double th = select_top(size, n, m, keep);
+            for (int i = 0; i < m; i++) {
+                /* the kept unit shrinks towards 0 along its own direction: w (1 - t/||w||) */
+                float f = !keep[i] ? 0.0f : !sste ? 1.0f : size[i] > th ? (float)(1.0 - th / size[i]) : 0.0f;
+                for (int co = co0; co < co1; co++)
                     for (int t = 0; t < taps; t++) {
-                        size_t at = (size_t)(g + i) * taps + t;
-                        oo[at] = scale * (f * wo[at]);
+                        size_t at = (size_t)co * per_out + (size_t)(g + i) * taps + t;
+                        out[at] = scale * (f * w[at]);
                     }
-                }
             }
         }
     }
