@@ -9,8 +9,9 @@
  *            in registers; per row r, X[r][4g..4g+3] is broadcast to every 128-bit lane once and
  *            `vpermilps` by each index vector picks, per lane, the X value its column keeps: one
  *            in-lane permute per FMA, no load per FMA.
- *   block    for comparison, masks shared by the NB output channels of a panel (a different
- *            estimator): the dense kernel over the kept rows, X addressed through the kept indices.
+ *   block    for comparison, masks shared by blocks of 16 output channels (`--weight-groups block16`,
+ *            a different estimator): the dense kernel over the kept rows, X addressed through each
+ *            block's kept indices (the panel's two vectors are two blocks).
  *   rows     vectorised over rows (X and Y transposed): per output channel, its kept rows of X^T
  *            are loaded and multiplied by its broadcast value; one load per FMA, the form of SDGP's
  *            per-row kernel (spconv_tile).
@@ -49,9 +50,9 @@ typedef struct {
     float *Cv;          /* permute panels: [N/NB][K/4][2][NB] kept values */
     int32_t *Ci;        /* permute panels: [N/NB][K/4][2][NB] positions 0..3 in the group */
     int64_t *E;         /* rows kernel: [N][K/2] entries (row offset in floats of X^T, value bits) */
-    float *Wbp;         /* block masks (one per NB output channels): dense panels of those weights */
+    float *Wbp;         /* block masks (one per 16 output channels): dense panels of those weights */
     float *Bv;          /* block panels: [N/NB][K/2][NB] kept values */
-    int32_t *Bi;        /* block panels: [N/NB][K/2] kept rows */
+    int32_t *Bi;        /* block panels: [N/16][K/2] kept rows of each block */
     float *Yb;
     float *Y, *Yt;
 } gemm;
@@ -103,12 +104,11 @@ __attribute__((target("avx512f"))) static void block_tile(const float *x, int ld
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
     for (int j = 0; j < nk; j++) {
-        const float *xc = x + bi[j];
+        const float *x0 = x + bi[j], *x1 = x + bi[nk + j];
         __m512 w0 = _mm512_loadu_ps(bv + (size_t)j * NB), w1 = _mm512_loadu_ps(bv + (size_t)j * NB + 16);
         for (int r = 0; r < MR; r++) {
-            __m512 b = _mm512_set1_ps(xc[(size_t)r * ldx]);
-            acc[r][0] = _mm512_fmadd_ps(b, w0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(b, w1, acc[r][1]);
+            acc[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(x0[(size_t)r * ldx]), w0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(_mm512_set1_ps(x1[(size_t)r * ldx]), w1, acc[r][1]);
         }
     }
     for (int r = 0; r < mr; r++)
@@ -158,7 +158,7 @@ static void run_block(const gemm *g) {
 #pragma omp parallel for schedule(static)
     for (int nb = 0; nb < g->N / NB; nb++)
         for (int t = 0; t < g->T; t += MR)
-            block_tile(g->X + (size_t)t * g->K, g->K, g->Bv + (size_t)nb * g->K / 2 * NB, g->Bi + (size_t)nb * g->K / 2, g->K / 2,
+            block_tile(g->X + (size_t)t * g->K, g->K, g->Bv + (size_t)nb * g->K / 2 * NB, g->Bi + (size_t)nb * g->K, g->K / 2,
                        g->Yb + (size_t)t * g->N + nb * NB, g->N, g->T - t < MR ? g->T - t : MR);
 }
 
@@ -194,7 +194,7 @@ static int build(gemm *g, int T, int K, int N, uint64_t seed) {
     g->Cv = xalloc(sizeof(float) * K / 2 * N), g->Ci = xalloc(sizeof(int32_t) * K / 2 * N);
     g->E = xalloc(sizeof(int64_t) * K / 2 * N);
     g->Wbp = xalloc(sizeof(float) * K * N), g->Bv = xalloc(sizeof(float) * K / 2 * N);
-    g->Bi = xalloc(sizeof(int32_t) * K / 2 * (N / NB)), g->Yb = xalloc(sizeof(float) * (T + MR) * N);
+    g->Bi = xalloc(sizeof(int32_t) * K / 2 * (N / 16)), g->Yb = xalloc(sizeof(float) * (T + MR) * N);
     g->Y = xalloc(sizeof(float) * (T + MR) * N), g->Yt = xalloc(sizeof(float) * T * N);
     for (int i = 0; i < T * K; i++) g->X[i] = frand(&seed);
     memset(g->X + (size_t)T * K, 0, sizeof(float) * MR * K); /* the last row tile reads MR rows */
@@ -221,20 +221,22 @@ static int build(gemm *g, int T, int K, int N, uint64_t seed) {
                 g->E[(size_t)o * (K / 2) + 2 * gi + kk] = (int64_t)((uint64_t)(uint32_t)bits << 32 | (uint32_t)(row * T));
             }
         }
-    for (int nb = 0; nb < N / NB; nb++) /* block masks: rows 4gi+a, 4gi+b kept by all NB channels */
+    for (int bk = 0; bk < N / 16; bk++) /* block masks: rows 4gi+a, 4gi+b kept by the block's 16 channels */
         for (int gi = 0; gi < K / 4; gi++) {
             int a = (int)((seed = seed * 6364136223846793005ull + 1) >> 61) % 4, b = (a + 1 + (int)((seed >> 33) % 3)) % 4;
             if (a > b) {
                 int sw = a;
                 a = b, b = sw;
             }
+            int nb = bk / 2, c0 = 16 * (bk % 2);
             for (int j = 0; j < 4; j++)
-                for (int col = 0; col < NB; col++)
+                for (int col = c0; col < c0 + 16; col++)
                     g->Wbp[((size_t)nb * K + 4 * gi + j) * NB + col] = (j == a || j == b) ? frand(&seed) : 0.0f;
             for (int kk = 0; kk < 2; kk++) {
                 int row = 4 * gi + (kk ? b : a);
-                g->Bi[(size_t)nb * K / 2 + 2 * gi + kk] = row;
-                memcpy(g->Bv + ((size_t)nb * K / 2 + 2 * gi + kk) * NB, g->Wbp + ((size_t)nb * K + row) * NB, sizeof(float) * NB);
+                g->Bi[(size_t)bk * K / 2 + 2 * gi + kk] = row;
+                memcpy(g->Bv + ((size_t)nb * K / 2 + 2 * gi + kk) * NB + c0, g->Wbp + ((size_t)nb * K + row) * NB + c0,
+                       sizeof(float) * 16);
             }
         }
     for (int nb = 0; nb < N / NB; nb++)
