@@ -187,7 +187,14 @@ static void *xalloc(size_t bytes) {
     return p;
 }
 
-static int build(gemm *g, int T, int K, int N, uint64_t seed) {
+/* The two kept rows a < b of a 2:4 group, drawn from the generator state *seed. */
+static void kept_pair(uint64_t *seed, int *a, int *b) {
+    *seed = *seed * 6364136223846793005ull + 1;
+    int x = (int)(*seed >> 61) % 4, y = (x + 1 + (int)((*seed >> 33) % 3)) % 4;
+    *a = x < y ? x : y, *b = x < y ? y : x;
+}
+
+static void build(gemm *g, int T, int K, int N, uint64_t seed) {
     g->T = T, g->K = K, g->N = N;
     g->X = xalloc(sizeof(float) * (T + MR) * K), g->Xt = xalloc(sizeof(float) * T * K);
     g->W = xalloc(sizeof(float) * K * N), g->Wp = xalloc(sizeof(float) * K * N);
@@ -202,11 +209,8 @@ static int build(gemm *g, int T, int K, int N, uint64_t seed) {
         for (int k = 0; k < K; k++) g->Xt[(size_t)k * T + t] = g->X[(size_t)t * K + k];
     for (int o = 0; o < N; o++)
         for (int gi = 0; gi < K / 4; gi++) {
-            int a = (int)((seed = seed * 6364136223846793005ull + 1) >> 61) % 4, b = (a + 1 + (int)((seed >> 33) % 3)) % 4;
-            if (a > b) {
-                int s = a;
-                a = b, b = s;
-            }
+            int a, b;
+            kept_pair(&seed, &a, &b);
             for (int j = 0; j < 4; j++) g->W[(size_t)(4 * gi + j) * N + o] = (j == a || j == b) ? frand(&seed) : 0.0f;
             int nb = o / NB, col = o % NB;
             float *cv = g->Cv + ((size_t)nb * K / 4 + gi) * 2 * NB;
@@ -223,11 +227,8 @@ static int build(gemm *g, int T, int K, int N, uint64_t seed) {
         }
     for (int bk = 0; bk < N / 16; bk++) /* block masks: rows 4gi+a, 4gi+b kept by the block's 16 channels */
         for (int gi = 0; gi < K / 4; gi++) {
-            int a = (int)((seed = seed * 6364136223846793005ull + 1) >> 61) % 4, b = (a + 1 + (int)((seed >> 33) % 3)) % 4;
-            if (a > b) {
-                int sw = a;
-                a = b, b = sw;
-            }
+            int a, b;
+            kept_pair(&seed, &a, &b);
             int nb = bk / 2, c0 = 16 * (bk % 2);
             for (int j = 0; j < 4; j++)
                 for (int col = c0; col < c0 + 16; col++)
@@ -241,7 +242,6 @@ static int build(gemm *g, int T, int K, int N, uint64_t seed) {
         }
     for (int nb = 0; nb < N / NB; nb++)
         for (int k = 0; k < K; k++) memcpy(g->Wp + ((size_t)nb * K + k) * NB, g->W + (size_t)k * N + nb * NB, sizeof(float) * NB);
-    return 0;
 }
 
 static void release(gemm *g) {

@@ -310,10 +310,10 @@ static void report_layers(run *r) {
     fprintf(r->out, "\n");
     const sdgp_weights_cfg *w = &r->cfg->model.weights;
     if (w->kind != SDGP_WEIGHTS_DENSE) {
+        /* what one mask covers, indexed by sdgp_weights_group */
+        static const char *const mask_per[] = {"(output channel, tap)", "output channel", "block of 16 output channels"};
         fprintf(r->out, "sparse weights: %s %d:%d along input channels, a mask per %s%s; layers:",
-                sdgp_weights_kind_names[w->kind], w->n, w->m, w->group == SDGP_WGROUP_TAP      ? "(output channel, tap)"
-                : w->group == SDGP_WGROUP_KERNEL ? "output channel"
-                                                 : "block of 16 output channels",
+                sdgp_weights_kind_names[w->kind], w->n, w->m, mask_per[w->group],
                 w->kind == SDGP_WEIGHTS_SRSTE ? "" : ", beta per tensor frozen at initialisation");
         for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
