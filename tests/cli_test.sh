@@ -24,6 +24,9 @@ expect 2 "sdgp-domain: unknown value 'fourier'" -- "$SDGP" train --sdgp-domain f
 expect 2 "sparse-kernel off" -- "$SDGP" train --model smallcnn --prune magnitude --sdgp-domain winograd --sparse-kernel off --max-steps 1 --quiet
 expect 2 "sdgp-domain: .*'fourier'" -- "$SDGP" bench step --sdgp-domain fourier
 expect 2 "sdgp-domain: at most 3 values" -- "$SDGP" bench step --sdgp-domain pixel,winograd,auto,pixel
+expect 2 "recompute: unknown value 'all'" -- "$SDGP" train --recompute all
+expect 2 "recompute: 'all' is not none or blocks" -- "$SDGP" bench step --recompute none,all
+expect 2 "recompute: bench layers takes one value" -- "$SDGP" bench layers --recompute none,blocks
 expect 2 "conv-algo: empty list" -- "$SDGP" bench step --conv-algo ,
 expect 2 "conv-algo: unknown conv algorithm 'bogus'" -- "$SDGP" bench step --conv-algo auto,bogus
 expect 2 "batch: 0 is out of range" -- "$SDGP" bench step --batch 0
@@ -46,7 +49,8 @@ blob = open(sys.argv[1], "rb").read()
 (n,) = struct.unpack("<Q", blob[:8])
 head = json.loads(blob[8:8 + n])
 for k in ("conv-algo", "conv-workspace", "sdgp-domain", "mask-block", "sync-bn", "allreduce", "sparse-weights",
-          "nm-weights", "weight-groups", "srste-lambda", "sparse-weights-first", "sparse-weights-classifier"):
+          "nm-weights", "weight-groups", "srste-lambda", "sparse-weights-first", "sparse-weights-classifier",
+          "recompute"):
     del head["__metadata__"]["cfg." + k]
 h = json.dumps(head, separators=(",", ":")).encode()
 h += b" " * (-len(h) % 8)

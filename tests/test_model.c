@@ -738,10 +738,12 @@ TEST_CASE(resnet50_builds) {
  * corrupts a gradient. */
 TEST_CASE(activation_plan_never_overlaps_live_buffers) {
     for (int k = 0; k < sdgp_model_zoo_count(); k++)
-        for (int pruned = 0; pruned < 2; pruned++) {
+        for (int variant = 0; variant < 4; variant++) {
+            const int pruned = variant & 1;
             const sdgp_model_info *mi = sdgp_model_zoo(k);
             sdgp_model_config c = sdgp_model_config_default();
             c.kind = (sdgp_model_kind)k;
+            c.recompute = variant & 2 ? SDGP_RECOMPUTE_BLOCKS : SDGP_RECOMPUTE_NONE;
             c.width = 0.25f;
             c.batch = 2;
             c.height = c.width_px = 32;
@@ -764,10 +766,72 @@ TEST_CASE(activation_plan_never_overlaps_live_buffers) {
                     bad += live_together && share;
                 }
             }
-            CHECK(bad == 0, "%s pruned=%d: %d buffers overlap a live one or leave the arena", mi->name, pruned, bad);
+            CHECK(bad == 0, "%s pruned=%d recompute=%d: %d buffers overlap a live one or leave the arena", mi->name, pruned,
+                  (int)c.recompute, bad);
             CHECK(m->act_bytes < sum, "%s: arena %zu bytes, buffers %zu: nothing shared", mi->name, m->act_bytes, sum);
             CHECK(m->n_grad_pool > 0 && m->grad_pool[0] >= (float *)m->act_arena, "%s: gradient buffers", mi->name);
             sdgp_model_destroy(m);
+        }
+}
+
+/* Three SGD steps of a model on a fixed random batch: its parameters afterwards (caller frees),
+ * and its activation arena's size. */
+static float *steps_params(const sdgp_model_config *c, size_t *n, size_t *arena) {
+    sdgp_model *m;
+    sdgp_error err = {0};
+    if (sdgp_model_create(&m, c, &err) != SDGP_OK) {
+        CHECK(0, "create: %s", err.msg);
+        return NULL;
+    }
+    size_t img = (size_t)c->height * c->width_px * c->channels, B = (size_t)c->batch;
+    float *x = test_xmalloc(B * img * sizeof(float)), *dl = test_xmalloc(B * (size_t)c->num_classes * sizeof(float));
+    int32_t *y = test_xmalloc(B * sizeof(int32_t));
+    test_fill_normal(x, B * img, 11);
+    for (size_t i = 0; i < B; i++) y[i] = (int32_t)(i * 3 % (size_t)c->num_classes);
+    for (int step = 0; step < 3; step++) {
+        sdgp_softmax_xent(dl, NULL, sdgp_model_forward(m, x, 1), y, (int)B, c->num_classes, 0.0f);
+        CHECK(sdgp_model_backward(m, dl, (uint64_t)step, &err) == SDGP_OK, "backward: %s", err.msg);
+        sdgp_model_sgd(m, 0.05f, 0.9f, 5e-4f, 0);
+    }
+    *n = 0;
+    for (int i = 0; i < m->n_params; i++) *n += m->params[i].count;
+    float *out = test_xmalloc(*n * sizeof(float)), *o = out;
+    for (int i = 0; i < m->n_params; i++, o += m->params[i - 1].count)
+        memcpy(o, m->params[i].data, m->params[i].count * sizeof(float));
+    *arena = m->act_bytes;
+    free(x), free(dl), free(y);
+    sdgp_model_destroy(m);
+    return out;
+}
+
+/* --recompute blocks: every registered model, dense and SDGP, trains bitwise as without it (weights,
+ * BatchNorm's running statistics), and the models with residual blocks need a smaller arena. */
+TEST_CASE(recompute_blocks_is_bitwise_and_smaller) {
+    for (int k = 0; k < sdgp_model_zoo_count(); k++)
+        for (int pruned = 0; pruned < 2; pruned++) {
+            const sdgp_model_info *mi = sdgp_model_zoo(k);
+            sdgp_model_config c = sdgp_model_config_default();
+            c.kind = (sdgp_model_kind)k;
+            c.width = 0.25f;
+            c.batch = 4;
+            c.height = c.width_px = 32;
+            c.channels = mi->channels;
+            c.seed = 5;
+            c.prune = sdgp_prune_cfg_make(pruned ? SDGP_PRUNE_RESCALED : SDGP_PRUNE_NONE, 2, 4);
+            c.sparse = SDGP_SPARSE_ON;
+            size_t n1, n2, a1, a2;
+            float *kept = steps_params(&c, &n1, &a1);
+            c.recompute = SDGP_RECOMPUTE_BLOCKS;
+            float *again = steps_params(&c, &n2, &a2);
+            if (kept && again && n1 == n2) {
+                CHECK(test_bitwise_equal(kept, again, n1 * sizeof(float)), "%s pruned=%d: recompute changed training",
+                      mi->name, pruned);
+                if (k != SDGP_MODEL_SMALLCNN)
+                    CHECK(a2 < a1, "%s: arena %zu bytes with recompute, %zu without", mi->name, a2, a1);
+            } else {
+                CHECK(0, "%s: the two models differ", mi->name);
+            }
+            free(kept), free(again);
         }
 }
 
@@ -784,6 +848,7 @@ int main(void) {
     RUN(maxpool_strided_padded);
     RUN(resnet50_builds);
     RUN(activation_plan_never_overlaps_live_buffers);
+    RUN(recompute_blocks_is_bitwise_and_smaller);
     RUN(checkpoint_keeps_kernel_choice);
     RUN(checkpoint_keeps_conv_choice);
     RUN(regnetx_grouped_layers);

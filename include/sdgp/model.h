@@ -83,6 +83,17 @@ typedef struct {
     int classifier;           /* also the linear classifier (default 0: dense) */
 } sdgp_weights_cfg;
 
+/* What backward recomputes rather than keeps from forward. NONE: every conv's pre-BatchNorm output z
+ * is kept (its BatchNorm(+ReLU) output never is: backward recomputes that from z). BLOCKS: inside
+ * each residual block (the run of convs right before an add whose outputs only the block reads) z
+ * is not kept either: just before the block's backward, its convs' forward runs again from the
+ * block's input, with the BatchNorm statistics forward saved. Results are bitwise the same; a step
+ * costs one more forward conv per conv in a block, and the activation arena keeps little more than
+ * the blocks' inputs and outputs (model_memory.c). */
+typedef enum { SDGP_RECOMPUTE_NONE = 0, SDGP_RECOMPUTE_BLOCKS = 1 } sdgp_recompute;
+/* The names, indexed by the enum and NULL-terminated: "none", "blocks". */
+extern SDGP_API const char *const sdgp_recompute_names[];
+
 /* Room for sdgp_model_conv_choice's text: 4 characters per conv layer (up to 255 layers). */
 #define SDGP_CONV_CHOICE_LEN 1024
 
@@ -111,6 +122,7 @@ typedef struct {
     sdgp_prune_cfg prune_wgrad;
     /* N:M sparse weights (S-STE or SR-STE, include/sdgp/nn.h): kind DENSE = off */
     sdgp_weights_cfg weights;
+    sdgp_recompute recompute; /* memory against compute (default NONE) */
 } sdgp_model_config;
 
 /* Defaults: ResNet-9, width 1, batch 64, 32x32x3, 10 classes, BN momentum 0.1 eps 1e-5, scale 0.2,

@@ -49,6 +49,8 @@ typedef struct {
     int conv_ws_mb;
     sdgp_prune_domain domains[SDGP_DOMAIN_AUTO + 1]; /* each measured in the same run */
     int n_domains;
+    sdgp_recompute recomputes[SDGP_RECOMPUTE_BLOCKS + 1]; /* --recompute list, each measured in the same run */
+    int n_rec;
     long blocks[8]; /* --mask-block list, each measured in the same run */
     int n_blocks;
     int batch; /* 0: each model's own batch */
@@ -90,6 +92,7 @@ static sdgp_model_config model_config(const bench_model *bm, const options *o) {
     c.conv_algo = o->conv_algo;
     c.conv_workspace_mb = o->conv_ws_mb;
     c.domain = o->domains[0];
+    c.recompute = o->recomputes[0];
     return c;
 }
 
@@ -245,6 +248,8 @@ static void usage(FILE *f, const char *cmd) {
             "  --conv-algo LIST       our dense convolutions: %s, or a list (a dense row and the\n"
             "                         variant rows per algorithm, all in this run) [%s]\n"
             "  --conv-workspace MB    workspace limit per conv pass (0: none) [%d]\n"
+            "  --recompute LIST       none | blocks (residual blocks' forward again in backward, less memory),\n"
+            "                         or a list: each a dense row and its variant rows, all in this run [none]\n"
             "  --sdgp-domain LIST     where SDGP prunes 3x3 layers: pixel | winograd | auto, or a list [%s]\n"
             "  --mask-block LIST      rows sharing one N:M mask (1: a mask per row), or a list, e.g. 1,4,8 [%d]\n"
             "  --sparse-weights K     variant rows with N:M weights: dense | sste | srste [dense]\n"
@@ -310,6 +315,14 @@ static sdgp_status parse_conv_algo(const char *name, int *out, sdgp_error *err) 
     *out = (int)c;
     return st;
 }
+static sdgp_status parse_recompute(const char *name, int *out, sdgp_error *err) {
+    for (int i = 0; sdgp_recompute_names[i]; i++)
+        if (!strcmp(name, sdgp_recompute_names[i])) {
+            *out = i;
+            return SDGP_OK;
+        }
+    return sdgp_fail(err, SDGP_ERR_INVALID, "'%s' is not none or blocks", name);
+}
 static int parse_name_list(const char *flag, const char *text, name_parse_fn parse, int max, int *vals, int *n) {
     char buf[128];
     sdgp_error err;
@@ -343,6 +356,8 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     o->conv_ws_mb = sdgp_model_config_default().conv_workspace_mb;
     o->domains[0] = sdgp_model_config_default().domain;
     o->n_domains = 1;
+    o->recomputes[0] = sdgp_model_config_default().recompute;
+    o->n_rec = 1;
     o->blocks[0] = sdgp_model_config_default().prune.mask_block;
     o->n_blocks = 1;
     o->train = sdgp_train_config_default();
@@ -381,6 +396,11 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
             int vals[SDGP_DOMAIN_AUTO + 1];
             if (!parse_name_list(a, v, parse_domain, SDGP_DOMAIN_AUTO + 1, vals, &o->n_domains)) return 0;
             for (int k = 0; k < o->n_domains; k++) o->domains[k] = (sdgp_prune_domain)vals[k];
+            i++;
+        } else if (!strcmp(a, "--recompute")) {
+            int vals[SDGP_RECOMPUTE_BLOCKS + 1];
+            if (!parse_name_list(a, v, parse_recompute, SDGP_RECOMPUTE_BLOCKS + 1, vals, &o->n_rec)) return 0;
+            for (int k = 0; k < o->n_rec; k++) o->recomputes[k] = (sdgp_recompute)vals[k];
             i++;
         } else if (!strcmp(a, "--conv-algo")) {
             int vals[SDGP_CONV_MEASURED + 1];
@@ -452,6 +472,9 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
     return 1;
 }
 
+/* ", recompute blocks" in a text row when asked for, nothing for the default */
+static const char *rec_note(sdgp_recompute r) { return r == SDGP_RECOMPUTE_BLOCKS ? ", recompute blocks" : ""; }
+
 int sdgp_cmd_bench_step(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
@@ -460,35 +483,40 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         }
     options o;
     if (!parse_options(&o, argc, argv, 0)) return 2;
-    for (int mi = 0; mi < o.n_models * o.n_algos; mi++) { /* each model, each --conv-algo */
-        o.conv_algo = o.conv_algos[mi % o.n_algos];
-        bench_model bmv = o.models[mi / o.n_algos];
+    const int per_model = o.n_algos * o.n_rec;
+    result torch;
+    for (int mi = 0; mi < o.n_models * per_model; mi++) { /* each model, each --conv-algo, each --recompute */
+        o.conv_algo = o.conv_algos[mi / o.n_rec % o.n_algos];
+        bench_model bmv = o.models[mi / per_model];
         if (o.batch) bmv.batch = o.batch; /* e.g. the training batch, for seconds per epoch */
         const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
-        result ours, torch;
+        mc.recompute = o.recomputes[mi % o.n_rec];
+        result ours;
         if (!run_child_ours(&mc, o.steps, 0, &ours)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, ours.err);
             return 1;
         }
-        memset(&torch, 0, sizeof torch);
-        if (o.torch && !run_torch(&o, bm, &torch)) {
-            fprintf(stderr, "sdgp: %s\n", torch.err);
-            return 1;
+        if (mi % per_model == 0) { /* PyTorch once per model: our settings are not its */
+            memset(&torch, 0, sizeof torch);
+            if (o.torch && !run_torch(&o, bm, &torch)) {
+                fprintf(stderr, "sdgp: %s\n", torch.err);
+                return 1;
+            }
         }
         if (o.json)
-            printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"none\",\"ours_ms\":%.2f,"
-                   "\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
-                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb,
-                   torch.rss_mb);
+            printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"recompute\":\"%s\",\"prune\":\"none\","
+                   "\"ours_ms\":%.2f,\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_recompute_names[mc.recompute],
+                   ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb, torch.rss_mb);
         else if (o.torch)
-            printf("%-24s batch %3d  %d threads  dense (%s, %d MB): ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
+            printf("%-24s batch %3d  %d threads  dense (%s, %d MB%s): ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
                    "peak RSS ours %6.0f MB  torch %6.0f MB (x%.2f)\n",
-                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, torch.ms, torch.ms / ours.ms, ours.rss_mb, torch.rss_mb,
-                   ours.rss_mb / torch.rss_mb);
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, rec_note(mc.recompute), ours.ms, torch.ms,
+                   torch.ms / ours.ms, ours.rss_mb, torch.rss_mb, ours.rss_mb / torch.rss_mb);
         else /* no peer: no ratios */
-            printf("%-24s batch %3d  %d threads  dense (%s, %d MB): ours %8.1f ms  peak RSS ours %6.0f MB\n",
-                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, ours.ms, ours.rss_mb);
+            printf("%-24s batch %3d  %d threads  dense (%s, %d MB%s): ours %8.1f ms  peak RSS ours %6.0f MB\n",
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, rec_note(mc.recompute), ours.ms, ours.rss_mb);
         if (!o.json && o.conv_algo == SDGP_CONV_MEASURED) /* what was measured, and what it cost */
             printf("%-24s   per-pass algorithms (fwd,bwd-data,bwd-weights per layer) %s, model built in %.1f s\n", bm->name,
                    ours.convs, ours.create_s);
@@ -522,10 +550,10 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 }
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
+                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"recompute\":\"%s\",\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
                            "\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f,%s}\n",
                            bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
-                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sdgp_sparse_mode_names[pc.sparse], sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
+                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sdgp_recompute_names[pc.recompute], sdgp_sparse_mode_names[pc.sparse], sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
                            torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb, extras);
                 else
                     printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s %8.1f ms  vs our dense x%.3f  kernels %s%s", bm->name,
@@ -546,6 +574,10 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
         }
     options o;
     if (!parse_options(&o, argc, argv, 1)) return 2;
+    if (o.n_rec > 1) {
+        fprintf(stderr, "sdgp: --recompute: bench layers takes one value (its rows are per layer, not per step)\n");
+        return 2;
+    }
     for (int mi = 0; mi < o.n_models * o.n_algos; mi++) { /* each model, each --conv-algo */
         o.conv_algo = o.conv_algos[mi % o.n_algos];
         bench_model bmv = o.models[mi / o.n_algos];

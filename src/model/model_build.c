@@ -432,6 +432,8 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     if ((unsigned)cfg->sparse > SDGP_SPARSE_FASTEST)
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sparse-kernel mode %d", (int)cfg->sparse);
     if ((unsigned)cfg->domain > SDGP_DOMAIN_AUTO) return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sdgp domain %d", (int)cfg->domain);
+    if ((unsigned)cfg->recompute > SDGP_RECOMPUTE_BLOCKS)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown recompute mode %d", (int)cfg->recompute);
     if (cfg->domain == SDGP_DOMAIN_WINOGRAD && cfg->sparse == SDGP_SPARSE_OFF && cfg->prune.fn != SDGP_PRUNE_NONE)
         return sdgp_fail(err, SDGP_ERR_INVALID,
                          "model: --sdgp-domain winograd runs on the sparse kernel; it cannot be combined with --sparse-kernel off");

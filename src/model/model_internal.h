@@ -57,6 +57,9 @@ struct op {
                                        index (its input is recomputed for the weight gradient); -1
                                        otherwise */
     int out_buf;                    /* grad-pool buffer that holds this op's output gradient */
+    int block_first;                /* OP_ADD closing a recomputed block (SDGP_RECOMPUTE_BLOCKS): the
+                                       block's first op; -1 otherwise */
+    int block_add;                  /* OP_CONV inside a recomputed block: the block's add; -1 otherwise */
     int in_inherits;                /* OP_ADD: input `in` takes over the output gradient buffer */
 
     int relu;                       /* OP_CONV, OP_ADD: a ReLU on the output */
@@ -69,6 +72,11 @@ struct op {
     int p_w, p_gamma, p_beta, p_rmean, p_rvar; /* parameter indices (BatchNorm's: -1 without bn) */
     float *z;                       /* conv output, pre-BatchNorm (B x Ho x Wo x Cout); without bn,
                                        the output slot itself */
+    float *z_fwd;                   /* where forward writes z: z itself, or (block_add >= 0) a buffer
+                                       alive during this op's forward only */
+    float *y_re, *x_re;             /* block_add >= 0, alive during the block's recompute only: this
+                                       op's output when a conv of the block reads it; its input when
+                                       that is a transient conv output from before the block */
     float *mean, *rstd;             /* saved BatchNorm statistics (Cout) */
     double bn_total;                /* synchronised BatchNorm: rows of the whole batch (forward's sums) */
     int prune;                      /* prune dL/dO for the data gradient */

@@ -1,14 +1,16 @@
 /* A step's activation memory: which buffers it needs, when each is alive, where each sits in the one
  * activation arena.
  *
- * A step is a timeline of 2N op runs: forward op k at time k, then backward op k at time 2N-1-k.
+ * A step is a timeline of 2N op runs: forward op k at time 2k, then backward op k at time
+ * 2(2N-1-k); the odd time right after an add's backward is its block's recompute (plan_blocks).
  * Every buffer has an interval of that timeline in which it holds something still to be read:
  * - a slot kept for backward (an add's output, a pool's output, ...): from its producer's forward to
  *   its producer's backward (the consumers' backwards, which read it, come before that); the logits
  *   for the whole step (the caller reads them after backward);
  * - a conv's output that backward recomputes from z ("transient", see plan_transients): its
  *   producer's forward to its last consumer's forward;
- * - z, BatchNorm's statistics, pool indices: the op's forward to its backward;
+ * - z, BatchNorm's statistics, pool indices: the op's forward to its backward; in a recomputed
+ *   block, z twice: during the op's forward, and from the block's recompute to the op's backward;
  * - a gradient buffer: from its first writer's backward (the slot's last consumer) to its
  *   producer's backward (plan_gradients); a temporary for an accumulated gradient: one op;
  * - the pruned dL/dO (dense and compressed): the whole step (the kernel tuner also uses them before
@@ -23,9 +25,13 @@
 
 #include "model/model_internal.h"
 
-/* Time of an op's forward and of its backward on the step's timeline. */
-static int fwd_time(int k) { return k; }
-static int bwd_time(const sdgp_model *m, int k) { return 2 * m->n_ops - 1 - k; }
+const char *const sdgp_recompute_names[] = {"none", "blocks", NULL};
+
+/* Time of an op's forward and of its backward on the step's timeline, and of the recompute of the
+ * block an add closes (between the add's backward and its block's last conv's). */
+static int fwd_time(int k) { return 2 * k; }
+static int bwd_time(const sdgp_model *m, int k) { return 2 * (2 * m->n_ops - 1 - k); }
+static int recompute_time(const sdgp_model *m, int add) { return bwd_time(m, add) + 1; }
 
 /* ---- gradient buffers by liveness ----
  * Backward runs the ops in reverse. An op reads its output's gradient and writes its inputs'. A
@@ -115,6 +121,38 @@ static void plan_transients(sdgp_model *m) {
     }
 }
 
+/* ---- recomputed blocks (SDGP_RECOMPUTE_BLOCKS) ----
+ * A block is the run of convs with BatchNorm right before an add, [first, add), whose (transient)
+ * outputs no op after the add reads: a residual block's branch convs and its projection shortcut.
+ * Its convs' z need not be kept through the rest of forward and backward: after the add's backward
+ * the block's forward runs again (model_run.c, recompute_block) from its inputs, which are kept
+ * slots, or transient conv outputs from before the block, recomputed from their producers' z (kept:
+ * those producers are in no block, or they would not be read after their add). */
+static void plan_blocks(sdgp_model *m) {
+    for (int k = 0; k < m->n_ops; k++) m->ops[k].block_first = m->ops[k].block_add = -1;
+    if (m->cfg.recompute != SDGP_RECOMPUTE_BLOCKS) return;
+    for (int add = 0; add < m->n_ops; add++) {
+        if (m->ops[add].kind != OP_ADD) continue;
+        int first = add;
+        for (; first > 0; first--) {
+            const op *c = &m->ops[first - 1];
+            const slot *s = &m->slots[c->out];
+            if (c->kind != OP_CONV || !c->bn || !s->transient || s->live_to > add) break;
+        }
+        if (first == add) continue;
+        m->ops[add].block_first = first;
+        for (int j = first; j < add; j++) m->ops[j].block_add = add;
+    }
+}
+
+/* Whether a conv of o's block reads o's output (then the recompute needs it as well as z). */
+static int read_in_block(const sdgp_model *m, int k) {
+    const op *o = &m->ops[k];
+    for (int j = k + 1; j < o->block_add; j++)
+        if (m->ops[j].in == o->out) return 1;
+    return 0;
+}
+
 /* ---- the arena ---- */
 
 /* Every buffer of the arena, in one fixed order: the first pass (base NULL) records each one's size
@@ -140,19 +178,29 @@ static void *mem_item_at(mem_walk *w, size_t bytes, int t0, int t1) {
 
 static void mem_walk_all(mem_walk *w) {
     sdgp_model *m = w->m;
-    const int end = 2 * m->n_ops - 1;
+    const int end = bwd_time(m, 0);
     for (int k = 0; k < m->n_ops; k++) {
         op *o = &m->ops[k];
         slot *out = &m->slots[o->out];
         const int tf = fwd_time(k), tb = bwd_time(m, k);
         if (out->transient) out->act = mem_item_at(w, out->count * sizeof(float), tf, fwd_time(out->live_to));
         else out->act = mem_item_at(w, out->count * sizeof(float), tf, o->out == m->logits_slot ? end : tb);
+        if (o->kind == OP_CONV && o->bn && o->block_add >= 0) {
+            const int tr = recompute_time(m, o->block_add);
+            o->z_fwd = mem_item_at(w, out->count * sizeof(float), tf, tf);
+            o->z = mem_item_at(w, out->count * sizeof(float), tr, tb);
+            o->y_re = read_in_block(m, k) ? mem_item_at(w, out->count * sizeof(float), tr, tr) : NULL;
+            o->x_re = o->recompute_from >= 0 && o->recompute_from < m->ops[o->block_add].block_first
+                          ? mem_item_at(w, m->slots[o->in].count * sizeof(float), tr, tr)
+                          : NULL;
+        } else if (o->kind == OP_CONV && o->bn) {
+            o->z = o->z_fwd = mem_item_at(w, out->count * sizeof(float), tf, tb);
+        }
         if (o->kind == OP_CONV && o->bn) {
-            o->z = mem_item_at(w, out->count * sizeof(float), tf, tb);
             o->mean = mem_item_at(w, (size_t)out->C * sizeof(float), tf, tb);
             o->rstd = mem_item_at(w, (size_t)out->C * sizeof(float), tf, tb);
         }
-        if (o->kind == OP_CONV && !o->bn) o->z = out->act; /* y is all there is */
+        if (o->kind == OP_CONV && !o->bn) o->z = o->z_fwd = out->act; /* y is all there is */
         if (o->kind == OP_MAXPOOL2 || o->kind == OP_MAXPOOL) o->pool_arg = mem_item_at(w, out->count, tf, tb);
         if (o->kind == OP_GLOBAL_MAXPOOL) o->gmp_arg = mem_item_at(w, out->count * sizeof(int32_t), tf, tb);
     }
@@ -214,12 +262,13 @@ sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err) {
         return st;
     }
     plan_transients(m);
+    plan_blocks(m);
     m->max_count = 0;
     for (int s = 0; s < m->n_slots; s++)
         if (m->slots[s].count > m->max_count) m->max_count = m->slots[s].count;
 
     m->grad_pool = calloc((size_t)m->n_grad_pool + 1, sizeof(float *));
-    m->mem_items = calloc(4 * (size_t)m->n_ops + (size_t)m->n_grad_pool + 3, sizeof *m->mem_items);
+    m->mem_items = calloc(7 * (size_t)m->n_ops + (size_t)m->n_grad_pool + 3, sizeof *m->mem_items);
     if (!m->grad_pool || !m->mem_items) {
         free(live);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory planning memory");

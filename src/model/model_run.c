@@ -18,11 +18,11 @@ static double now_ms(void) { return 1e3 * sdgp_now_s(); }
 static void bn_dist_forward(sdgp_model *m, op *o, float *y, int64_t rows) {
     const sdgp_param *p = m->params;
     int C = o->geom.Cout;
-    sdgp_batchnorm_forward_stats(m->bn_sums, o->z, rows, C);
+    sdgp_batchnorm_forward_stats(m->bn_sums, o->z_fwd, rows, C);
     if (m->bn_st == SDGP_OK)
         m->bn_st = m->bn_dist->allreduce(m->bn_dist->ctx, m->bn_sums, 2 * (size_t)C + 1, SDGP_DIST_DOUBLE, &m->bn_err);
     o->bn_total = m->bn_sums[2 * C];
-    sdgp_batchnorm_forward_train_sums(y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, m->bn_sums, o->z,
+    sdgp_batchnorm_forward_train_sums(y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, m->bn_sums, o->z_fwd,
                                       p[o->p_gamma].data, p[o->p_beta].data, rows, C, m->cfg.bn_momentum,
                                       m->cfg.bn_eps, o->relu);
 }
@@ -74,12 +74,12 @@ static void grad_ready(sdgp_model *m, int param) {
  * writes the output slot itself (o->z is that slot). */
 static void conv_forward(sdgp_model *m, op *o, int train) {
     const float *x = m->slots[o->in].act;
-    float *y = m->slots[o->out].act;
+    float *y = m->slots[o->out].act, *z = o->z_fwd;
     const sdgp_param *p = m->params;
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     double t0 = m->timing ? now_ms() : 0;
     /* A failure here would be an internal oneDNN error on shapes validated at build time. */
-    (void)sdgp_conv_forward(o->dnnl, o->z, x, model_op_weights(m, o), NULL, NULL);
+    (void)sdgp_conv_forward(o->dnnl, z, x, model_op_weights(m, o), NULL, NULL);
     if (m->timing) o->times.fwd_ms = now_ms() - t0;
     if (!o->bn) {
         if (o->relu) sdgp_relu_forward(y, y, m->slots[o->out].count);
@@ -87,10 +87,10 @@ static void conv_forward(sdgp_model *m, op *o, int train) {
         bn_dist_forward(m, o, y, rows);
     } else if (train) {
         (o->relu ? sdgp_batchnorm_relu_forward_train : sdgp_batchnorm_forward_train)(
-            y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, o->z, p[o->p_gamma].data, p[o->p_beta].data, rows,
+            y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, z, p[o->p_gamma].data, p[o->p_beta].data, rows,
             o->geom.Cout, m->cfg.bn_momentum, m->cfg.bn_eps);
     } else {
-        sdgp_batchnorm_forward_eval(y, o->z, p[o->p_gamma].data, p[o->p_beta].data, p[o->p_rmean].data,
+        sdgp_batchnorm_forward_eval(y, z, p[o->p_gamma].data, p[o->p_beta].data, p[o->p_rmean].data,
                                     p[o->p_rvar].data, rows, o->geom.Cout, m->cfg.bn_eps);
         if (o->relu) sdgp_relu_forward(y, y, m->slots[o->out].count);
     }
@@ -203,6 +203,35 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
     return st;
 }
 
+/* y = relu(bn(z)) (or bn(z)) of conv op src again, from its z and the statistics its forward
+ * saved: bitwise what that forward wrote (test_model: batchnorm_recompute_is_bitwise). */
+static void bn_output_recompute(const sdgp_model *m, const op *src, float *y) {
+    const sdgp_param *p = m->params;
+    (src->relu ? sdgp_batchnorm_relu_recompute : sdgp_batchnorm_recompute)(
+        y, src->z, src->mean, src->rstd, p[src->p_gamma].data, p[src->p_beta].data,
+        (int64_t)m->B * src->geom.Ho * src->geom.Wo, src->geom.Cout);
+}
+
+/* SDGP_RECOMPUTE_BLOCKS: the forward convs of the block [first, add) again, right after the add's
+ * backward, into the z buffers backward reads from here on (model_memory.c, plan_blocks). Inputs:
+ * a kept slot, the output of a conv of the block (its y_re), or a transient output from before the
+ * block, recomputed from its producer's kept z. BatchNorm's statistics are forward's: nothing is
+ * updated twice, and z comes out bitwise as forward had it (same primitive, same input). */
+static void recompute_block(sdgp_model *m, int first, int add) {
+    for (int j = first; j < add; j++) {
+        op *o = &m->ops[j];
+        const float *x = m->slots[o->in].act;
+        if (o->recompute_from >= first) {
+            x = m->ops[o->recompute_from].y_re;
+        } else if (o->recompute_from >= 0) {
+            bn_output_recompute(m, &m->ops[o->recompute_from], o->x_re);
+            x = o->x_re;
+        }
+        (void)sdgp_conv_forward(o->dnnl, o->z, x, model_op_weights(m, o), NULL, NULL); /* shapes checked at build */
+        if (o->y_re) bn_output_recompute(m, o, o->y_re);
+    }
+}
+
 static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step, sdgp_error *err) {
     const sdgp_param *p = m->params;
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
@@ -241,10 +270,7 @@ static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step,
     double t0 = m->timing ? now_ms() : 0;
     const float *x = m->slots[o->in].act;
     if (o->recompute_from >= 0) {
-        const op *src = &m->ops[o->recompute_from];
-        (src->relu ? sdgp_batchnorm_relu_recompute : sdgp_batchnorm_recompute)(
-            dx, src->z, src->mean, src->rstd, p[src->p_gamma].data, p[src->p_beta].data,
-            (int64_t)m->B * src->geom.Ho * src->geom.Wo, src->geom.Cout);
+        bn_output_recompute(m, &m->ops[o->recompute_from], dx);
         x = dx;
     }
     st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, x, dz_w, err);
@@ -288,6 +314,7 @@ sdgp_status sdgp_model_backward(sdgp_model *m, const float *dlogits, uint64_t st
             if (o->relu) sdgp_relu_backward(dy, dy, out->act, out->count);
             add_input_grad(m, o->in2_mode, o->in2_buf, dy, out->count);
             if (!o->in_inherits) add_input_grad(m, o->in_mode, o->in_buf, dy, out->count);
+            if (o->block_first >= 0) recompute_block(m, o->block_first, k);
             continue;
         case OP_GLOBAL_MAXPOOL: sdgp_global_maxpool_backward(dx, dy, o->gmp_arg, m->B, in->H * in->W, in->C); break;
         case OP_GLOBAL_AVGPOOL: sdgp_global_avgpool_backward(dx, dy, m->B, in->H * in->W, in->C); break;

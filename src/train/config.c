@@ -71,6 +71,8 @@ static const field fields[] = {
      "of direct and Winograd, timed at start)" + 3},
     {"conv-workspace", F_INT, OFF(model.conv_workspace_mb), 0, 0, 1 << 20, NULL,
      "MB per conv pass; Winograd splits its calls to fit, auto falls back to direct (0: no limit)"},
+    {"recompute", F_ENUM, OFF(model.recompute), 0, 0, 0, sdgp_recompute_names,
+     "none | blocks: keep every conv's output for backward, or recompute each residual block's forward in backward (less memory, bitwise the same)"},
     {"data", F_STRING, OFF(data), SZ(data), 0, 0, NULL, "fashion-mnist | mnist | cifar10"},
     {"data-dir", F_STRING, OFF(data_dir), SZ(data_dir), 0, 0, NULL, "directory of the data files"},
     {"epochs", F_INT, OFF(epochs), 0, 1, 100000, NULL, "epochs"},
@@ -131,7 +133,7 @@ static const struct {
     {"conv-algo", "direct"}, {"conv-workspace", "0"}, {"sdgp-domain", "pixel"}, {"mask-block", "1"},
     {"sync-bn", "0"}, {"allreduce", "overlap"}, {"sparse-weights", "dense"}, {"nm-weights", "2:4"},
     {"weight-groups", "tap"}, {"srste-lambda", "0.0002"}, {"sparse-weights-first", "0"},
-    {"sparse-weights-classifier", "0"},
+    {"sparse-weights-classifier", "0"}, {"recompute", "none"},
 };
 
 const char *train_config_field_before(int i) {

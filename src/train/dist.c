@@ -219,7 +219,8 @@ static char *config_text(const sdgp_train_config *cfg, const sdgp_dataset *train
         char line[1200];
         if (i < sdgp_train_config_field_count()) {
             const char *name = sdgp_train_config_field(cfg, i, NULL, val, sizeof val);
-            if (!strcmp(name, "threads") || !strcmp(name, "data-dir")) continue; /* may differ by machine */
+            if (!strcmp(name, "threads") || !strcmp(name, "data-dir") || !strcmp(name, "recompute"))
+                continue; /* may differ by machine (recompute: bitwise the same results) */
             snprintf(line, sizeof line, "%s=%s\n", name, val);
         } else {
             snprintf(line, sizeof line, "training data=%lld images, fingerprint %016llx\nstart step=%lld\n"

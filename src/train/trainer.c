@@ -307,7 +307,8 @@ static void report_layers(run *r) {
             else fprintf(r->out, "%swino/%dx%d", p ? "," : "", pl->chunk, pl->parts);
         }
     }
-    fprintf(r->out, "\n");
+    fprintf(r->out, "\nactivations: %.1f MB per step (--recompute %s)\n", 1e-6 * (double)sdgp_model_activation_bytes(r->model),
+            sdgp_recompute_names[r->cfg->model.recompute]);
     const sdgp_weights_cfg *w = &r->cfg->model.weights;
     if (w->kind != SDGP_WEIGHTS_DENSE) {
         /* what one mask covers, indexed by sdgp_weights_group */
