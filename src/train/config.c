@@ -11,6 +11,22 @@
 #include "sdgp/train.h"
 #include "train/train_internal.h"
 
+/* Where each dataset is when no data-dir is given: Debian's package for Fashion-MNIST,
+ * scripts/get-mnist.sh's directory for MNIST (no Debian package carries it). */
+static const struct {
+    const char *data, *dir;
+} default_dirs[] = {
+    {"fashion-mnist", "/usr/share/datasets/fashion-mnist"},
+    {"mnist", "/usr/share/datasets/mnist"},
+    {"cifar10", "/usr/share/datasets/cifar10"},
+};
+
+static const char *default_data_dir(const char *data) {
+    for (size_t i = 0; i < sizeof default_dirs / sizeof *default_dirs; i++)
+        if (!strcmp(data, default_dirs[i].data)) return default_dirs[i].dir;
+    return NULL;
+}
+
 sdgp_train_config sdgp_train_config_default(void) {
     sdgp_train_config c;
     memset(&c, 0, sizeof c);
@@ -18,7 +34,7 @@ sdgp_train_config sdgp_train_config_default(void) {
     c.model.width = 0.25f;
     c.model.batch = 512;
     snprintf(c.data, sizeof c.data, "fashion-mnist");
-    snprintf(c.data_dir, sizeof c.data_dir, "/usr/share/datasets/fashion-mnist");
+    snprintf(c.data_dir, sizeof c.data_dir, "%s", default_data_dir(c.data));
     c.epochs = 15;
     c.lr = 0.5f;
     c.momentum = 0.9f;
@@ -74,7 +90,8 @@ static const field fields[] = {
     {"recompute", F_ENUM, OFF(model.recompute), 0, 0, 0, sdgp_recompute_names,
      "none | blocks: keep every conv's output for backward, or recompute each residual block's forward in backward (less memory, bitwise the same)"},
     {"data", F_STRING, OFF(data), SZ(data), 0, 0, NULL, "fashion-mnist | mnist | cifar10"},
-    {"data-dir", F_STRING, OFF(data_dir), SZ(data_dir), 0, 0, NULL, "directory of the data files"},
+    {"data-dir", F_STRING, OFF(data_dir), SZ(data_dir), 0, 0, NULL,
+     "directory of the data files (default: /usr/share/datasets/<data>; MNIST: bash scripts/get-mnist.sh)"},
     {"epochs", F_INT, OFF(epochs), 0, 1, 100000, NULL, "epochs"},
     {"max-steps", F_INT64, OFF(max_steps), 0, 0, 1e15, NULL, "stop after this many steps (0: no limit)"},
     {"lr", F_FLOAT, OFF(lr), 0, 0, 1000, NULL, "peak learning rate"},
@@ -228,8 +245,17 @@ static sdgp_status set_field(const field *f, sdgp_train_config *cfg, const char 
 
 sdgp_status sdgp_train_config_set(sdgp_train_config *cfg, const char *key, const char *value, sdgp_error *err) {
     if (!cfg || !key || !value) return sdgp_fail(err, SDGP_ERR_INVALID, "config: NULL argument");
+    /* data-dir follows data while it is the previous dataset's default: --data mnist alone must not
+     * read Fashion-MNIST's files (a checkpoint stores data before data-dir, which then sets its own) */
+    const char *dir_was = !strcmp(key, "data") ? default_data_dir(cfg->data) : NULL;
+    const int follow = dir_was && !strcmp(cfg->data_dir, dir_was);
     for (int i = 0; i < N_FIELDS; i++)
-        if (!strcmp(key, fields[i].name)) return set_field(&fields[i], cfg, value, err);
+        if (!strcmp(key, fields[i].name)) {
+            sdgp_status st = set_field(&fields[i], cfg, value, err);
+            const char *dir = st == SDGP_OK && follow ? default_data_dir(cfg->data) : NULL;
+            if (dir) snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", dir);
+            return st;
+        }
     return sdgp_fail(err, SDGP_ERR_INVALID, "unknown setting '%s'", key);
 }
 
