@@ -31,6 +31,11 @@ R9="train --batch-size 64 --max-steps 1 --no-tta --threads 1 --quiet"
 expect 0 "test accuracy" -- "$SDGP" $R9 --checkpoint "$T/r9_k1.st"
 expect 0 "test accuracy" -- $MPI "$SDGP" $R9 --sync-bn --checkpoint "$T/r9_k2.st"
 expect 0 "max_rel_err" -- "$DIFF" "$T/r9_k1.st" "$T/r9_k2.st" $TOL
+# the same with --recompute blocks (its BatchNorm outputs recomputed from the synced statistics), a rank
+# apart from the other: bitwise the step of ranks that keep z
+expect 0 "test accuracy" -- mpirun --oversubscribe -np 1 "$SDGP" $R9 --sync-bn --recompute blocks --checkpoint \
+  "$T/r9_k2_rb.st" : -np 1 "$SDGP" $R9 --sync-bn --checkpoint "$T/r9_k2_rb.st"
+expect 0 "0 differ" -- "$DIFF" "$T/r9_k2.st" "$T/r9_k2_rb.st"
 
 # 2. smallcnn, 8 steps: K = 2 --sync-bn against one process; the loss logged alike
 expect 0 "test accuracy" -- "$SDGP" $SMALL --max-steps 8 --checkpoint "$T/k1_8.st" --log "$T/k1.jsonl"
