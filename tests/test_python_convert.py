@@ -199,6 +199,25 @@ for fmt in (torch.contiguous_format, torch.channels_last):
     check(worst[0] < 1e-4, tag + ": every parameter gradient as the oracle's (worst %.2g: %s)" % worst)
     check([r["converted"] for r in st.layer_report(model)] == [False, True, True, True], tag + ": grouped layers converted")
 
+# wgrad: dL/dW (and dL/db) by libsdgp's dense kernels, forced or chosen per layer, in both layouts and
+# with grouped and biased layers: the gradients stay the oracle's; the report names each layer's choice
+for fmt in (torch.contiguous_format, torch.channels_last):
+    for wgrad in ("sdgp", "auto"):
+        torch.manual_seed(3)
+        ref = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1, groups=2), nn.ReLU(),
+                            nn.Conv2d(32, 32, 1, bias=False), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                            nn.Linear(32, 10)).to(memory_format=fmt)
+        model = st.convert_model(copy.deepcopy(ref), prune="magnitude", nm="2:4", wgrad=wgrad, strict=True)
+        oracle = to_oracle(ref, "magnitude", "2:4")
+        x = torch.randn(3, 3, 10, 10).contiguous(memory_format=fmt)
+        tag = "wgrad=%s %s" % (wgrad, "channels_last" if fmt == torch.channels_last else "NCHW")
+        worst = worst_after_steps(model, oracle, x, torch.randint(0, 10, (3,)))
+        check(worst[0] < 1e-4, tag + ": every parameter gradient as the oracle's (worst %.2g: %s)" % worst)
+        rep = [r for r in st.layer_report(model) if r["converted"]]
+        check(all(r["wgrad"] in ("torch", "sdgp") for r in rep) and (wgrad == "auto") == all(
+            r["wgrad_times_ms"] is not None for r in rep), tag + ": each layer's choice and its measurement reported")
+        check(wgrad == "auto" or all(r["wgrad"] == "sdgp" for r in rep), tag + ": sdgp forced on every layer")
+
 # the pruning is real: 2:4 gradients differ from plain torch's
 ref = small_net()
 model = st.convert_model(copy.deepcopy(ref), prune="magnitude", nm="2:4")
@@ -252,6 +271,7 @@ raises(ValueError, lambda: st.convert_model(small_net(), nm="2:5", strict=True),
        "out_channels=32 is not a multiple of m=5")
 raises(ValueError, lambda: st.convert_model(small_net(), nm="2/4"), "nm '2/4'", "2/4")
 raises(ValueError, lambda: st.convert_model(small_net(), prune="magic"), "prune='magic'", "magic")
+raises(ValueError, lambda: st.convert_model(small_net(), wgrad="fast"), "wgrad='fast'", "fast")
 raises(ValueError, lambda: st.convert_model(small_net(), kernel="fast"), "kernel='fast'", "kernel")
 raises(ValueError, lambda: st.convert_model(small_net(), mask_block=0), "mask_block=0", "mask_block")
 raises(ValueError, lambda: st.convert_model(small_net(), mask_block=65), "mask_block=65", "mask_block")

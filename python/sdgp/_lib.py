@@ -39,6 +39,14 @@ class ConvGeom(ctypes.Structure):  # sdgp_conv_geom
                 ("kw", c_int), ("stride", c_int), ("pad", c_int), ("Ho", c_int), ("Wo", c_int), ("groups", c_int)]
 
 
+class ConvOptions(ctypes.Structure):  # sdgp_conv_options
+    _fields_ = [("algo", c_int), ("workspace_limit", ctypes.c_size_t)]
+
+
+CONV_AUTO = 2  # SDGP_CONV_AUTO: Winograd where oneDNN has it and it pays, direct elsewhere
+CONV_WORKSPACE_MB = 48  # SDGP_CONV_WORKSPACE_MB_DEFAULT, as `sdgp train`
+
+
 # ---- exceptions: one class per sdgp_status, each also a builtin Python users already catch ----
 class SdgpError(RuntimeError):
     """An error reported by libsdgp; .code is the sdgp_status, the message is the library's."""
@@ -149,6 +157,11 @@ sparse_bwd_set_output_layout = _sig("sdgp_sparse_bwd_set_output_layout", c_int, 
 sparse_bwd_set_mask_block = _sig("sdgp_sparse_bwd_set_mask_block", c_int, c_void_p, c_int, P_ERR)
 MASK_BLOCK_MAX = 64  # SDGP_MASK_BLOCK_MAX
 sparse_bwd_data = _sig("sdgp_sparse_bwd_data", c_int, c_void_p, c_void_p, P_NM, P_ERR)
+conv_create_opts = _sig("sdgp_conv_create_opts", c_int, ctypes.POINTER(c_void_p), P_GEOM, c_int, c_int,
+                        ctypes.POINTER(ConvOptions), P_ERR)
+conv_destroy = _sig("sdgp_conv_destroy", None, c_void_p)
+conv_backward_weights = _sig("sdgp_conv_backward_weights", c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
+                             P_ERR)
 
 
 def parse_nm(nm):

@@ -4,7 +4,8 @@ The goal (issue 15): the binding costs less than 2 % of a converted layer's back
 times, for each backward of a converted layer, the whole autograd backward as PyTorch calls it (entry to
 return: argument unpacking, checks, scratch lookups, ctypes marshalling, output allocation) and, inside
 it, each call into compiled kernels:
-  sdgp    libsdgp's sdgp_prune, sdgp_sparse_bwd_pack_strided, sdgp_sparse_bwd_data
+  sdgp    libsdgp's sdgp_prune, sdgp_sparse_bwd_pack_strided, sdgp_sparse_bwd_data and (wgrad "sdgp")
+          sdgp_conv_backward_weights
   torch   torch's convolution_backward (dL/dW and dL/db always, dL/dD on layers that chose dense)
   layout  the copies between torch's layouts (sdgp.torch._relayout), left only for a dL/dO of other
           strides or in another layout than x: the library reads NCHW and channels_last dL/dO and writes
@@ -22,7 +23,7 @@ from . import _lib
 from . import torch as _st
 
 # bucket -> (module, attribute names): what the probe swaps (sdgp/torch.py routes its calls through them)
-_TIMED = {"sdgp": (_lib, ("prune", "sparse_bwd_pack_strided", "sparse_bwd_data")),
+_TIMED = {"sdgp": (_lib, ("prune", "sparse_bwd_pack_strided", "sparse_bwd_data", "conv_backward_weights")),
           "torch": (_st, ("_conv_backward",)),
           "layout": (_st, ("_relayout",))}
 GOAL_PCT = 2.0
@@ -64,7 +65,7 @@ class OverheadProbe:
 
         def backward(ctx, *grads):
             st = ctx.state
-            if st.choice is None:  # the auto measurement runs both kernels three times: not a normal backward
+            if st.choice is None or st.wgrad is None:  # an auto measurement runs both three times: not a normal backward
                 return f(ctx, *grads)
             rec = self._cur = _new_record()
             t0 = clock()

@@ -1,13 +1,15 @@
 """python3 -m sdgp.bench: a PyTorch training step, plain vs converted by sdgp.torch.convert_model.
 
-One JSON row per (model, n:m) on stdout:
-  {"model", "prune", "nm", "mask_block", "threads", "torch_ms", "converted_ms", "speedup", "sparse_layers", ...}
+One JSON row per (model, n:m, mask block, wgrad) on stdout:
+  {"model", "prune", "nm", "mask_block", "threads", "torch_ms", "converted_ms", "speedup", "sparse_layers", "wgrad",
+   "wgrad_sdgp_layers", "channels_last", ...}
 torch_ms and converted_ms are medians of --steps timed steps (forward, cross-entropy, backward,
 SGD update) after --warmup steps (the converted model's first step includes its kernel
 measurement, so warmup >= 1). The plain model and the converted ones (copies of the same
 initial weights) take their steps round robin, so a drift of the machine's speed during the run
 hits all of them alike. sparse_layers: converted layers that chose the sparse kernel / converted
-layers.
+layers. wgrad: convert_model's wgrad (--wgrad torch,auto compares SDGP alone with SDGP plus libsdgp's
+dense dL/dW where faster, in one run); wgrad_sdgp_layers: layers whose dL/dW libsdgp computes.
 
 --overhead: instead, the binding's overhead per converted layer (sdgp/_overhead.py): after --warmup
 steps, --steps steps of each converted model with every backward of a converted layer timed, one row
@@ -70,6 +72,8 @@ def main(argv=None):
     ap.add_argument("--kernel", default="auto", choices=["auto", "sparse", "dense"],
                     help="convert_model's kernel choice (default auto)")
     ap.add_argument("--channels-last", action="store_true", help="run the models in channels_last memory format")
+    ap.add_argument("--wgrad", default="torch",
+                    help="comma list of convert_model's wgrad: torch (default), sdgp, auto; rows per value")
     ap.add_argument("--overhead", action="store_true",
                     help="per converted layer: backward wall time against the time inside compiled kernels")
     a = ap.parse_args(argv)
@@ -83,6 +87,10 @@ def main(argv=None):
         blocks = [int(p) for p in a.mask_block.split(",")]
     except ValueError:
         ap.error("--mask-block: %r is not a comma list of integers" % a.mask_block)
+    wgrads = a.wgrad.split(",")
+    for w in wgrads:
+        if w not in ("torch", "sdgp", "auto"):
+            ap.error("--wgrad: %r is not torch, sdgp or auto" % w)
     torch.set_num_threads(a.threads)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     print("sdgp.bench: torch %s, %d threads, sdgp ISA %s, batch %d, %d+%d steps" %
@@ -92,15 +100,16 @@ def main(argv=None):
         base = MODELS[name]().to(memory_format=fmt)
         x = torch.randn(a.batch, 3, 32, 32).contiguous(memory_format=fmt)
         y = torch.randint(0, 10, (a.batch,))
-        runners = {}  # (n:m, mask block) -> runner
+        runners = {}  # (n:m, mask block, wgrad) -> runner
         for nm in a.nm.split(","):
             for p in blocks:
-                try:  # strict: a benchmark of a model with layers left plain would mislead
-                    model = sdgp_torch.convert_model(copy.deepcopy(base), prune=a.prune, nm=nm, kernel=a.kernel,
-                                                     mask_block=p, strict=True)
-                except (ValueError, TypeError) as e:
-                    ap.error("%s: %s" % (name, e))
-                runners[(nm, p)] = _Runner(model, x, y)
+                for w in wgrads:
+                    try:  # strict: a benchmark of a model with layers left plain would mislead
+                        model = sdgp_torch.convert_model(copy.deepcopy(base), prune=a.prune, nm=nm, kernel=a.kernel,
+                                                         mask_block=p, strict=True, wgrad=w)
+                    except (ValueError, TypeError) as e:
+                        ap.error("%s: %s" % (name, e))
+                    runners[(nm, p, w)] = _Runner(model, x, y)
         if a.overhead:
             _overhead_rows(name, runners, a)
             continue
@@ -117,18 +126,20 @@ def main(argv=None):
         for key, r in runners.items():
             if key == "plain":
                 continue
-            nm, p = key
+            nm, p, w = key
             ms = statistics.median(r.times)
             rep = [row for row in sdgp_torch.layer_report(r.model) if row["converted"]]
             sparse = sum(row["kernel"] == "sparse" for row in rep)
             p = sorted({row["mask_block"] for row in rep})  # as the layers hold it, one value
             p = p[0] if len(p) == 1 else p
-            print("  %s %s %s P=%s: %.1f ms, sparse kernel on %d of %d layers" % (name, a.prune, nm, p, ms, sparse,
-                                                                                  len(rep)), file=sys.stderr)
+            wsd = sum(row["wgrad"] == "sdgp" for row in rep)
+            print("  %s %s %s P=%s wgrad=%s: %.1f ms, sparse kernel on %d of %d layers, dL/dW by libsdgp on %d" % (
+                name, a.prune, nm, p, w, ms, sparse, len(rep), wsd), file=sys.stderr)
             print(json.dumps({"model": name, "prune": a.prune, "nm": nm, "mask_block": p, "threads": a.threads,
-                              "batch": a.batch,
+                              "batch": a.batch, "channels_last": a.channels_last,
                               "torch_ms": round(torch_ms, 2), "converted_ms": round(ms, 2),
                               "speedup": round(torch_ms / ms, 3), "sparse_layers": "%d/%d" % (sparse, len(rep)),
+                              "wgrad": w, "wgrad_sdgp_layers": "%d/%d" % (wsd, len(rep)),
                               "steps": a.steps}), flush=True)
         del runners
     return 0
@@ -136,7 +147,7 @@ def main(argv=None):
 
 def _overhead_rows(name, runners, a):
     """--overhead: each converted model alone (no plain peer to compare with), warmup then timed steps."""
-    for (nm, p), r in runners.items():
+    for (nm, p, _), r in runners.items():
         for _ in range(a.warmup):  # not timed: with --kernel auto the first step measures both kernels
             r.step()
         with _overhead.OverheadProbe() as probe:

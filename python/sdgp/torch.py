@@ -6,7 +6,8 @@ and computes dL/dD on libsdgp's sparse backward-data kernel.
 
 What a converted layer computes (SdgpConv2d, a subclass of nn.Conv2d with the same parameters):
   forward      torch's own conv2d (F.conv2d): bitwise what the plain layer computes;
-  dL/dW, dL/db torch's dense gradients of the *unpruned* dL/dO (aten.convolution_backward);
+  dL/dW, dL/db the dense gradients of the *unpruned* dL/dO: torch's (aten.convolution_backward), or
+               with wgrad="auto" / "sdgp" (below) libsdgp's dense oneDNN kernels for dL/dW;
   dL/dD        sdgp_prune(dL/dO) (groups of m channels) x W: sdgp_sparse_bwd_* with the
                weights packed at each backward, or, where that measured slower, the same pruned
                dL/dO through torch's dense backward-data (kernel="auto", below).
@@ -21,6 +22,13 @@ kernel="auto" (default): at a layer's first backward both implementations run on
 three interleaved repetitions each (pruning, packing and the torch call included), and the layer
 keeps the faster one, as `sdgp train --sparse-kernel auto` does. The choice is made once per layer
 (other batch sizes reuse it); layer_report() shows it with the timings. "sparse" / "dense" force one.
+
+wgrad="torch" (default): dL/dW is torch's, so a converted step differs from the plain one by SDGP
+alone. wgrad="auto": at a layer's first backward dL/dW is timed both ways (torch's, and libsdgp's dense
+oneDNN kernel, Winograd where it pays, on NHWC views or copies of x and dL/dO) and the layer keeps the
+faster: a dense gain that has nothing to do with SDGP (torch 1.13's dL/dW of ResNet-18's 512-channel
+4x4 layers runs at a seventh of its usual speed here). "sdgp" forces libsdgp's. The two differ by
+float rounding (about 1e-6 relative).
 
 Threads: each backward uses torch.get_num_threads() threads (torch.set_num_threads sets both).
 Memory: per layer and geometry (up to 4 batch/image sizes) a plan holding the packed weights; per
@@ -136,8 +144,34 @@ def _nchw_dims(t, nchw):
     return tuple(t.shape) if nchw else (t.shape[0], t.shape[3], t.shape[1], t.shape[2])
 
 
-class _Plan:
+def _geom(B, H, W, Cin, Cout, kh, kw, stride, pad, groups):
+    """A checked sdgp_conv_geom."""
+    geom, err = _lib.ConvGeom(), _lib.Error()
+    _lib.check(_lib.conv_geom_init(ctypes.byref(geom), B, H, W, Cin, Cout, kh, kw, stride, pad, ctypes.byref(err)), err)
+    _lib.check(_lib.conv_geom_set_groups(ctypes.byref(geom), groups, ctypes.byref(err)), err)
+    return geom
+
+
+class _Handle:
+    """A libsdgp object owned here (self.ptr), freed by close() or when collected."""
+    _destroy = None  # the name of its destroy function in _lib
+
+    def close(self):
+        destroy = getattr(_lib, self._destroy, None) if _lib is not None else None
+        if self.ptr and destroy is not None:
+            destroy(self.ptr)
+        self.ptr = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+
+class _Plan(_Handle):
     """A sparse backward-data plan for one geometry (it holds the packed weights)."""
+    _destroy = "sparse_bwd_destroy"
 
     def __init__(self, geom, n, m, threads, mask_block):
         err = _lib.Error()
@@ -156,23 +190,37 @@ class _Plan:
             _lib.check(_lib.sparse_bwd_set_output_layout(self.ptr, layout, ctypes.byref(err)), err)
             self.layout = layout
 
-    def close(self):
-        if self.ptr and _lib is not None and _lib.sparse_bwd_destroy is not None:
-            _lib.sparse_bwd_destroy(self.ptr)
-        self.ptr = None
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone already
-            pass
+class _WgradPlan(_Handle):
+    """libsdgp's dense convolution for one geometry: the weight gradient of wgrad="sdgp"."""
+    _destroy = "conv_destroy"
+
+    def __init__(self, geom, threads):
+        err = _lib.Error()
+        self.ptr = ctypes.c_void_p()
+        opt = _lib.ConvOptions(_lib.CONV_AUTO, _lib.CONV_WORKSPACE_MB << 20)
+        _lib.check(_lib.conv_create_opts(ctypes.byref(self.ptr), ctypes.byref(geom), 0, threads, ctypes.byref(opt),
+                                         ctypes.byref(err)), err)
+
+
+def _nhwc(t, slot):
+    """t (B, C, H, W) as a contiguous NHWC tensor: a view of channels_last memory, else a copy into a
+    per-thread scratch buffer (marshalling of the binding)."""
+    v = t.permute(0, 2, 3, 1)
+    if v.is_contiguous():
+        return v
+    return _relayout(_scratch(slot, tuple(v.shape)), v)
 
 
 class _LayerState:
     """Per converted layer: configuration, the kernel choice, plans per geometry, the step counter."""
 
-    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, stride, pad, mask_block=1, groups=1):
+    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, stride, pad, mask_block=1, groups=1,
+                 wgrad="torch"):
         self.name, self.layer, self.fn, self.n, self.m = name, layer, fn, n, m
+        self.wgrad = None if wgrad == "auto" else wgrad  # "torch" | "sdgp"; None: measure at the first backward
+        self.wgrad_times_ms = None  # {"torch": ms, "sdgp": ms} of that measurement
+        self.wplans = {}
         self.mask_block, self.groups = mask_block, groups
         self.scope, self.seed, self.kernel, self.stride, self.pad = scope, seed, kernel, stride, pad
         self.choice = None if kernel == "auto" else kernel  # "sparse" | "dense"
@@ -184,34 +232,34 @@ class _LayerState:
     # copies (deepcopy of the model, pickling) get the configuration, never the C plans
     def __deepcopy__(self, memo):
         new = copy.copy(self)
-        new.plans, new.lock = {}, threading.Lock()
+        new.plans, new.wplans, new.lock = {}, {}, threading.Lock()
         return new
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["plans"], d["lock"] = {}, None
+        d["plans"], d["wplans"], d["lock"] = {}, {}, None
         return d
 
     def __setstate__(self, d):
         d.setdefault("mask_block", 1)  # pickled before shared masks existed
         d.setdefault("groups", 1)  # pickled before grouped convs
+        d.setdefault("wgrad", "torch")  # pickled before wgrad
+        d.setdefault("wgrad_times_ms", None)
+        d.setdefault("wplans", {})
         self.__dict__.update(d)
         self.lock = threading.Lock()
 
     def close(self):
-        for p in self.plans.values():
+        for p in list(self.plans.values()) + list(self.wplans.values()):
             p.close()
-        self.plans = {}
+        self.plans, self.wplans = {}, {}
 
     def _plan(self, B, H, W, Cin, Cout, kh, kw, threads):
         key = (B, H, W, Cin, Cout, kh, kw, threads)
         p = self.plans.pop(key, None)
         if p is None:
-            geom, err = _lib.ConvGeom(), _lib.Error()
-            _lib.check(_lib.conv_geom_init(ctypes.byref(geom), B, H, W, Cin, Cout, kh, kw, self.stride, self.pad,
-                                           ctypes.byref(err)), err)
-            _lib.check(_lib.conv_geom_set_groups(ctypes.byref(geom), self.groups, ctypes.byref(err)), err)
-            p = _Plan(geom, self.n, self.m, threads, self.mask_block)
+            p = _Plan(_geom(B, H, W, Cin, Cout, kh, kw, self.stride, self.pad, self.groups), self.n, self.m, threads,
+                      self.mask_block)
             while len(self.plans) >= _PLAN_CACHE:
                 self.plans.pop(next(iter(self.plans))).close()
         self.plans[key] = p  # most recently used last
@@ -266,6 +314,49 @@ class _LayerState:
     def _is_cl(x):
         return not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
 
+    def weight_grad(self, go, x, w, need_b):
+        """(dL/dW, dL/db or None) of the unpruned dL/dO, torch's or libsdgp's (wgrad)."""
+        with self.lock:
+            if self.wgrad is None:  # first backward: both, interleaved; the faster stays
+                best, out = {"torch": float("inf"), "sdgp": float("inf")}, {}
+                for _ in range(3):
+                    for k in best:
+                        t0 = time.perf_counter()
+                        out[k] = self._wgrad_torch(go, x, w, need_b) if k == "torch" else self._wgrad_sdgp(go, x, w,
+                                                                                                           need_b)
+                        best[k] = min(best[k], time.perf_counter() - t0)
+                self.wgrad = "sdgp" if best["sdgp"] < best["torch"] else "torch"
+                self.wgrad_times_ms = {k: 1e3 * v for k, v in best.items()}
+                if self.wgrad == "torch":
+                    for p in self.wplans.values():
+                        p.close()
+                    self.wplans = {}
+                return out[self.wgrad]
+            if self.wgrad == "sdgp":
+                return self._wgrad_sdgp(go, x, w, need_b)
+        return self._wgrad_torch(go, x, w, need_b)
+
+    def _wgrad_torch(self, go, x, w, need_b):
+        _, gw, gb = _conv_backward(go, x, w, [w.shape[0]] if need_b else None, (self.stride,) * 2, (self.pad,) * 2,
+                                   (1, 1), False, (0, 0), self.groups, (False, True, need_b))
+        return gw, gb
+
+    def _wgrad_sdgp(self, go, x, w, need_b):
+        B, Cin, H, W = x.shape
+        threads = torch.get_num_threads()
+        key = (B, H, W, Cin, w.shape[0], w.shape[2], w.shape[3], threads)
+        p = self.wplans.get(key)
+        if p is None:
+            while len(self.wplans) >= _PLAN_CACHE:
+                self.wplans.pop(next(iter(self.wplans))).close()
+            p = self.wplans[key] = _WgradPlan(_geom(B, H, W, Cin, w.shape[0], w.shape[2], w.shape[3], self.stride,
+                                                    self.pad, self.groups), threads)
+        xn, gon = _nhwc(x, "wgrad_x"), _nhwc(go, "wgrad_dO")
+        gw, err = torch.empty(w.shape, dtype=torch.float32), _lib.Error()  # OIHW, as torch's weights
+        _lib.check(_lib.conv_backward_weights(p.ptr, gw.data_ptr(), None, xn.data_ptr(), gon.data_ptr(),
+                                              ctypes.byref(err)), err)
+        return gw, (go.sum((0, 2, 3)) if need_b else None)
+
     def data_grad(self, go, x, w):
         """dL/dD of the pruned dL/dO (go: NCHW, any strides)."""
         threads = torch.get_num_threads()
@@ -317,10 +408,11 @@ class _SdgpConvFn(torch.autograd.Function):
         st = ctx.state
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         gx = gw = gb = None
-        if need_w or need_b:  # dense dL/dW and dL/db of the unpruned dL/dO, by torch
-            _, gw, gb = _conv_backward(
-                go, x, w, [w.shape[0]] if ctx.has_bias else None, (st.stride,) * 2, (st.pad,) * 2, (1, 1), False,
-                (0, 0), st.groups, (False, need_w, need_b and ctx.has_bias))
+        if need_w:  # dense dL/dW (and dL/db) of the unpruned dL/dO, torch's or libsdgp's
+            gw, gb = st.weight_grad(go, x, w, need_b and ctx.has_bias)
+        elif need_b and ctx.has_bias:
+            gb = _conv_backward(go, x, w, [w.shape[0]], (st.stride,) * 2, (st.pad,) * 2, (1, 1), False, (0, 0),
+                                st.groups, (False, False, True))[2]
         if need_x:
             gx = st.data_grad(go, x, w)
         return gx, gw, gb, None
@@ -347,7 +439,7 @@ class SdgpConv2d(nn.Conv2d):
 
 
 def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=False, kernel="auto",
-                  scope="sample-channel", seed=0, mask_block=1):
+                  scope="sample-channel", seed=0, mask_block=1, wgrad="torch"):
     """Convert, in place, each eligible nn.Conv2d of model into an SdgpConv2d; return the model.
 
     prune: "random", "magnitude", "rescaled", "mvue", "mvue-approx" (sdgp.prune's functions).
@@ -357,6 +449,8 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
     strict: raise ValueError if any other nn.Conv2d cannot be converted; otherwise those layers stay
         plain and an SdgpConversionWarning lists them with the reason (layer_report() too).
     kernel: "auto" (measure at the first backward, keep the faster), "sparse" or "dense".
+    wgrad: who computes dL/dW: "torch" (default), "sdgp" (libsdgp's dense oneDNN kernels) or "auto"
+        (per layer the faster, measured at the first backward); see the module docstring.
     scope, seed: the rescaled function's scope; the seed of the random functions.
     mask_block: P > 1 makes P neighbouring pixels along a row of dL/dO share one N:M mask (sdgp
         train's --mask-block; the sparse kernel of stride-1 layers loads each kept weight row once
@@ -373,6 +467,7 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
         raise ValueError("sdgp.torch.convert_model: prune='none' keeps dL/dO dense: use the plain model")
     sc = _lib.parse_choice("scope", scope, _lib.SCOPE)
     _lib.parse_choice("kernel", kernel, {"auto": 0, "sparse": 1, "dense": 2})
+    _lib.parse_choice("wgrad", wgrad, {"torch": 0, "sdgp": 1, "auto": 2})
     _lib.make_cfg(fn, n, m, seed=seed, mask_block=mask_block)  # validates seed and mask_block
     if mask_block > 1 and _lib.prune_fn_name(fn).decode() == "mvue-approx":
         raise ValueError("sdgp.torch.convert_model: mvue-approx has no shared-mask form (mask_block=%d); use mvue"
@@ -399,7 +494,7 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
     for i, name, conv in todo:
         pad, _ = _resolve_padding(conv)
         conv._sdgp = _LayerState(name, i, fn, n, m, sc, seed, kernel, _pair(conv.stride)[0], pad, mask_block,
-                                  conv.groups)
+                                  conv.groups, wgrad)
         # the class swap keeps the object: its parameters (and an optimizer's references to
         # them), hooks and state-dict names stay exactly the plain layer's
         conv.__class__ = SdgpConv2d
@@ -430,7 +525,8 @@ def layer_report(model):
         if r["converted"]:
             s = mod._sdgp
             r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(), kernel=s.choice or "auto",
-                     times_ms=s.times_ms, steps=s.step, mask_block=s.mask_block)
+                     times_ms=s.times_ms, steps=s.step, mask_block=s.mask_block, wgrad=s.wgrad or "auto",
+                     wgrad_times_ms=s.wgrad_times_ms)
         else:
             why = _ineligible(mod, m)
             r["reason"] = why or ("first layer (first_layer=False)" if first else "not converted")
