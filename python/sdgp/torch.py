@@ -31,9 +31,10 @@ faster: a dense gain that has nothing to do with SDGP (torch 1.13's dL/dW of Res
 float rounding (about 1e-6 relative).
 
 Threads: each backward uses torch.get_num_threads() threads (torch.set_num_threads sets both).
-Memory: per layer and geometry (up to 4 batch/image sizes) a plan holding the packed weights; per
-thread, buffers that all layers reuse, as large as the largest layer's dL/dO (pruned), its
-compressed form and (channels_last models) dL/dD.
+Memory: per layer and geometry (up to 4 batch/image sizes) a plan holding the packed weights, and with
+libsdgp's dL/dW a dense conv (its oneDNN workspace, at most 48 MB per pass); per thread, buffers that all
+layers reuse, as large as the largest layer's dL/dO (pruned), its compressed form, (channels_last
+models) dL/dD and (NCHW models with libsdgp's dL/dW) NHWC copies of x and dL/dO.
 State dicts keep the names and tensors of the plain model (SdgpConv2d adds no parameter or
 buffer), so they load into the unconverted model and back; restore_model() undoes the conversion.
 Double backward (create_graph=True through a converted layer) is not supported.
