@@ -218,6 +218,27 @@ for fmt in (torch.contiguous_format, torch.channels_last):
             r["wgrad_times_ms"] is not None for r in rep), tag + ": each layer's choice and its measurement reported")
         check(wgrad == "auto" or all(r["wgrad"] == "sdgp" for r in rep), tag + ": sdgp forced on every layer")
 
+# kernel="plain": the layer without SDGP, bitwise plain torch (one torch call for dL/dD, dL/dW, dL/db);
+# "fastest": each layer keeps the fastest of sparse, dense and plain, and says whether it prunes
+for fmt in (torch.contiguous_format, torch.channels_last):
+    torch.manual_seed(4)
+    ref = small_net().to(memory_format=fmt)
+    x = torch.randn(4, 1, 12, 12).contiguous(memory_format=fmt)
+    y = torch.randint(0, 10, (4,))
+    model = st.convert_model(copy.deepcopy(ref), prune="magnitude", nm="2:4", kernel="plain")
+    F.cross_entropy(model(x), y).backward()
+    F.cross_entropy(ref(x), y).backward()
+    check(all(torch.equal(a.grad, b.grad) for a, b in zip(model.parameters(), ref.parameters())),
+          "kernel=plain equals plain torch bitwise")
+    check(all(not r["pruned"] for r in st.layer_report(model) if r["converted"]), "kernel=plain: no layer pruned")
+    model = st.convert_model(copy.deepcopy(ref), prune="magnitude", nm="2:4", kernel="fastest")
+    for _ in range(2):
+        F.cross_entropy(model(x), y).backward()
+    rep = [r for r in st.layer_report(model) if r["converted"]]
+    check(all(r["kernel"] in ("sparse", "dense", "plain") and r["pruned"] == (r["kernel"] != "plain") and
+              set(r["times_ms"]) == {"sparse", "dense", "plain"} and r["steps"] == 2 for r in rep),
+          "kernel=fastest: each layer chose among the three, timed all three: %s" % [r["kernel"] for r in rep])
+
 # the pruning is real: 2:4 gradients differ from plain torch's
 ref = small_net()
 model = st.convert_model(copy.deepcopy(ref), prune="magnitude", nm="2:4")

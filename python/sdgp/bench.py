@@ -2,7 +2,7 @@
 
 One JSON row per (model, n:m, mask block, wgrad) on stdout:
   {"model", "prune", "nm", "mask_block", "threads", "torch_ms", "converted_ms", "speedup", "sparse_layers", "wgrad",
-   "wgrad_sdgp_layers", "channels_last", ...}
+   "wgrad_sdgp_layers", "channels_last", "kernel", "unpruned_layers", ...}
 torch_ms and converted_ms are medians of --steps timed steps (forward, cross-entropy, backward,
 SGD update) after --warmup steps (the converted model's first step includes its kernel
 measurement, so warmup >= 1). The plain model and the converted ones (copies of the same
@@ -69,8 +69,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2, at least 1)")
     ap.add_argument("--mask-block", default="1",
                     help="comma list of shared-mask block sizes P (convert_model's mask_block; default 1)")
-    ap.add_argument("--kernel", default="auto", choices=["auto", "sparse", "dense"],
-                    help="convert_model's kernel choice (default auto)")
+    ap.add_argument("--kernel", default="auto", choices=["auto", "fastest", "sparse", "dense", "plain"],
+                    help="convert_model's kernel choice (default auto; fastest: unpruned where that is faster)")
     ap.add_argument("--channels-last", action="store_true", help="run the models in channels_last memory format")
     ap.add_argument("--wgrad", default="torch",
                     help="comma list of convert_model's wgrad: torch (default), sdgp, auto; rows per value")
@@ -130,16 +130,18 @@ def main(argv=None):
             ms = statistics.median(r.times)
             rep = [row for row in sdgp_torch.layer_report(r.model) if row["converted"]]
             sparse = sum(row["kernel"] == "sparse" for row in rep)
+            unpruned = sum(not row["pruned"] for row in rep)
             p = sorted({row["mask_block"] for row in rep})  # as the layers hold it, one value
             p = p[0] if len(p) == 1 else p
             wsd = sum(row["wgrad"] == "sdgp" for row in rep)
-            print("  %s %s %s P=%s wgrad=%s: %.1f ms, sparse kernel on %d of %d layers, dL/dW by libsdgp on %d" % (
-                name, a.prune, nm, p, w, ms, sparse, len(rep), wsd), file=sys.stderr)
+            print("  %s %s %s P=%s wgrad=%s: %.1f ms, sparse kernel on %d of %d layers (%d unpruned), dL/dW by libsdgp on %d"
+                  % (name, a.prune, nm, p, w, ms, sparse, len(rep), unpruned, wsd), file=sys.stderr)
             print(json.dumps({"model": name, "prune": a.prune, "nm": nm, "mask_block": p, "threads": a.threads,
                               "batch": a.batch, "channels_last": a.channels_last,
                               "torch_ms": round(torch_ms, 2), "converted_ms": round(ms, 2),
                               "speedup": round(torch_ms / ms, 3), "sparse_layers": "%d/%d" % (sparse, len(rep)),
-                              "wgrad": w, "wgrad_sdgp_layers": "%d/%d" % (wsd, len(rep)),
+                              "wgrad": w, "wgrad_sdgp_layers": "%d/%d" % (wsd, len(rep)), "kernel": a.kernel,
+                              "unpruned_layers": "%d/%d" % (unpruned, len(rep)),
                               "steps": a.steps}), flush=True)
         del runners
     return 0

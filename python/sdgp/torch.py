@@ -224,7 +224,8 @@ class _LayerState:
         self.wplans = {}
         self.mask_block, self.groups = mask_block, groups
         self.scope, self.seed, self.kernel, self.stride, self.pad = scope, seed, kernel, stride, pad
-        self.choice = None if kernel == "auto" else kernel  # "sparse" | "dense"
+        self.fastest = kernel == "fastest"  # the measurement also times the unpruned dL/dD ("plain")
+        self.choice = None if kernel in ("auto", "fastest") else kernel  # "sparse" | "dense" | "plain"
         self.times_ms = None  # {"sparse": ms, "dense": ms} of the auto measurement
         self.step = 0
         self.plans = {}
@@ -247,6 +248,7 @@ class _LayerState:
         d.setdefault("wgrad", "torch")  # pickled before wgrad
         d.setdefault("wgrad_times_ms", None)
         d.setdefault("wplans", {})
+        d.setdefault("fastest", False)
         self.__dict__.update(d)
         self.lock = threading.Lock()
 
@@ -372,24 +374,33 @@ class _LayerState:
                     return self._measure(g, nchw, x, w, threads)
                 if self.choice == "sparse":
                     return self._sparse(g, nchw, x.shape, self._is_cl(x), w, threads)
+                if self.choice == "plain":
+                    return self._plain(go, x, w)
                 return self._dense(g, nchw, x, w, threads)
             finally:
                 self.step += 1
 
+    def _plain(self, go, x, w):
+        """torch's dL/dD of the unpruned dL/dO: the layer without SDGP (kernel "plain", "fastest")."""
+        return _conv_backward(go, x, w, None, (self.stride,) * 2, (self.pad,) * 2, (1, 1), False, (0, 0), self.groups,
+                              (True, False, False))[0]
+
     def _measure(self, go, nchw, x, w, threads):
-        best = {"sparse": float("inf"), "dense": float("inf")}
-        out = {}
-        for _ in range(3):  # interleaved: a noisy neighbour slows both alike
-            for k in ("sparse", "dense"):
+        kinds = ("sparse", "dense", "plain") if self.fastest else ("sparse", "dense")
+        best, out = {k: float("inf") for k in kinds}, {}
+        for _ in range(3):  # interleaved: a noisy neighbour slows all alike
+            for k in kinds:
                 t0 = time.perf_counter()
                 if k == "sparse":
                     out[k] = self._sparse(go, nchw, x.shape, self._is_cl(x), w, threads)
-                else:
+                elif k == "dense":
                     out[k] = self._dense(go, nchw, x, w, threads)
+                else:
+                    out[k] = self._plain(go if nchw else go.permute(0, 3, 1, 2), x, w)
                 best[k] = min(best[k], time.perf_counter() - t0)
-        self.choice = "sparse" if best["sparse"] <= best["dense"] else "dense"
+        self.choice = min(kinds, key=lambda k: best[k])  # ties: the first, sparse
         self.times_ms = {k: 1e3 * v for k, v in best.items()}
-        if self.choice == "dense":
+        if self.choice != "sparse":
             self.close()  # its plan is not needed any more
         return out[self.choice]
 
@@ -409,6 +420,11 @@ class _SdgpConvFn(torch.autograd.Function):
         st = ctx.state
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         gx = gw = gb = None
+        if st.choice == "plain" and need_x and (st.wgrad == "torch" or not need_w):  # no SDGP here: one torch call
+            with st.lock:
+                st.step += 1
+            return _conv_backward(go, x, w, [w.shape[0]] if ctx.has_bias else None, (st.stride,) * 2, (st.pad,) * 2,
+                                  (1, 1), False, (0, 0), st.groups, (True, need_w, need_b and ctx.has_bias)) + (None,)
         if need_w:  # dense dL/dW (and dL/db) of the unpruned dL/dO, torch's or libsdgp's
             gw, gb = st.weight_grad(go, x, w, need_b and ctx.has_bias)
         elif need_b and ctx.has_bias:
@@ -449,7 +465,10 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
         the paper and `sdgp train`: its input is normally the image, which needs no data gradient.
     strict: raise ValueError if any other nn.Conv2d cannot be converted; otherwise those layers stay
         plain and an SdgpConversionWarning lists them with the reason (layer_report() too).
-    kernel: "auto" (measure at the first backward, keep the faster), "sparse" or "dense".
+    kernel: "auto" (measure at the first backward, keep the faster), "sparse" or "dense"; "fastest" also
+        times the layer without pruning (torch's dL/dD of the exact dL/dO) and keeps that where it is the
+        fastest, as `sdgp train --sparse-kernel fastest`: never slower than plain torch, and such a layer
+        is not pruned (layer_report: kernel "plain", pruned False); "plain" forces that.
     wgrad: who computes dL/dW: "torch" (default), "sdgp" (libsdgp's dense oneDNN kernels) or "auto"
         (per layer the faster, measured at the first backward); see the module docstring.
     scope, seed: the rescaled function's scope; the seed of the random functions.
@@ -467,7 +486,7 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
     if fn == 0 and n != m:
         raise ValueError("sdgp.torch.convert_model: prune='none' keeps dL/dO dense: use the plain model")
     sc = _lib.parse_choice("scope", scope, _lib.SCOPE)
-    _lib.parse_choice("kernel", kernel, {"auto": 0, "sparse": 1, "dense": 2})
+    _lib.parse_choice("kernel", kernel, {"auto": 0, "sparse": 1, "dense": 2, "fastest": 3, "plain": 4})
     _lib.parse_choice("wgrad", wgrad, {"torch": 0, "sdgp": 1, "auto": 2})
     _lib.make_cfg(fn, n, m, seed=seed, mask_block=mask_block)  # validates seed and mask_block
     if mask_block > 1 and _lib.prune_fn_name(fn).decode() == "mvue-approx":
@@ -525,7 +544,8 @@ def layer_report(model):
         r = {"name": name or "(model)", "converted": isinstance(mod, SdgpConv2d)}
         if r["converted"]:
             s = mod._sdgp
-            r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(), kernel=s.choice or "auto",
+            r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(),
+                     kernel=s.choice or ("fastest" if s.fastest else "auto"), pruned=s.choice != "plain",
                      times_ms=s.times_ms, steps=s.step, mask_block=s.mask_block, wgrad=s.wgrad or "auto",
                      wgrad_times_ms=s.wgrad_times_ms)
         else:
