@@ -803,8 +803,10 @@ static float *steps_params(const sdgp_model_config *c, size_t *n, size_t *arena)
     *n = 0;
     for (int i = 0; i < m->n_params; i++) *n += m->params[i].count;
     float *out = test_xmalloc(*n * sizeof(float)), *o = out;
-    for (int i = 0; i < m->n_params; i++, o += m->params[i - 1].count)
+    for (int i = 0; i < m->n_params; i++) {
         memcpy(o, m->params[i].data, m->params[i].count * sizeof(float));
+        o += m->params[i].count;
+    }
     *arena = m->act_bytes;
     free(x), free(dl), free(y);
     sdgp_model_destroy(m);

@@ -309,9 +309,12 @@ class _LayerState:
             to = _scratch("pruned_x", (B, Ho, Wo, Cout)).permute(0, 3, 1, 2) if not nchw else \
                 _scratch("pruned_x", (B, Cout, Ho, Wo))
             pruned = _relayout(to, pruned)
-        return _conv_backward(
-            pruned, x, w, None, (self.stride,) * 2, (self.pad,) * 2, (1, 1), False, (0, 0), self.groups,
-            (True, False, False))[0]
+        return self.torch_grads(pruned, x, w, (True, False, False))[0]
+
+    def torch_grads(self, go, x, w, mask):
+        """torch's (dL/dD, dL/dW, dL/db) of go for this layer, each only where mask says (else None)."""
+        return _conv_backward(go, x, w, [w.shape[0]] if mask[2] else None, (self.stride,) * 2, (self.pad,) * 2, (1, 1),
+                              False, (0, 0), self.groups, mask)
 
     @staticmethod
     def _is_cl(x):
@@ -340,9 +343,7 @@ class _LayerState:
         return self._wgrad_torch(go, x, w, need_b)
 
     def _wgrad_torch(self, go, x, w, need_b):
-        _, gw, gb = _conv_backward(go, x, w, [w.shape[0]] if need_b else None, (self.stride,) * 2, (self.pad,) * 2,
-                                   (1, 1), False, (0, 0), self.groups, (False, True, need_b))
-        return gw, gb
+        return self.torch_grads(go, x, w, (False, True, need_b))[1:]
 
     def _wgrad_sdgp(self, go, x, w, need_b):
         B, Cin, H, W = x.shape
@@ -382,8 +383,7 @@ class _LayerState:
 
     def _plain(self, go, x, w):
         """torch's dL/dD of the unpruned dL/dO: the layer without SDGP (kernel "plain", "fastest")."""
-        return _conv_backward(go, x, w, None, (self.stride,) * 2, (self.pad,) * 2, (1, 1), False, (0, 0), self.groups,
-                              (True, False, False))[0]
+        return self.torch_grads(go, x, w, (True, False, False))[0]
 
     def _measure(self, go, nchw, x, w, threads):
         kinds = ("sparse", "dense", "plain") if self.fastest else ("sparse", "dense")
@@ -423,13 +423,11 @@ class _SdgpConvFn(torch.autograd.Function):
         if st.choice == "plain" and need_x and (st.wgrad == "torch" or not need_w):  # no SDGP here: one torch call
             with st.lock:
                 st.step += 1
-            return _conv_backward(go, x, w, [w.shape[0]] if ctx.has_bias else None, (st.stride,) * 2, (st.pad,) * 2,
-                                  (1, 1), False, (0, 0), st.groups, (True, need_w, need_b and ctx.has_bias)) + (None,)
+            return tuple(st.torch_grads(go, x, w, (True, need_w, need_b and ctx.has_bias))) + (None,)
         if need_w:  # dense dL/dW (and dL/db) of the unpruned dL/dO, torch's or libsdgp's
             gw, gb = st.weight_grad(go, x, w, need_b and ctx.has_bias)
         elif need_b and ctx.has_bias:
-            gb = _conv_backward(go, x, w, [w.shape[0]], (st.stride,) * 2, (st.pad,) * 2, (1, 1), False, (0, 0),
-                                st.groups, (False, False, True))[2]
+            gb = st.torch_grads(go, x, w, (False, False, True))[2]
         if need_x:
             gx = st.data_grad(go, x, w)
         return gx, gw, gb, None
