@@ -48,9 +48,10 @@ def project_weights(w, kind, group, n, m, scale=1.0):
         size = w4.abs()
     elif group == "kernel":
         size = w4.pow(2).sum(-1, keepdim=True).sqrt()
-    else:  # block16: a unit's size over the 16 output channels of its block (the last block: what remains)
-        size = torch.cat([w4[o:o + 16].pow(2).sum((0, 3), keepdim=True).sqrt().expand(min(16, O - o), -1, -1, 1)
-                          for o in range(0, O, 16)])
+    else:  # block16 / block32: a unit's size over the B output channels of its block (the last: what remains)
+        B = int(group[len("block"):])
+        size = torch.cat([w4[o:o + B].pow(2).sum((0, 3), keepdim=True).sqrt().expand(min(B, O - o), -1, -1, 1)
+                          for o in range(0, O, B)])
     ranked = size.sort(dim=2, descending=True).values
     t = ranked[:, :, n:n + 1] if n < m else torch.zeros_like(ranked[:, :, :1])
     keep = size > t  # random weights: no ties
@@ -189,6 +190,8 @@ run_case("resnet9 srste 2:4 block16 groups, classifier too (a block of 10)", "re
          extra={"sparse-weights": "srste", "weight-groups": "block16", "sparse-weights-classifier": "1"})
 run_case("resnet9 sste 2:4 block16 groups", "resnet9", 0.25, (16, 16, 3), 8,
          extra={"sparse-weights": "sste", "weight-groups": "block16"})
+run_case("resnet9 sste 2:4 block32 groups", "resnet9", 0.25, (16, 16, 3), 8,
+         extra={"sparse-weights": "sste", "weight-groups": "block32"})
 run_case("resnet9 sste 2:4 + SDGP magnitude 2:4 sparse kernel", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4",
          {"sparse-weights": "sste", "sparse-kernel": "on"})
 sys.exit(G.finish())

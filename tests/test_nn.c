@@ -602,6 +602,12 @@ TEST_CASE(sparse_weights_by_hand) {
         }
     CHECK(test_bitwise_equal(rb, wantrb, sizeof rb), "SR-STE per block of 16: one mask for the block");
     CHECK(test_rel_err(sb, wantsb, 17 * 4) < 1e-5, "S-STE per block of 16: %g %g %g %g / %g", sb[0], sb[1], sb[2], sb[3], sb[64 + 1]);
+    /* BLOCK32: all 17 channels are one block, sizes sqrt(100.16), sqrt(16.01), sqrt(36.01), sqrt(0.2): inputs 0
+     * and 2 for every channel, channel 16 included (it kept 1 and 2 in its own block above) */
+    sdgp_weights_project(rb, wb, 17, 4, 1, SDGP_WEIGHTS_SRSTE, SDGP_WGROUP_BLOCK32, 2, 4, 1.0f);
+    for (int co = 0; co < 17; co++)
+        for (int i = 0; i < 4; i++) wantrb[4 * co + i] = i == 0 || i == 2 ? wb[4 * co + i] : 0.0f;
+    CHECK(test_bitwise_equal(rb, wantrb, sizeof rb), "SR-STE per block of 32: channel 16 joins block 0's mask");
 
     /* n == m and DENSE: the weights times the scale */
     float id[8];
@@ -617,7 +623,7 @@ TEST_CASE(sparse_weights_counts_and_threads) {
     float *w = test_xmalloc(count * sizeof(float)), *a = test_xmalloc(count * sizeof(float)),
           *b = test_xmalloc(count * sizeof(float));
     test_fill_normal(w, count, 11);
-    for (int group = SDGP_WGROUP_TAP; group <= SDGP_WGROUP_BLOCK16; group++)
+    for (int group = SDGP_WGROUP_TAP; group <= SDGP_WGROUP_BLOCK32; group++)
         for (int kind = SDGP_WEIGHTS_SSTE; kind <= SDGP_WEIGHTS_SRSTE; kind++) {
             omp_set_num_threads(1);
             sdgp_weights_project(a, w, cout, cin, taps, kind, group, 4, 32, 1.0f);

@@ -129,6 +129,8 @@ SDGP_API sdgp_status sdgp_conv_backward_weights(sdgp_conv *c, float *dw, float *
 
 /* A naive C loop for the same product (test oracle): dD from dense dO (B x Ho x Wo x Cout) and w (OIHW). */
 SDGP_API void sdgp_conv_backward_data_naive(float *dD, const float *dO, const float *w, const sdgp_conv_geom *g);
+/* The forward: y (B x Ho x Wo x Cout) from x (B x H x W x Cin) and w (OIHW), double accumulation. */
+SDGP_API void sdgp_conv_forward_naive(float *y, const float *x, const float *w, const sdgp_conv_geom *g);
 
 #ifdef __cplusplus
 }

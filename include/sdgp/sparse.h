@@ -103,6 +103,29 @@ SDGP_API sdgp_status sdgp_sparse_wino_pack(sdgp_sparse_wino *p, const float *w, 
 SDGP_API sdgp_status sdgp_sparse_wino_data(sdgp_sparse_wino *p, float *dD, const float *dO, const sdgp_prune_cfg *cfg,
                                            sdgp_error *err);
 
+/* ---- N:M sparse-weight forward: Y = conv(X, W) for weights with one N:M mask per block ----
+ * W (OIHW) has, for each block of `block` consecutive output channels (16 or 32; the last block
+ * holds what remains of Cout) and each group of m consecutive input channels, at most n input
+ * channels whose weights are nonzero anywhere in the block (any tap): the form of
+ * --weight-groups block16 / block32 (sdgp_weights_project). The kernel runs the dense product over
+ * the kept input channels only: n/m of the multiplies. X, Y NHWC; no grouped convolutions; Cin % m
+ * == 0; block 16 or 32; other arguments as sdgp_sparse_bwd_create. src/kernels/README.md has the
+ * design and the measurements. */
+typedef struct sdgp_sparse_fwd sdgp_sparse_fwd;
+
+SDGP_API sdgp_status sdgp_sparse_fwd_create(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block,
+                                            sdgp_isa isa, int threads, sdgp_error *err);
+SDGP_API void sdgp_sparse_fwd_destroy(sdgp_sparse_fwd *p); /* NULL is fine */
+SDGP_API sdgp_isa sdgp_sparse_fwd_isa(const sdgp_sparse_fwd *p);
+/* Packs w (OIHW) into the plan: the kept input channels of each block and their weights. Again
+ * whenever the weights change. SDGP_ERR_INVALID, naming the block and the input channels, when a
+ * block's group holds more than n nonzero input channels (the plan then holds no weights). */
+SDGP_API sdgp_status sdgp_sparse_fwd_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err);
+/* y (B x Ho x Wo x Cout, overwritten) = the convolution of x (B x H x W x Cin) with the packed
+ * weights. Bitwise the same for every thread count and every ISA path (one fp32 FMA chain per
+ * output element, taps then kept channels in order). */
+SDGP_API sdgp_status sdgp_sparse_fwd_run(sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,3 +88,26 @@ void sdgp_conv_backward_data_naive(float *dD, const float *dO, const float *w, c
                     dD[((b * g->H + h) * g->W + x) * Cin + c] = (float)acc;
                 }
 }
+
+void sdgp_conv_forward_naive(float *y, const float *x, const float *w, const sdgp_conv_geom *g) {
+    const int64_t G = g->groups > 1 ? g->groups : 1;
+    const int64_t Cin = g->Cin, Cout = g->Cout, kh = g->kh, kw = g->kw, cig = Cin / G, cog = Cout / G;
+    for (int64_t b = 0; b < g->B; b++)
+        for (int64_t ho = 0; ho < g->Ho; ho++)
+            for (int64_t wo = 0; wo < g->Wo; wo++)
+                for (int64_t k = 0; k < Cout; k++) {
+                    double acc = 0.0;
+                    for (int64_t i = 0; i < kh; i++) {
+                        int64_t h = ho * g->stride + i - g->pad;
+                        if (h < 0 || h >= g->H) continue;
+                        for (int64_t j = 0; j < kw; j++) {
+                            int64_t xw = wo * g->stride + j - g->pad;
+                            if (xw < 0 || xw >= g->W) continue;
+                            const float *src = x + ((b * g->H + h) * g->W + xw) * Cin + k / cog * cig;
+                            for (int64_t c = 0; c < cig; c++)
+                                acc += (double)src[c] * (double)w[((k * cig + c) * kh + i) * kw + j];
+                        }
+                    }
+                    y[((b * g->Ho + ho) * g->Wo + wo) * Cout + k] = (float)acc;
+                }
+}

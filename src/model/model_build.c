@@ -422,7 +422,7 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         if (st != SDGP_OK) return st;
     }
     const sdgp_weights_cfg *wc = &cfg->weights;
-    if ((unsigned)wc->kind > SDGP_WEIGHTS_SRSTE || (unsigned)wc->group > SDGP_WGROUP_BLOCK16)
+    if ((unsigned)wc->kind > SDGP_WEIGHTS_SRSTE || (unsigned)wc->group > SDGP_WGROUP_BLOCK32)
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sparse-weights kind %d or group %d", (int)wc->kind, (int)wc->group);
     if (wc->kind != SDGP_WEIGHTS_DENSE && (wc->m < 1 || wc->m > SDGP_NM_MAX_M || wc->n < 1 || wc->n > wc->m))
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: sparse weights %d:%d is not an N:M pattern (1 <= n <= m <= %d)", wc->n,

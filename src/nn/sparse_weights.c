@@ -7,7 +7,7 @@
 #include "sdgp/prune.h"
 
 const char *const sdgp_weights_kind_names[] = {"dense", "sste", "srste", NULL};
-const char *const sdgp_weights_group_names[] = {"tap", "kernel", "block16", NULL};
+const char *const sdgp_weights_group_names[] = {"tap", "kernel", "block16", "block32", NULL};
 
 /* Marks the n largest of size[0..m) in keep (ties: the lower index; a NaN size counts as the
  * largest, as in magnitude pruning, so it is kept and shows up downstream) and returns the
@@ -58,9 +58,9 @@ void sdgp_weights_project(float *out, const float *w, int cout, int cin, int tap
         }
         return;
     }
-    /* KERNEL and BLOCK16: a unit is one input channel's taps in every output channel of a block
-     * (1 or 16 of them; the last block of BLOCK16 may be smaller). Blocks are independent. */
-    int ob = group == SDGP_WGROUP_BLOCK16 ? 16 : 1, blocks = (cout + ob - 1) / ob;
+    /* KERNEL, BLOCK16 and BLOCK32: a unit is one input channel's taps in every output channel of a
+     * block (1, 16 or 32 of them; the last block may be smaller). Blocks are independent. */
+    int ob = sdgp_weights_group_block(group), blocks = (cout + ob - 1) / ob;
 #pragma omp parallel for schedule(static) if ((size_t)cout * per_out >= (1u << 16))
     for (int b = 0; b < blocks; b++) {
         double size[SDGP_NM_MAX_M];
@@ -88,6 +88,10 @@ void sdgp_weights_project(float *out, const float *w, int cout, int cin, int tap
             }
         }
     }
+}
+
+int sdgp_weights_group_block(sdgp_weights_group group) {
+    return group == SDGP_WGROUP_BLOCK32 ? 32 : group == SDGP_WGROUP_BLOCK16 ? 16 : 1;
 }
 
 double sdgp_weights_sste_beta(const float *w, const float *s, size_t count) {

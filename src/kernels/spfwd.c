@@ -1,0 +1,217 @@
+/* The N:M sparse-weight forward convolution: plan, packing of the block-masked weights, work
+ * units and threading (the micro-kernels: spfwd_<isa>.c; design: README.md). */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/spfwd_internal.h"
+
+static const spfwd_kernels kernel_table[SDGP_ISA_COUNT] = {
+    /* pixels per call: AVX-512 12 x 2 zmm accumulators at bw 32 (+ 2 weight vectors and a
+     * broadcast in 32 registers); AVX2 3 x 4 or 6 x 2 ymm of 16 */
+    [SDGP_ISA_REF] = {SDGP_ISA_REF, spfwd_tile_ref, 12, 12},
+    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spfwd_tile_avx2, 6, 3},
+    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, spfwd_tile_avx512, 12, 12},
+};
+
+/* Output pixels per work unit: the unit's input rows and outputs stay in L2 next to one block's
+ * weights (at most 9 x 256 x 32 floats = 288 KiB at Cin 512). */
+#define SPFWD_UNIT_PX 256
+
+/* Runs of output positions o < out with the same valid taps: tap i is valid when the source
+ * position o*stride + i - pad lies in [0, in). */
+static int make_runs(spfwd_run *runs, int out, int in, int k, int stride, int pad) {
+    int nr = 0;
+    for (int o = 0; o < out; o++) {
+        uint64_t mask = 0;
+        for (int i = 0; i < k; i++) {
+            int src = o * stride + i - pad;
+            if (src >= 0 && src < in) mask |= 1ull << i;
+        }
+        if (nr && runs[nr - 1].mask == mask) runs[nr - 1].count++;
+        else runs[nr++] = (spfwd_run){o, 1, mask};
+    }
+    return nr;
+}
+
+void sdgp_sparse_fwd_destroy(sdgp_sparse_fwd *p) {
+    if (!p) return;
+    free(p->idx);
+    free(p->wc);
+    free(p->row_runs);
+    free(p->col_runs);
+    free(p);
+}
+
+sdgp_isa sdgp_sparse_fwd_isa(const sdgp_sparse_fwd *p) { return p->k.isa; }
+
+sdgp_status sdgp_sparse_fwd_create(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block, sdgp_isa isa,
+                                   int threads, sdgp_error *err) {
+    const char *who = "sparse-weight forward";
+    if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL %s", who, out ? "geometry" : "output");
+    *out = NULL;
+    sdgp_conv_geom chk;
+    sdgp_status st = sdgp_conv_geom_init(&chk, g->B, g->H, g->W, g->Cin, g->Cout, g->kh, g->kw, g->stride, g->pad, err);
+    if (st != SDGP_OK) return st;
+    if (chk.Ho != g->Ho || chk.Wo != g->Wo)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: output %dx%d does not match the geometry (%dx%d)", who, g->Ho, g->Wo,
+                         chk.Ho, chk.Wo);
+    if (g->groups > 1) return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: grouped convolutions (groups=%d)", who, g->groups);
+    if (m < 1 || m > SDGP_NM_MAX_M || n < 1 || n > m)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: %d:%d is not an N:M pattern (1 <= n <= m <= %d)", who, n, m, SDGP_NM_MAX_M);
+    if (g->Cin % m) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: Cin=%d is not a multiple of m=%d", who, g->Cin, m);
+    if (block != 16 && block != 32)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: block=%d output channels per mask (16 or 32)", who, block);
+    if (g->kh > 64 || g->kw > 64 || g->kh * g->kw > SPFWD_MAX_TAPS)
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: %dx%d kernel (at most %d taps)", who, g->kh, g->kw, SPFWD_MAX_TAPS);
+    if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: threads=%d < 0", who, threads);
+    sdgp_isa resolved;
+    st = sdgp_isa_resolve(isa, &resolved, err);
+    if (st != SDGP_OK) return st;
+
+    sdgp_sparse_fwd *p = calloc(1, sizeof *p);
+    if (!p) return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory", who);
+    p->g = *g;
+    p->n = n;
+    p->m = m;
+    p->bw = block;
+    p->threads = threads ? threads : omp_get_max_threads();
+    p->k = kernel_table[resolved];
+    p->K = g->Cin / m * n;
+    p->nblk = (g->Cout + block - 1) / block;
+    size_t taps = (size_t)g->kh * g->kw;
+    p->idx = malloc((size_t)p->nblk * p->K * sizeof *p->idx);
+    p->row_runs = malloc((size_t)g->Ho * sizeof *p->row_runs);
+    p->col_runs = malloc((size_t)g->Wo * sizeof *p->col_runs);
+    if (posix_memalign((void **)&p->wc, 64, (size_t)p->nblk * taps * p->K * block * sizeof(float))) p->wc = NULL;
+    if (!p->idx || !p->wc || !p->row_runs || !p->col_runs) {
+        sdgp_sparse_fwd_destroy(p);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the packed weights (%zu MB)", who,
+                         (size_t)p->nblk * taps * p->K * block * sizeof(float) >> 20);
+    }
+    p->nrow_runs = make_runs(p->row_runs, g->Ho, g->H, g->kh, g->stride, g->pad);
+    p->ncol_runs = make_runs(p->col_runs, g->Wo, g->W, g->kw, g->stride, g->pad);
+    p->band = SPFWD_UNIT_PX / g->Wo > 0 ? SPFWD_UNIT_PX / g->Wo : 1;
+    *out = p;
+    return SDGP_OK;
+}
+
+/* Block b's weights: in each group of m input channels, the units (an input channel's taps over
+ * the block's output channels) that hold a nonzero; more than n is an error, fewer are padded
+ * with the first all-zero units, so every block keeps exactly K channels. */
+static int pack_block(sdgp_sparse_fwd *p, const float *w, int b) {
+    const sdgp_conv_geom *g = &p->g;
+    const int taps = g->kh * g->kw, bw = p->bw, co0 = b * bw;
+    const int co1 = co0 + bw < g->Cout ? co0 + bw : g->Cout;
+    int32_t *idx = p->idx + (size_t)b * p->K;
+    for (int g0 = 0, k = 0; g0 < g->Cin; g0 += p->m) {
+        int nz[SDGP_NM_MAX_M], z[SDGP_NM_MAX_M], nnz = 0, nzero = 0;
+        for (int i = 0; i < p->m; i++) {
+            int any = 0;
+            for (int co = co0; co < co1 && !any; co++)
+                for (int t = 0; t < taps; t++) any |= w[((size_t)co * g->Cin + g0 + i) * taps + t] != 0.0f;
+            if (any) nz[nnz++] = g0 + i;
+            else z[nzero++] = g0 + i;
+        }
+        if (nnz > p->n) return g0 + 1; /* 1-based: 0 means fine */
+        /* ascending channel order inside the group: the kept ones and the padding merged */
+        for (int a = 0, c = 0; a + c < p->n;) {
+            int take_nz = a < nnz && (c >= p->n - nnz || nz[a] < z[c]);
+            idx[k++] = take_nz ? nz[a++] : z[c++];
+        }
+    }
+    float *wc = p->wc + (size_t)b * taps * p->K * bw;
+    for (int k = 0; k < p->K; k++)
+        for (int t = 0; t < taps; t++) {
+            float *row = wc + ((size_t)k * taps + t) * bw;
+            for (int c = 0; c < bw; c++)
+                row[c] = co0 + c < co1 ? w[((size_t)(co0 + c) * g->Cin + idx[k]) * taps + t] : 0.0f;
+        }
+    return 0;
+}
+
+sdgp_status sdgp_sparse_fwd_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err) {
+    if (!p || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward pack: NULL %s", p ? "weights" : "plan");
+    /* the first bad (block, group), as block * Cin + group: the same message for any thread count */
+    int64_t bad = INT64_MAX;
+#pragma omp parallel for schedule(static) num_threads(p->threads) reduction(min : bad)
+    for (int b = 0; b < p->nblk; b++) {
+        int r = pack_block(p, w, b);
+        if (r && (int64_t)b * p->g.Cin + r - 1 < bad) bad = (int64_t)b * p->g.Cin + r - 1;
+    }
+    p->packed = bad == INT64_MAX;
+    if (!p->packed) {
+        int bad_block = (int)(bad / p->g.Cin), bad_group = (int)(bad % p->g.Cin);
+        int co1 = (bad_block + 1) * p->bw < p->g.Cout ? (bad_block + 1) * p->bw : p->g.Cout;
+        return sdgp_fail(err, SDGP_ERR_INVALID,
+                         "sparse-weight forward pack: output channels %d-%d keep more than %d of input channels %d-%d "
+                         "(the weights are not %d:%d per block of %d output channels)",
+                         bad_block * p->bw, co1 - 1, p->n, bad_group, bad_group + p->m - 1, p->n, p->m, p->bw);
+    }
+    return SDGP_OK;
+}
+
+/* One work unit: output rows r0 .. r1-1 (of B*Ho) for block b. */
+static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int b, int64_t r0, int64_t r1) {
+    const sdgp_conv_geom *g = &p->g;
+    const int bw = p->bw, taps = g->kh * g->kw, nxmax = bw == 32 ? p->k.nx32 : p->k.nx16;
+    const int co0 = b * bw, ncols = g->Cout - co0 < bw ? g->Cout - co0 : bw;
+    const float *wc = p->wc + (size_t)b * taps * p->K * bw;
+    const int32_t *idx = p->idx + (size_t)b * p->K;
+    int64_t tap_off[SPFWD_MAX_TAPS];
+    int64_t tap_w[SPFWD_MAX_TAPS];
+    int rr = 0; /* the row run of the current row: rows ascend within a unit, runs restart per image */
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t img = r / g->Ho;
+        const int ho = (int)(r % g->Ho);
+        if (r == r0 || ho == 0) rr = 0;
+        while (ho >= p->row_runs[rr].start + p->row_runs[rr].count) rr++;
+        const uint64_t rmask = p->row_runs[rr].mask;
+        for (int cr = 0; cr < p->ncol_runs; cr++) {
+            const spfwd_run *run = &p->col_runs[cr];
+            int nt = 0;
+            for (int i = 0; i < g->kh; i++) {
+                if (!(rmask >> i & 1)) continue;
+                for (int j = 0; j < g->kw; j++) {
+                    if (!(run->mask >> j & 1)) continue;
+                    tap_off[nt] = ((int64_t)(i - g->pad) * g->W + (j - g->pad)) * g->Cin;
+                    tap_w[nt++] = (int64_t)(i * g->kw + j) * bw;
+                }
+            }
+            for (int wo = run->start; wo < run->start + run->count; wo += nxmax) {
+                int nx = run->start + run->count - wo < nxmax ? run->start + run->count - wo : nxmax;
+                spfwd_tile t = {
+                    .x = x + ((img * g->H + (int64_t)ho * g->stride) * g->W + (int64_t)wo * g->stride) * g->Cin,
+                    .tap_off = tap_off,
+                    .w = wc,
+                    .w_sk = (int64_t)taps * bw,
+                    .tap_w = tap_w,
+                    .ntaps = nt,
+                    .idx = idx,
+                    .K = p->K,
+                    .nx = nx,
+                    .x_sx = (int64_t)g->stride * g->Cin,
+                    .y = y + ((img * g->Ho + ho) * g->Wo + wo) * (int64_t)g->Cout + co0,
+                    .y_sx = g->Cout,
+                    .ncols = ncols,
+                };
+                p->k.tile(&t, bw);
+            }
+        }
+    }
+}
+
+sdgp_status sdgp_sparse_fwd_run(sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err) {
+    if (!p || !y || !x) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: NULL %s", !p ? "plan" : !y ? "output" : "input");
+    if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: no weights packed");
+    const int64_t rows = (int64_t)p->g.B * p->g.Ho, bands = (rows + p->band - 1) / p->band;
+    const int64_t units = bands * p->nblk;
+    /* block-major: consecutive units of a thread share a block's weights in L2 */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(p->threads)
+    for (int64_t u = 0; u < units; u++) {
+        int b = (int)(u / bands);
+        int64_t r0 = u % bands * p->band, r1 = r0 + p->band < rows ? r0 + p->band : rows;
+        run_unit(p, y, x, b, r0, r1);
+    }
+    return SDGP_OK;
+}
