@@ -190,8 +190,8 @@ run_case("resnet9 srste 2:4 block16 groups, classifier too (a block of 10)", "re
          extra={"sparse-weights": "srste", "weight-groups": "block16", "sparse-weights-classifier": "1"})
 run_case("resnet9 sste 2:4 block16 groups", "resnet9", 0.25, (16, 16, 3), 8,
          extra={"sparse-weights": "sste", "weight-groups": "block16"})
-run_case("resnet9 sste 2:4 block32 groups", "resnet9", 0.25, (16, 16, 3), 8,
-         extra={"sparse-weights": "sste", "weight-groups": "block32"})
+run_case("resnet9 sste 2:4 block32 groups, the sparse-weight forward kernel", "resnet9", 0.25, (16, 16, 3), 8,
+         extra={"sparse-weights": "sste", "weight-groups": "block32", "sparse-kernel": "on"})
 run_case("resnet9 sste 2:4 + SDGP magnitude 2:4 sparse kernel", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4",
          {"sparse-weights": "sste", "sparse-kernel": "on"})
 sys.exit(G.finish())

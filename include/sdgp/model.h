@@ -184,6 +184,7 @@ typedef struct {
     const char *bwd_kernel; /* "dense", "sparse" (pixel domain), "winograd" (Winograd domain) */
     int winograd;          /* some pass of its dense convolution runs oneDNN's Winograd kernel */
     int sparse_weights;    /* its forward uses N:M sparse weights (sdgp_weights_cfg) */
+    int sparse_forward;    /* its forward runs the sparse-weight kernel (block masks; sdgp_sparse_fwd_*) */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
 } sdgp_layer_info;
@@ -200,8 +201,10 @@ SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 
 /* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'w'
  * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, 'u' left unpruned by
- * SDGP_SPARSE_FASTEST, '-' not pruned (e.g.
- * "-sdwwsss"). Checkpoints store it, so a
+ * SDGP_SPARSE_FASTEST, '-' not pruned (e.g. "-sdwwsss"). With block-masked sparse weights
+ * (--weight-groups block16 | block32) a second part follows after '/', the forward's kernel per
+ * conv layer: 's' the sparse-weight kernel, 'd' oneDNN on W~, '-' neither applies (e.g.
+ * "-sdwwsss/-sdsssss"); a text without it runs every forward dense. Checkpoints store it, so a
  * resumed run uses the same kernels (their results differ in rounding) and stays bitwise exact. */
 SDGP_API void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);
 /* Applies such a text (from sdgp_model_sparse_choice of the same configuration). */

@@ -73,7 +73,7 @@ typedef struct {
     double ms, rss_mb;
     double layer[MAX_CONVS][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
     int n_layers;
-    char kernels[MAX_CONVS + 1];        /* sdgp_model_sparse_choice: each layer's data-gradient kernel */
+    char kernels[2 * MAX_CONVS + 2];    /* sdgp_model_sparse_choice: each layer's data-gradient (and forward) kernel */
     char convs[SDGP_CONV_CHOICE_LEN];   /* sdgp_model_conv_choice: each layer's per-pass dense algorithm */
     double create_s;                    /* building the model (with --conv-algo measured: its timing) */
     char kernel_name[MAX_CONVS][12]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when not pruned */

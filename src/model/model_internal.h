@@ -4,6 +4,7 @@
 
 #include "sdgp/conv.h"
 #include "sdgp/model.h"
+#include "sdgp/sparse.h"
 
 /* Parameter and layer names: torchvision's state_dict names fit ("layer4.0.downsample.1.running_mean"). */
 #define MODEL_NAME_LEN 64
@@ -97,6 +98,9 @@ struct op {
     int sparse_w;                   /* the products use w_eff, the projection of the weights */
     int p_sbeta;                    /* S-STE: the "<layer>.sste_beta" parameter (-1: none) */
     float *w_eff;                   /* the projected weights, refreshed by each forward */
+    sdgp_sparse_fwd *spfwd;         /* block-masked weights: the sparse forward's plan (model_fwd.c) */
+    int fwd_sparse;                 /* the forward runs spfwd (else oneDNN on w_eff) */
+    int fwd_packed;                 /* spfwd holds this step's W~ */
     /* OP_SCALE */
     float scale;
 };
@@ -255,6 +259,20 @@ void model_weights_backward(sdgp_model *m, const op *o);
 static inline const float *model_op_weights(const sdgp_model *m, const op *o) {
     return o->sparse_w ? o->w_eff : m->params[o->kind == OP_LINEAR ? o->p_lw : o->p_w].data;
 }
+
+/* model_fwd.c: the forward of convs with block-masked sparse weights, dense or the sparse kernel */
+int model_fwd_supported(const sdgp_model *m, const op *o);
+/* z = conv(x) with o's weights as its forward runs them. */
+void model_fwd_product(sdgp_model *m, op *o, float *z, const float *x);
+/* After W~ changed: packs it into the sparse plan of a layer that runs it. */
+void model_fwd_pack(op *o);
+/* Plans for every supported layer and the per-layer choice under --sparse-kernel (auto: timed). */
+sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err);
+/* The choice as text, a character per conv: 's' sparse kernel, 'd' dense, '-' not supported. */
+void model_fwd_choice(const sdgp_model *m, char *buf, size_t size);
+int model_fwd_any(const sdgp_model *m); /* some layer has a sparse forward plan */
+/* Applies such a text of len characters. */
+sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, sdgp_error *err);
 
 /* model_memory.c: gradient buffers, transient activations, the activation arena (after the convs are
  * set up and the first conv's pruning is off). */

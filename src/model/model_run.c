@@ -79,7 +79,7 @@ static void conv_forward(sdgp_model *m, op *o, int train) {
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     double t0 = m->timing ? now_ms() : 0;
     /* A failure here would be an internal oneDNN error on shapes validated at build time. */
-    (void)sdgp_conv_forward(o->dnnl, z, x, model_op_weights(m, o), NULL, NULL);
+    model_fwd_product(m, o, z, x);
     if (m->timing) o->times.fwd_ms = now_ms() - t0;
     if (!o->bn) {
         if (o->relu) sdgp_relu_forward(y, y, m->slots[o->out].count);
@@ -227,7 +227,7 @@ static void recompute_block(sdgp_model *m, int first, int add) {
             bn_output_recompute(m, &m->ops[o->recompute_from], o->x_re);
             x = o->x_re;
         }
-        (void)sdgp_conv_forward(o->dnnl, o->z, x, model_op_weights(m, o), NULL, NULL); /* shapes checked at build */
+        model_fwd_product(m, o, o->z, x); /* the same kernel as the forward: the same bits */
         if (o->y_re) bn_output_recompute(m, o, o->y_re);
     }
 }

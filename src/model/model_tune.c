@@ -88,11 +88,18 @@ void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size) {
         const op *o = &m->ops[m->conv_ops[i]];
         buf[k++] = !o->prune ? '-' : o->bwd->code;
     }
+    if (model_fwd_any(m) && k + 1 < size) { /* the forward's part (model_fwd.c) */
+        buf[k++] = '/';
+        model_fwd_choice(m, buf + k, size - k);
+        return;
+    }
     if (size) buf[k] = 0;
 }
 
 sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
-    if (!choice || (int)strlen(choice) != m->n_convs)
+    const char *fwd = choice ? strchr(choice, '/') : NULL;
+    size_t bwd_len = choice ? (fwd ? (size_t)(fwd - choice) : strlen(choice)) : 0;
+    if (!choice || (int)bwd_len != m->n_convs)
         return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s' does not fit a model of %d conv layers",
                          choice ? choice : "(null)", m->n_convs);
     for (int i = 0; i < m->n_convs; i++) {
@@ -101,6 +108,14 @@ sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp
         int ok = o->prune ? impl && impl->supports(m, o) : choice[i] == '-';
         if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d cannot be '%c'", choice, i, choice[i]);
     }
+    /* the forward's part (checked whole before it changes anything); a text without one: all dense */
+    char dense[SDGP_CONV_CHOICE_LEN];
+    if (!fwd) {
+        model_fwd_choice(m, dense, sizeof dense);
+        for (char *c = dense; *c; c++) *c = *c == 's' ? 'd' : *c;
+    }
+    sdgp_status fst = model_fwd_set_choice(m, fwd ? fwd + 1 : dense, fwd ? strlen(fwd + 1) : strlen(dense), err);
+    if (fst != SDGP_OK) return fst;
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
         if (!o->prune) continue;

@@ -312,15 +312,17 @@ static void report_layers(run *r) {
     const sdgp_weights_cfg *w = &r->cfg->model.weights;
     if (w->kind != SDGP_WEIGHTS_DENSE) {
         /* what one mask covers, indexed by sdgp_weights_group */
-        static const char *const mask_per[] = {"(output channel, tap)", "output channel", "block of 16 output channels"};
+        static const char *const mask_per[] = {"(output channel, tap)", "output channel", "block of 16 output channels",
+                                               "block of 32 output channels"};
         fprintf(r->out, "sparse weights: %s %d:%d along input channels, a mask per %s%s; layers:",
                 sdgp_weights_kind_names[w->kind], w->n, w->m, mask_per[w->group],
                 w->kind == SDGP_WEIGHTS_SRSTE ? "" : ", beta per tensor frozen at initialisation");
         for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
-            fprintf(r->out, " %s=%s", li->layer, li->sparse_weights ? "sparse" : "dense");
+            fprintf(r->out, " %s=%s", li->layer, !li->sparse_weights ? "dense" : li->sparse_forward ? "sparse+kernel" : "sparse");
         }
-        fprintf(r->out, " classifier=%s (forward and data gradient: dense kernels on W~)\n", w->classifier ? "sparse" : "dense");
+        fprintf(r->out, " classifier=%s (forward: the sparse-weight kernel where marked +kernel, else oneDNN on W~; data "
+                "gradient: oneDNN on W~)\n", w->classifier ? "sparse" : "dense");
     }
     if (r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
     fprintf(r->out, "pruning dL/dO: %s %d:%d, domain %s, mask block %d; data gradient per layer:",
