@@ -55,7 +55,9 @@ typedef enum {
                                dense step, else no pruning in that layer (its exact dL/dO, oneDNN): never
                                slower than dense, and no less exact than pruning everywhere */
 } sdgp_sparse_mode;
-/* The names, indexed by the enum and NULL-terminated: "auto", "on", "off", "fastest". */
+/* The same setting picks the forward of convs with block-masked sparse weights (--weight-groups block16 |
+ * block32): ON the sparse-weight kernel, OFF oneDNN on W~, AUTO and FASTEST the faster per layer, timed at
+ * create. The names, indexed by the enum and NULL-terminated: "auto", "on", "off", "fastest". */
 extern SDGP_API const char *const sdgp_sparse_mode_names[];
 
 /* Where SDGP prunes the data gradient of a 3x3 stride-1 conv (other convs: always the pixel

@@ -79,6 +79,7 @@ static void conv_forward(sdgp_model *m, op *o, int train) {
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     double t0 = m->timing ? now_ms() : 0;
     /* A failure here would be an internal oneDNN error on shapes validated at build time. */
+    model_fwd_pack(o); /* this forward's W~ (model_weights_refresh), packed where the sparse kernel runs */
     model_fwd_product(m, o, z, x);
     if (m->timing) o->times.fwd_ms = now_ms() - t0;
     if (!o->bn) {

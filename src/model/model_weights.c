@@ -88,10 +88,7 @@ static void refresh(const sdgp_model *m, const op *o) {
 
 void model_weights_refresh(sdgp_model *m) {
     for (int k = 0; k < m->n_ops; k++)
-        if (m->ops[k].sparse_w) {
-            refresh(m, &m->ops[k]);
-            model_fwd_pack(&m->ops[k]);
-        }
+        if (m->ops[k].sparse_w) refresh(m, &m->ops[k]);
 }
 
 void model_weights_backward(sdgp_model *m, const op *o) {
