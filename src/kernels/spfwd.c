@@ -20,7 +20,7 @@ static const spfwd_kernels kernel_table[SDGP_ISA_COUNT] = {
 
 /* Runs of output positions o < out with the same valid taps: tap i is valid when the source
  * position o*stride + i - pad lies in [0, in). */
-static int make_runs(spfwd_run *runs, int out, int in, int k, int stride, int pad) {
+static int make_runs(spconv_run *runs, int out, int in, int k, int stride, int pad) {
     int nr = 0;
     for (int o = 0; o < out; o++) {
         uint64_t mask = 0;
@@ -29,7 +29,7 @@ static int make_runs(spfwd_run *runs, int out, int in, int k, int stride, int pa
             if (src >= 0 && src < in) mask |= 1ull << i;
         }
         if (nr && runs[nr - 1].mask == mask) runs[nr - 1].count++;
-        else runs[nr++] = (spfwd_run){o, 1, mask};
+        else runs[nr++] = (spconv_run){o, 1, mask};
     }
     return nr;
 }
@@ -168,7 +168,7 @@ static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int b, 
         while (ho >= p->row_runs[rr].start + p->row_runs[rr].count) rr++;
         const uint64_t rmask = p->row_runs[rr].mask;
         for (int cr = 0; cr < p->ncol_runs; cr++) {
-            const spfwd_run *run = &p->col_runs[cr];
+            const spconv_run *run = &p->col_runs[cr];
             int nt = 0;
             for (int i = 0; i < g->kh; i++) {
                 if (!(rmask >> i & 1)) continue;

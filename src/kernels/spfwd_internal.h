@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "kernels/spconv_internal.h"
 #include "sdgp/sparse.h"
 
 #define SPFWD_MAX_TAPS 64 /* kh * kw of one call: the taps valid for a run of pixels */
@@ -55,12 +56,8 @@ void spfwd_tile_ref(const spfwd_tile *t, int bw);
 void spfwd_tile_avx2(const spfwd_tile *t, int bw);
 void spfwd_tile_avx512(const spfwd_tile *t, int bw);
 
-/* Output positions (rows or columns) with the same valid taps: start .. start+count-1, taps
- * i (j) with bit i set in mask. */
-typedef struct {
-    int start, count;
-    uint64_t mask;
-} spfwd_run;
+/* Runs of output rows (columns) with the same valid taps use spconv_run: positions start ..
+ * start+count-1 here (stride 1 between them), taps i (j) with bit i set in mask. */
 
 struct sdgp_sparse_fwd {
     sdgp_conv_geom g;
@@ -70,7 +67,7 @@ struct sdgp_sparse_fwd {
     int nblk;           /* blocks of output channels: ceil(Cout / bw) */
     int32_t *idx;       /* [nblk][K] kept input channels, ascending within each group of m */
     float *wc;          /* [nblk][K][taps][bw] kept weights, 64-byte aligned, zero past Cout */
-    spfwd_run *row_runs, *col_runs;
+    spconv_run *row_runs, *col_runs;
     int nrow_runs, ncol_runs;
     int64_t band;       /* output rows (over B * Ho) per work unit */
     int packed;

@@ -158,7 +158,7 @@ static sdgp_status run_bwd_weights(sdgp_conv *c, float *x, float *y, float *dx, 
 }
 static const pass_fn pass_run[3] = {run_fwd, run_bwd_data, run_bwd_weights}; /* by sdgp_conv_pass */
 
-static void fill_random(float *p, size_t n, uint64_t s) {
+void model_fill_random(float *p, size_t n, uint64_t s) {
     for (size_t j = 0; j < n; j++) { /* the times are data independent: any values in [-1, 1) */
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         p[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
@@ -199,8 +199,8 @@ static sdgp_status tune_layer(sdgp_model *m, int i, sdgp_conv_algo *out, sdgp_er
         st = sdgp_fail(err, SDGP_ERR_NOMEM, "model: %s: conv tuning buffers", o->name);
         goto done;
     }
-    fill_random(x, nx, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
-    fill_random(y, ny, 0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
+    model_fill_random(x, nx, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
+    model_fill_random(y, ny, 0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
     double best[3][2];
     for (int p = 0; p < 3; p++) best[p][0] = best[p][1] = INFINITY;
     const float *w = model_op_weights(m, o);

@@ -36,12 +36,7 @@ void model_fwd_pack(op *o) {
 static void tune_layer(sdgp_model *m, op *o, int index) {
     if (o->in == 0) return;
     float *x = m->slots[o->in].act, *z = o->z_fwd;
-    size_t n = m->slots[o->in].count;
-    uint64_t s = 0xD1B54A32D192ED03ull * (uint64_t)(index + 1);
-    for (size_t j = 0; j < n; j++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
-    }
+    model_fill_random(x, m->slots[o->in].count, 0xD1B54A32D192ED03ull * (uint64_t)(index + 1));
     double dense = INFINITY, sparse = INFINITY;
     for (int r = 0; r < FWD_TUNE_REPS; r++) {
         double t0 = sdgp_now_s();

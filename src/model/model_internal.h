@@ -242,6 +242,9 @@ sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err);
 sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos, sdgp_error *err);
 sdgp_status model_conv_choice_parse(const sdgp_model *m, const char *text, sdgp_conv_algo (*algos)[3], sdgp_error *err);
 sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err);
+/* p[0..n) = values in [-1, 1) from an LCG seeded with s: test data for the start-up timings (every tuner's:
+ * the kernels' times do not depend on the values). */
+void model_fill_random(float *p, size_t n, uint64_t s);
 
 /* model_weights.c: N:M sparse weights (S-STE, SR-STE; sdgp_weights_cfg) */
 /* Whether a conv (conv_index >= 0) or the classifier (-1) gets sparse weights. */

@@ -32,12 +32,8 @@ static sdgp_status tune_layer(sdgp_model *m, op *o, int index, sdgp_error *err) 
     /* before the first step the activations are free: the conv's output and input slots (the
      * input is not the image, in_mode says so) hold dL/dO and dL/dD while timing */
     float *dz = m->slots[o->out].act, *dx = m->slots[o->in].act;
-    size_t n = m->slots[o->out].count;
-    uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(index + 1);
-    for (size_t j = 0; j < n; j++) { /* any dense gradient will do: the masks' cost is data independent */
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        dz[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
-    }
+    /* any dense gradient will do: the masks' cost is data independent */
+    model_fill_random(dz, m->slots[o->out].count, 0x9E3779B97F4A7C15ull * (uint64_t)(index + 1));
     /* every candidate's plan, the layer's current one reused */
     const bwd_impl *held = o->bwd;
     void *held_plan = o->bwd_plan;
