@@ -1,5 +1,7 @@
 /* The sparse-weight forward inside the model (src/model/model_fwd.c): with block-masked weights,
- * --sparse-kernel on runs it in every supported layer, off runs oneDNN on W~; the choice is text that
+ * --sparse-kernel on runs it in every supported layer (Winograd in the 3x3 stride-1 ones, the direct
+ * kernel in this ResNet-9's 5x5 stride-2 layer 1),
+ * off runs oneDNN on W~; the direct kernel ('s') is a choice too; the choice is text that
  * checkpoints keep (the kernel-choice text's part after '/'), applying a dense choice gives the dense
  * model's bits exactly, and bad texts change nothing. */
 #include <unistd.h>
@@ -35,7 +37,7 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     sdgp_model *on = NULL, *off = NULL;
     sdgp_error err;
     REQUIRE(sdgp_model_create(&on, &con, &err) == SDGP_OK && sdgp_model_create(&off, &coff, &err) == SDGP_OK, "%s", err.msg);
-    char choice[64], want_on[] = "--------/-sssssss", want_off[] = "--------/-ddddddd";
+    char choice[64], want_on[] = "--------/-swwwwww", want_off[] = "--------/-ddddddd";
     sdgp_model_sparse_choice(on, choice, sizeof choice);
     CHECK(strcmp(choice, want_on) == 0, "on: %s (the image conv has dense weights)", choice);
     sdgp_model_sparse_choice(off, choice, sizeof choice);
@@ -53,6 +55,14 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     CHECK(test_rel_err(a, d, n) < 1e-4, "sparse vs dense forward: rel err %g", test_rel_err(a, d, n));
     CHECK(!test_bitwise_equal(a, d, n * sizeof(float)), "the sparse forward gave oneDNN's bits: did it run?");
 
+    /* the direct sparse kernel: close to dense too, and its own rounding */
+    CHECK(sdgp_model_conv_info(on, 2)->sparse_forward == 2 && sdgp_model_conv_info(on, 1)->sparse_forward == 1, "Winograd info");
+    CHECK(sdgp_model_set_sparse_choice(on, "--------/-sssssss", &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_conv_info(on, 2)->sparse_forward == 1 && sdgp_model_conv_info(off, 2)->sparse_forward == 0, "direct info");
+    logits_of(on, x, b);
+    CHECK(test_rel_err(b, d, n) < 1e-4 && !test_bitwise_equal(a, b, n * sizeof(float)) && !test_bitwise_equal(b, d, n * sizeof(float)),
+          "direct sparse forward: rel err %g to dense, or the bits of another implementation", test_rel_err(b, d, n));
+
     /* the dense choice, with the '/' part or without one: the dense model's bits */
     CHECK(sdgp_model_set_sparse_choice(on, want_off, &err) == SDGP_OK, "%s", err.msg);
     logits_of(on, x, b);
@@ -64,10 +74,10 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
 
     /* bad texts change nothing */
     CHECK(sdgp_model_set_sparse_choice(on, want_on, &err) == SDGP_OK, "%s", err.msg);
-    CHECK(sdgp_model_set_sparse_choice(on, "--------/-ssssssx", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 7"),
+    CHECK(sdgp_model_set_sparse_choice(on, "--------/-swwwwwx", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 7"),
           "bad character: %s", err.msg);
-    CHECK(sdgp_model_set_sparse_choice(on, "--------/-ssssss", &err) == SDGP_ERR_FORMAT, "short forward part");
-    CHECK(sdgp_model_set_sparse_choice(on, "--------/sssssss-", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 0"),
+    CHECK(sdgp_model_set_sparse_choice(on, "--------/-swwwww", &err) == SDGP_ERR_FORMAT, "short forward part");
+    CHECK(sdgp_model_set_sparse_choice(on, "--------/swwwwww-", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 0"),
           "the image conv has no sparse plan: %s", err.msg);
     CHECK(sdgp_model_set_sparse_choice(on, "-------s/-ddddddd", &err) == SDGP_ERR_FORMAT, "bad data-gradient part");
     logits_of(on, x, b);
@@ -85,7 +95,7 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     sdgp_model_sparse_choice(off, choice, sizeof choice);
     CHECK(strcmp(choice, want_on) == 0, "restored: %s", choice);
     logits_of(off, x, b);
-    CHECK(test_bitwise_equal(a, b, n * sizeof(float)), "restored model: not the sparse forward's logits");
+    CHECK(test_bitwise_equal(a, b, n * sizeof(float)), "restored model: not the sparse forward's logits (rel err %g)", test_rel_err(a, b, n));
     unlink(path);
     free(x);
     sdgp_model_destroy(on);

@@ -186,7 +186,7 @@ typedef struct {
     const char *bwd_kernel; /* "dense", "sparse" (pixel domain), "winograd" (Winograd domain) */
     int winograd;          /* some pass of its dense convolution runs oneDNN's Winograd kernel */
     int sparse_weights;    /* its forward uses N:M sparse weights (sdgp_weights_cfg) */
-    int sparse_forward;    /* its forward runs the sparse-weight kernel (block masks; sdgp_sparse_fwd_*) */
+    int sparse_forward;    /* its forward runs a sparse-weight kernel (block masks; sdgp_sparse_fwd_*): 1 direct, 2 Winograd */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
 } sdgp_layer_info;

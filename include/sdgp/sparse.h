@@ -126,6 +126,17 @@ SDGP_API sdgp_status sdgp_sparse_fwd_pack(sdgp_sparse_fwd *p, const float *w, sd
  * output element, taps then kept channels in order). */
 SDGP_API sdgp_status sdgp_sparse_fwd_run(sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err);
 
+/* The same product by Winograd's algorithm F(tile x tile, 3x3), tile 2 or 4, for 3x3 stride-1
+ * convolutions (padding 0-2): a block mask zeroes whole 3x3 kernels, so it holds in the Winograd
+ * domain exactly and each of the (tile+2)^2 element products runs over the block's kept channels
+ * only: n/m of 16/36 (tile 2) or 36/144 (tile 4) of the direct multiplies. Pack and run as above;
+ * the result differs from the direct algorithm's by the transforms' rounding (tile 4 more: its
+ * matrices hold 4, 5, 8 and 1/6), but is bitwise the same for every thread count and ISA path.
+ * SDGP_ERR_UNSUPPORTED for other geometries. */
+SDGP_API int sdgp_sparse_fwd_wino_supports(const sdgp_conv_geom *g);
+SDGP_API sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block,
+                                                 int tile, sdgp_isa isa, int threads, sdgp_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,9 +9,9 @@
 static const spfwd_kernels kernel_table[SDGP_ISA_COUNT] = {
     /* pixels per call: AVX-512 12 x 2 zmm accumulators at bw 32 (+ 2 weight vectors and a
      * broadcast in 32 registers); AVX2 3 x 4 or 6 x 2 ymm of 16 */
-    [SDGP_ISA_REF] = {SDGP_ISA_REF, spfwd_tile_ref, 12, 12},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spfwd_tile_avx2, 6, 3},
-    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, spfwd_tile_avx512, 12, 12},
+    [SDGP_ISA_REF] = {SDGP_ISA_REF, spfwd_tile_ref, 12, 12, spfwd_wino_in_ref, spfwd_wino_out_ref},
+    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spfwd_tile_avx2, 6, 3, spfwd_wino_in_avx2, spfwd_wino_out_avx2},
+    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, spfwd_tile_avx512, 12, 12, spfwd_wino_in_avx512, spfwd_wino_out_avx512},
 };
 
 /* Output pixels per work unit: the unit's input rows and outputs stay in L2 next to one block's
@@ -40,14 +40,16 @@ void sdgp_sparse_fwd_destroy(sdgp_sparse_fwd *p) {
     free(p->wc);
     free(p->row_runs);
     free(p->col_runs);
+    spfwd_wino_free(p);
     free(p);
 }
 
 sdgp_isa sdgp_sparse_fwd_isa(const sdgp_sparse_fwd *p) { return p->k.isa; }
 
-sdgp_status sdgp_sparse_fwd_create(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block, sdgp_isa isa,
-                                   int threads, sdgp_error *err) {
-    const char *who = "sparse-weight forward";
+/* wtile: 0 the direct algorithm, 2 or 4 Winograd's F(wtile x wtile, 3x3) */
+static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block, int wtile, sdgp_isa isa,
+                               int threads, sdgp_error *err) {
+    const char *who = wtile ? "sparse-weight forward (Winograd)" : "sparse-weight forward";
     if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL %s", who, out ? "geometry" : "output");
     *out = NULL;
     sdgp_conv_geom chk;
@@ -65,6 +67,11 @@ sdgp_status sdgp_sparse_fwd_create(sdgp_sparse_fwd **out, const sdgp_conv_geom *
     if (g->kh > 64 || g->kw > 64 || g->kh * g->kw > SPFWD_MAX_TAPS)
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: %dx%d kernel (at most %d taps)", who, g->kh, g->kw, SPFWD_MAX_TAPS);
     if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: threads=%d < 0", who, threads);
+    if (wtile && wtile != 2 && wtile != 4)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: tile %d (Winograd's F(2x2,3x3) or F(4x4,3x3): 2 or 4)", who, wtile);
+    if (wtile && !sdgp_sparse_fwd_wino_supports(g))
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: needs a 3x3 kernel, stride 1 and padding 0-2 (got %dx%d, stride %d, pad %d)",
+                         who, g->kh, g->kw, g->stride, g->pad);
     sdgp_isa resolved;
     st = sdgp_isa_resolve(isa, &resolved, err);
     if (st != SDGP_OK) return st;
@@ -92,25 +99,52 @@ sdgp_status sdgp_sparse_fwd_create(sdgp_sparse_fwd **out, const sdgp_conv_geom *
     p->nrow_runs = make_runs(p->row_runs, g->Ho, g->H, g->kh, g->stride, g->pad);
     p->ncol_runs = make_runs(p->col_runs, g->Wo, g->W, g->kw, g->stride, g->pad);
     p->band = SPFWD_UNIT_PX / g->Wo > 0 ? SPFWD_UNIT_PX / g->Wo : 1;
+    p->wtile = wtile;
+    if (wtile && (st = spfwd_wino_plan(p, err)) != SDGP_OK) {
+        sdgp_sparse_fwd_destroy(p);
+        return st;
+    }
     *out = p;
     return SDGP_OK;
 }
 
+sdgp_status sdgp_sparse_fwd_create(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block, sdgp_isa isa,
+                                   int threads, sdgp_error *err) {
+    return create_plan(out, g, n, m, block, 0, isa, threads, err);
+}
+
+int sdgp_sparse_fwd_wino_supports(const sdgp_conv_geom *g) {
+    return g && g->kh == 3 && g->kw == 3 && g->stride == 1 && g->pad >= 0 && g->pad <= 2 && g->groups <= 1;
+}
+
+sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block, int tile,
+                                        sdgp_isa isa, int threads, sdgp_error *err) {
+    return create_plan(out, g, n, m, block, tile, isa, threads, err);
+}
+
 /* Block b's weights: in each group of m input channels, the units (an input channel's taps over
  * the block's output channels) that hold a nonzero; more than n is an error, fewer are padded
- * with the first all-zero units, so every block keeps exactly K channels. */
-static int pack_block(sdgp_sparse_fwd *p, const float *w, int b) {
+ * with the first all-zero units, so every block keeps exactly K channels. W is read a whole output
+ * channel (Cin x taps, contiguous) at a time: nz (Cin bytes, the caller's) marks the used inputs. */
+static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in) {
     const sdgp_conv_geom *g = &p->g;
     const int taps = g->kh * g->kw, bw = p->bw, co0 = b * bw;
     const int co1 = co0 + bw < g->Cout ? co0 + bw : g->Cout;
+    const int64_t row = (int64_t)g->Cin * taps;
     int32_t *idx = p->idx + (size_t)b * p->K;
+    memset(nz_in, 0, (size_t)g->Cin);
+    for (int co = co0; co < co1; co++) {
+        const float *wr = w + co * row;
+        for (int c = 0; c < g->Cin; c++) {
+            int any = 0;
+            for (int t = 0; t < taps; t++) any |= wr[c * taps + t] != 0.0f;
+            nz_in[c] |= (uint8_t)any;
+        }
+    }
     for (int g0 = 0, k = 0; g0 < g->Cin; g0 += p->m) {
         int nz[SDGP_NM_MAX_M], z[SDGP_NM_MAX_M], nnz = 0, nzero = 0;
         for (int i = 0; i < p->m; i++) {
-            int any = 0;
-            for (int co = co0; co < co1 && !any; co++)
-                for (int t = 0; t < taps; t++) any |= w[((size_t)co * g->Cin + g0 + i) * taps + t] != 0.0f;
-            if (any) nz[nnz++] = g0 + i;
+            if (nz_in[g0 + i]) nz[nnz++] = g0 + i;
             else z[nzero++] = g0 + i;
         }
         if (nnz > p->n) return g0 + 1; /* 1-based: 0 means fine */
@@ -121,12 +155,12 @@ static int pack_block(sdgp_sparse_fwd *p, const float *w, int b) {
         }
     }
     float *wc = p->wc + (size_t)b * taps * p->K * bw;
-    for (int k = 0; k < p->K; k++)
-        for (int t = 0; t < taps; t++) {
-            float *row = wc + ((size_t)k * taps + t) * bw;
-            for (int c = 0; c < bw; c++)
-                row[c] = co0 + c < co1 ? w[((size_t)(co0 + c) * g->Cin + idx[k]) * taps + t] : 0.0f;
-        }
+    if (co1 - co0 < bw) memset(wc, 0, (size_t)taps * p->K * bw * sizeof(float));
+    for (int co = co0; co < co1; co++) {
+        const float *wr = w + co * row;
+        for (int k = 0; k < p->K; k++)
+            for (int t = 0; t < taps; t++) wc[((size_t)k * taps + t) * bw + (co - co0)] = wr[(int64_t)idx[k] * taps + t];
+    }
     return 0;
 }
 
@@ -134,12 +168,16 @@ sdgp_status sdgp_sparse_fwd_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error 
     if (!p || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward pack: NULL %s", p ? "weights" : "plan");
     /* the first bad (block, group), as block * Cin + group: the same message for any thread count */
     int64_t bad = INT64_MAX;
+    uint8_t *nz = malloc((size_t)p->threads * p->g.Cin);
+    if (!nz) return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse-weight forward pack: out of memory");
 #pragma omp parallel for schedule(static) num_threads(p->threads) reduction(min : bad)
     for (int b = 0; b < p->nblk; b++) {
-        int r = pack_block(p, w, b);
+        int r = pack_block(p, w, b, nz + (size_t)omp_get_thread_num() * p->g.Cin);
         if (r && (int64_t)b * p->g.Cin + r - 1 < bad) bad = (int64_t)b * p->g.Cin + r - 1;
     }
+    free(nz);
     p->packed = bad == INT64_MAX;
+    if (p->packed && p->wtile) spfwd_wino_pack(p);
     if (!p->packed) {
         int bad_block = (int)(bad / p->g.Cin), bad_group = (int)(bad % p->g.Cin);
         int co1 = (bad_block + 1) * p->bw < p->g.Cout ? (bad_block + 1) * p->bw : p->g.Cout;
@@ -204,6 +242,10 @@ static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int b, 
 sdgp_status sdgp_sparse_fwd_run(sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err) {
     if (!p || !y || !x) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: NULL %s", !p ? "plan" : !y ? "output" : "input");
     if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: no weights packed");
+    if (p->wtile) {
+        spfwd_wino_run(p, y, x);
+        return SDGP_OK;
+    }
     const int64_t rows = (int64_t)p->g.B * p->g.Ho, bands = (rows + p->band - 1) / p->band;
     const int64_t units = bands * p->nblk;
     /* block-major: consecutive units of a thread share a block's weights in L2 */

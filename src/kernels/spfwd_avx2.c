@@ -54,3 +54,7 @@ void spfwd_tile_avx2(const spfwd_tile *t, int bw) {
         }
     }
 }
+
+#define SPFWD_WINO_IN spfwd_wino_in_avx2
+#define SPFWD_WINO_OUT spfwd_wino_out_avx2
+#include "kernels/spfwd_wino_loops.h"

@@ -60,3 +60,7 @@ void spfwd_tile_avx512(const spfwd_tile *t, int bw) {
         CASES(1)
     }
 }
+
+#define SPFWD_WINO_IN spfwd_wino_in_avx512
+#define SPFWD_WINO_OUT spfwd_wino_out_avx512
+#include "kernels/spfwd_wino_loops.h"

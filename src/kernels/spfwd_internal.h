@@ -45,16 +45,35 @@ typedef struct {
 
 typedef void (*spfwd_tile_fn)(const spfwd_tile *t, int bw);
 
-/* One ISA's kernel and how many pixels a call takes at each block width. */
+typedef struct sdgp_sparse_fwd sdgp_sparse_fwd_plan;
+/* The Winograd algorithm's transforms (spfwd_wino_loops.h, compiled per ISA; every path the same
+ * bits): row a of B^T d B for image b's tiles (element bb of tile t at v + bb*vstride + t*Cin),
+ * and row a of A^T M A into y (M_bb at M + bb*mstride, rows x bw; store or add). */
+typedef void (*spfwd_wino_in_fn)(const sdgp_sparse_fwd_plan *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
+typedef void (*spfwd_wino_out_fn)(const sdgp_sparse_fwd_plan *p, float *y, const float *M, int64_t mstride, int64_t b0,
+                                  int64_t nimg, int a, int co0, int ncols, int store);
+
+/* One ISA's kernel, how many pixels a call takes at each block width, and its transform loops. */
 typedef struct {
     sdgp_isa isa;
     spfwd_tile_fn tile;
     int nx16, nx32;
+    spfwd_wino_in_fn wino_in;
+    spfwd_wino_out_fn wino_out;
 } spfwd_kernels;
 
 void spfwd_tile_ref(const spfwd_tile *t, int bw);
 void spfwd_tile_avx2(const spfwd_tile *t, int bw);
 void spfwd_tile_avx512(const spfwd_tile *t, int bw);
+void spfwd_wino_in_ref(const sdgp_sparse_fwd_plan *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_in_avx2(const sdgp_sparse_fwd_plan *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_in_avx512(const sdgp_sparse_fwd_plan *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_out_ref(const sdgp_sparse_fwd_plan *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
+                        int co0, int ncols, int store);
+void spfwd_wino_out_avx2(const sdgp_sparse_fwd_plan *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
+                         int co0, int ncols, int store);
+void spfwd_wino_out_avx512(const sdgp_sparse_fwd_plan *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg,
+                           int a, int co0, int ncols, int store);
 
 /* Runs of output rows (columns) with the same valid taps use spconv_run: positions start ..
  * start+count-1 here (stride 1 between them), taps i (j) with bit i set in mask. */
@@ -71,6 +90,23 @@ struct sdgp_sparse_fwd {
     int nrow_runs, ncol_runs;
     int64_t band;       /* output rows (over B * Ho) per work unit */
     int packed;
+    /* Winograd F(r x r, 3x3) (sdgp_sparse_fwd_create_wino, spfwd_wino.c); wtile = r (2 or 4), 0 direct */
+    int wtile;
+    int th, tw;            /* output tiles per image along y and x */
+    int64_t T;             /* th * tw */
+    float *zrow;           /* Cin zeros: patch pixels in the padding */
+    float *up;             /* U: [nblk][K][(r+2)^2 elements][bw], the kept rows of G g G^T */
+    int64_t ib;            /* images per work unit */
+    int nbg;               /* groups of output blocks the units split the blocks into */
+    unsigned char *tbuf;   /* per thread: r+2 V_e (rows x Cin) then r+2 M (rows x bw) */
+    size_t tbytes, o_m;
 };
+
+/* spfwd_wino.c: the Winograd plan's buffers (on a plan made by the direct create), U from the
+ * packed wc, the product, and freeing what the first allocated. */
+sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err);
+void spfwd_wino_pack(sdgp_sparse_fwd *p);
+void spfwd_wino_run(const sdgp_sparse_fwd *p, float *y, const float *x);
+void spfwd_wino_free(sdgp_sparse_fwd *p);
 
 #endif

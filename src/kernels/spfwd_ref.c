@@ -17,3 +17,7 @@ void spfwd_tile_ref(const spfwd_tile *t, int bw) {
         for (int c = 0; c < t->ncols; c++) y[c] = acc[c];
     }
 }
+
+#define SPFWD_WINO_IN spfwd_wino_in_ref
+#define SPFWD_WINO_OUT spfwd_wino_out_ref
+#include "kernels/spfwd_wino_loops.h"

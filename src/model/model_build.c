@@ -482,7 +482,8 @@ void sdgp_model_destroy(sdgp_model *m) {
     for (int k = 0; k < m->n_ops; k++) {
         sdgp_conv_destroy(m->ops[k].dnnl);
         if (m->ops[k].bwd && m->ops[k].bwd->destroy) m->ops[k].bwd->destroy(m->ops[k].bwd_plan);
-        sdgp_sparse_fwd_destroy(m->ops[k].spfwd);
+        sdgp_sparse_fwd_destroy(m->ops[k].spfwd[0]);
+        sdgp_sparse_fwd_destroy(m->ops[k].spfwd[1]);
     }
     free(m->conv_ws); /* after the convs that used it */
     free(m->param_arena);

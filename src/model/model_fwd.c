@@ -1,11 +1,14 @@
 /* The forward product of a conv with block-masked N:M weights (--weight-groups block16 | block32):
- * oneDNN's dense forward on W~, or the sparse-weight kernel (src/kernels/spfwd.c), which runs the
- * product over each block's kept input channels only. Per layer, by --sparse-kernel as for the data
- * gradient: on = the sparse kernel wherever it runs, off = dense, auto and fastest = the faster of
- * the two, timed at start with the packing included (never slower than dense). The choice is part
- * of the kernel-choice text that checkpoints keep (model_tune.c), so a resumed run computes the same
- * bits: the two differ in rounding. */
+ * one of an ordered list of implementations (MODEL_FWD_*): oneDNN's dense forward on W~, the
+ * sparse-weight kernel (src/kernels/spfwd.c), which runs the product over each block's kept input
+ * channels only, or the same in the Winograd domain (spfwd_wino.c; 3x3 stride-1 layers). Per layer,
+ * by --sparse-kernel as for the data gradient: on = a sparse kernel wherever one runs (Winograd
+ * where the layer has it: fewer multiplies by 2.25x), off = dense, auto and fastest = the fastest
+ * of all, timed at start with the packing included (never slower than dense). The choice is part of
+ * the kernel-choice text that checkpoints keep (model_tune.c), one letter per layer, so a resumed
+ * run computes the same bits: the implementations differ in rounding. */
 #include <math.h>
+#include <string.h>
 
 #include "core/clock.h"
 #include "model/model_internal.h"
@@ -19,38 +22,43 @@ int model_fwd_supported(const sdgp_model *m, const op *o) {
            w->n < w->m;
 }
 
+static const char impl_letter[MODEL_FWD_NIMPL] = {'d', 's', 'w'};
+
+static sdgp_sparse_fwd *impl_plan(const op *o, int impl) { return impl == MODEL_FWD_DENSE ? NULL : o->spfwd[impl - 1]; }
+
 void model_fwd_product(sdgp_model *m, op *o, float *z, const float *x) {
     /* failures would be internal: shapes were validated at build, and W~ has the block form by
      * construction (a failed pack leaves fwd_packed 0 and the dense product runs) */
-    if (o->fwd_sparse && o->fwd_packed) (void)sdgp_sparse_fwd_run(o->spfwd, z, x, NULL);
+    sdgp_sparse_fwd *plan = impl_plan(o, o->fwd_impl);
+    if (plan && o->fwd_packed) (void)sdgp_sparse_fwd_run(plan, z, x, NULL);
     else (void)sdgp_conv_forward(o->dnnl, z, x, model_op_weights(m, o), NULL, NULL);
 }
 
 void model_fwd_pack(op *o) {
-    if (o->fwd_sparse) o->fwd_packed = sdgp_sparse_fwd_pack(o->spfwd, o->w_eff, NULL) == SDGP_OK;
+    sdgp_sparse_fwd *plan = impl_plan(o, o->fwd_impl);
+    if (plan) o->fwd_packed = sdgp_sparse_fwd_pack(plan, o->w_eff, NULL) == SDGP_OK;
 }
 
-/* Dense against sparse (pack + run) on random input in the layer's own buffers (free before the
- * first step), interleaved, the best of each. The image slot is the caller's: a conv on it stays
- * dense under auto. */
+/* The layer's implementations against each other (pack + run) on random input in the layer's own
+ * buffers (free before the first step), interleaved, the best of each. The image slot is the caller's: a conv on it stays dense under auto. */
 static void tune_layer(sdgp_model *m, op *o, int index) {
     if (o->in == 0) return;
     float *x = m->slots[o->in].act, *z = o->z_fwd;
     model_fill_random(x, m->slots[o->in].count, 0xD1B54A32D192ED03ull * (uint64_t)(index + 1));
-    double dense = INFINITY, sparse = INFINITY;
-    for (int r = 0; r < FWD_TUNE_REPS; r++) {
-        double t0 = sdgp_now_s();
-        o->fwd_sparse = 0;
-        model_fwd_product(m, o, z, x);
-        double t1 = sdgp_now_s();
-        o->fwd_sparse = 1;
-        model_fwd_pack(o);
-        model_fwd_product(m, o, z, x);
-        double t2 = sdgp_now_s();
-        dense = fmin(dense, t1 - t0);
-        sparse = fmin(sparse, t2 - t1);
-    }
-    o->fwd_sparse = sparse < dense;
+    double best[MODEL_FWD_NIMPL];
+    for (int i = 0; i < MODEL_FWD_NIMPL; i++) best[i] = INFINITY;
+    for (int r = 0; r < FWD_TUNE_REPS; r++)
+        for (int i = 0; i < MODEL_FWD_NIMPL; i++) {
+            if (i != MODEL_FWD_DENSE && !impl_plan(o, i)) continue;
+            double t0 = sdgp_now_s();
+            o->fwd_impl = i;
+            model_fwd_pack(o);
+            model_fwd_product(m, o, z, x);
+            best[i] = fmin(best[i], sdgp_now_s() - t0);
+        }
+    o->fwd_impl = MODEL_FWD_DENSE;
+    for (int i = 0; i < MODEL_FWD_NIMPL; i++)
+        if (best[i] < best[o->fwd_impl]) o->fwd_impl = i;
 }
 
 /* Every supported layer gets a plan, under off too: a checkpoint's choice may ask for it. */
@@ -61,16 +69,19 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
         if (!model_fwd_supported(m, o)) continue;
-        sdgp_status st = sdgp_sparse_fwd_create(&o->spfwd, &o->geom, w->n, w->m, sdgp_weights_group_block(w->group),
-                                                m->cfg.prune.isa, m->cfg.threads, err);
+        const int block = sdgp_weights_group_block(w->group);
+        sdgp_status st = sdgp_sparse_fwd_create(&o->spfwd[0], &o->geom, w->n, w->m, block, m->cfg.prune.isa, m->cfg.threads, err);
+        if (st == SDGP_OK && sdgp_sparse_fwd_wino_supports(&o->geom))
+            st = sdgp_sparse_fwd_create_wino(&o->spfwd[1], &o->geom, w->n, w->m, block, 4, m->cfg.prune.isa, m->cfg.threads, err);
         if (st != SDGP_OK) {
             m->timing = timing;
             return st;
         }
-        if (m->cfg.sparse == SDGP_SPARSE_ON) o->fwd_sparse = 1;
+        if (m->cfg.sparse == SDGP_SPARSE_ON) o->fwd_impl = o->spfwd[1] ? MODEL_FWD_WINO : MODEL_FWD_DIRECT;
         else if (m->cfg.sparse != SDGP_SPARSE_OFF) tune_layer(m, o, i);
+        else o->fwd_impl = MODEL_FWD_DENSE;
         model_fwd_pack(o);
-        o->info.sparse_forward = o->fwd_sparse;
+        o->info.sparse_forward = o->fwd_impl;
     }
     m->timing = timing;
     return SDGP_OK;
@@ -80,14 +91,14 @@ void model_fwd_choice(const sdgp_model *m, char *buf, size_t size) {
     size_t k = 0;
     for (int i = 0; i < m->n_convs && k + 1 < size; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
-        buf[k++] = !o->spfwd ? '-' : o->fwd_sparse ? 's' : 'd';
+        buf[k++] = !o->spfwd[0] ? '-' : impl_letter[o->fwd_impl];
     }
     if (size) buf[k] = 0;
 }
 
 int model_fwd_any(const sdgp_model *m) {
     for (int i = 0; i < m->n_convs; i++)
-        if (m->ops[m->conv_ops[i]].spfwd) return 1;
+        if (m->ops[m->conv_ops[i]].spfwd[0]) return 1;
     return 0;
 }
 
@@ -97,13 +108,15 @@ sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, 
                          choice, m->n_convs);
     for (int i = 0; i < m->n_convs; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
-        int ok = choice[i] == '-' || choice[i] == 'd' || (choice[i] == 's' && o->spfwd);
+        const char *l = memchr(impl_letter, choice[i], MODEL_FWD_NIMPL);
+        int ok = choice[i] == '-' || (l && (l == impl_letter || impl_plan(o, (int)(l - impl_letter))));
         if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "forward kernel choice '%.*s': layer %d cannot be '%c'", (int)len, choice, i, choice[i]);
     }
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        o->fwd_sparse = choice[i] == 's';
-        o->info.sparse_forward = o->fwd_sparse;
+        const char *l = memchr(impl_letter, choice[i], MODEL_FWD_NIMPL);
+        o->fwd_impl = l ? (int)(l - impl_letter) : MODEL_FWD_DENSE;
+        o->info.sparse_forward = o->fwd_impl;
         model_fwd_pack(o);
     }
     return SDGP_OK;

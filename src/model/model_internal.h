@@ -98,9 +98,11 @@ struct op {
     int sparse_w;                   /* the products use w_eff, the projection of the weights */
     int p_sbeta;                    /* S-STE: the "<layer>.sste_beta" parameter (-1: none) */
     float *w_eff;                   /* the projected weights, refreshed by each forward */
-    sdgp_sparse_fwd *spfwd;         /* block-masked weights: the sparse forward's plan (model_fwd.c) */
-    int fwd_sparse;                 /* the forward runs spfwd (else oneDNN on w_eff) */
-    int fwd_packed;                 /* spfwd holds this step's W~ */
+    /* block-masked weights: the sparse forward's plans (model_fwd.c), direct and Winograd (NULL
+     * where the geometry has none), and which implementation runs */
+    sdgp_sparse_fwd *spfwd[2];
+    int fwd_impl;                   /* MODEL_FWD_DENSE (oneDNN on w_eff), MODEL_FWD_DIRECT or MODEL_FWD_WINO */
+    int fwd_packed;                 /* the running plan holds this step's W~ */
     /* OP_SCALE */
     float scale;
 };
@@ -263,7 +265,9 @@ static inline const float *model_op_weights(const sdgp_model *m, const op *o) {
     return o->sparse_w ? o->w_eff : m->params[o->kind == OP_LINEAR ? o->p_lw : o->p_w].data;
 }
 
-/* model_fwd.c: the forward of convs with block-masked sparse weights, dense or the sparse kernel */
+/* model_fwd.c: the forward of convs with block-masked sparse weights, dense or a sparse kernel.
+ * Its implementations, in the order of op.spfwd after dense; their letters are the choice text. */
+enum { MODEL_FWD_DENSE, MODEL_FWD_DIRECT, MODEL_FWD_WINO, MODEL_FWD_NIMPL };
 int model_fwd_supported(const sdgp_model *m, const op *o);
 /* z = conv(x) with o's weights as its forward runs them. */
 void model_fwd_product(sdgp_model *m, op *o, float *z, const float *x);

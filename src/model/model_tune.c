@@ -108,7 +108,7 @@ sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp
     char dense[SDGP_CONV_CHOICE_LEN];
     if (!fwd) {
         model_fwd_choice(m, dense, sizeof dense);
-        for (char *c = dense; *c; c++) *c = *c == 's' ? 'd' : *c;
+        for (char *c = dense; *c; c++) *c = *c == '-' ? '-' : 'd';
     }
     sdgp_status fst = model_fwd_set_choice(m, fwd ? fwd + 1 : dense, fwd ? strlen(fwd + 1) : strlen(dense), err);
     if (fst != SDGP_OK) return fst;

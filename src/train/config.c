@@ -121,7 +121,8 @@ static const field fields[] = {
     {"prune-first-layer", F_BOOL, OFF(model.prune_first_layer), 0, 0, 1, NULL, "also prune the first conv"},
     {"sparse-kernel", F_ENUM, OFF(model.sparse), 0, 0, 0, sdgp_sparse_mode_names,
      "auto | on | off | fastest (per layer the sparse kernel where it beats dense, else that layer unpruned); "
-     "also the forward of block16/block32 sparse weights (fastest as auto)"},
+     "also the forward of block16/block32 sparse weights: dense, direct or Winograd F(4x4) per layer (on: a sparse one, "
+     "Winograd where the layer is 3x3 stride 1; fastest as auto)"},
     {"sdgp-domain", F_ENUM, OFF(model.domain), 0, 0, 0, sdgp_prune_domain_names,
      "pixel | winograd | auto: prune dL/dO itself, or its F(2x2,3x3) transform in 3x3 layers (auto: per layer the faster)"},
     {"mask-block", F_INT, OFF(model.prune.mask_block), 0, 1, SDGP_MASK_BLOCK_MAX, NULL,

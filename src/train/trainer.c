@@ -319,7 +319,7 @@ static void report_layers(run *r) {
                 w->kind == SDGP_WEIGHTS_SRSTE ? "" : ", beta per tensor frozen at initialisation");
         for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
-            fprintf(r->out, " %s=%s", li->layer, !li->sparse_weights ? "dense" : li->sparse_forward ? "sparse+kernel" : "sparse");
+            fprintf(r->out, " %s=%s", li->layer, !li->sparse_weights ? "dense" : li->sparse_forward == 2 ? "sparse+winograd" : li->sparse_forward ? "sparse+kernel" : "sparse");
         }
         fprintf(r->out, " classifier=%s (forward: the sparse-weight kernel where marked +kernel, else oneDNN on W~; data "
                 "gradient: oneDNN on W~)\n", w->classifier ? "sparse" : "dense");
