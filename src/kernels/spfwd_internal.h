@@ -95,7 +95,7 @@ struct sdgp_sparse_fwd {
     int th, tw;            /* output tiles per image along y and x */
     int64_t T;             /* th * tw */
     float *zrow;           /* Cin zeros: patch pixels in the padding */
-    float *up;             /* U: [nblk][K][(r+2)^2 elements][bw], the kept rows of G g G^T */
+    float *up;             /* U: [(r+2)^2 elements][nblk][K][bw], the kept rows of G g G^T */
     int64_t ib;            /* images per work unit */
     int nbg;               /* groups of output blocks the units split the blocks into */
     unsigned char *tbuf;   /* per thread: r+2 V_e (rows x Cin) then r+2 M (rows x bw) */
