@@ -322,7 +322,11 @@ static sdgp_status parse_recompute(const char *name, int *out, sdgp_error *err) 
             *out = i;
             return SDGP_OK;
         }
-    return sdgp_fail(err, SDGP_ERR_INVALID, "'%s' is not none or blocks", name);
+    char list[64] = "";
+    for (int i = 0; sdgp_recompute_names[i]; i++) /* the message from the name table: one place */
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? (sdgp_recompute_names[i + 1] ? ", " : " or ") : "",
+                 sdgp_recompute_names[i]);
+    return sdgp_fail(err, SDGP_ERR_INVALID, "'%s' is not %s", name, list);
 }
 static int parse_name_list(const char *flag, const char *text, name_parse_fn parse, int max, int *vals, int *n) {
     char buf[128];
