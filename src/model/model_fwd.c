@@ -26,6 +26,34 @@ static const char impl_letter[MODEL_FWD_NIMPL] = {'d', 's', 'w'};
 
 static sdgp_sparse_fwd *impl_plan(const op *o, int impl) { return impl == MODEL_FWD_DENSE ? NULL : o->spfwd[impl - 1]; }
 
+/* Whether the layer can run impl (its plan may not exist yet: plans are made on demand). */
+static int impl_supported(const op *o, int impl) {
+    return impl == MODEL_FWD_DENSE || (o->fwd_ok && (impl == MODEL_FWD_DIRECT || sdgp_sparse_fwd_wino_supports(&o->geom)));
+}
+
+/* impl's plan, made if missing (the Winograd one holds U, 4x the kept weights: 19 MB at 512
+ * channels, so only the implementations in use keep a plan). */
+static sdgp_status impl_make(const sdgp_model *m, op *o, int impl, sdgp_error *err) {
+    if (impl == MODEL_FWD_DENSE || o->spfwd[impl - 1]) return SDGP_OK;
+    const sdgp_weights_cfg *w = &m->cfg.weights;
+    const int block = sdgp_weights_group_block(w->group);
+    return impl == MODEL_FWD_WINO
+               ? sdgp_sparse_fwd_create_wino(&o->spfwd[1], &o->geom, w->n, w->m, block, 4, m->cfg.prune.isa, m->cfg.threads, err)
+               : sdgp_sparse_fwd_create(&o->spfwd[0], &o->geom, w->n, w->m, block, m->cfg.prune.isa, m->cfg.threads, err);
+}
+
+/* Runs impl from now on, and frees the other plans. */
+static void impl_use(op *o, int impl) {
+    for (int i = MODEL_FWD_DIRECT; i < MODEL_FWD_NIMPL; i++)
+        if (i != impl) {
+            sdgp_sparse_fwd_destroy(o->spfwd[i - 1]);
+            o->spfwd[i - 1] = NULL;
+        }
+    o->fwd_impl = impl;
+    o->info.sparse_forward = impl;
+    model_fwd_pack(o);
+}
+
 void model_fwd_product(sdgp_model *m, op *o, float *z, const float *x) {
     /* failures would be internal: shapes were validated at build, and W~ has the block form by
      * construction (a failed pack leaves fwd_packed 0 and the dense product runs) */
@@ -39,8 +67,9 @@ void model_fwd_pack(op *o) {
     if (plan) o->fwd_packed = sdgp_sparse_fwd_pack(plan, o->w_eff, NULL) == SDGP_OK;
 }
 
-/* The layer's implementations against each other (pack + run) on random input in the layer's own
- * buffers (free before the first step), interleaved, the best of each. The image slot is the caller's: a conv on it stays dense under auto. */
+/* The layer's implementations (plans made) against each other (pack + run) on random input in the
+ * layer's own buffers (free before the first step), interleaved, the best of each. The image slot
+ * is the caller's: a conv on it stays dense under auto. */
 static void tune_layer(sdgp_model *m, op *o, int index) {
     if (o->in == 0) return;
     float *x = m->slots[o->in].act, *z = o->z_fwd;
@@ -61,44 +90,44 @@ static void tune_layer(sdgp_model *m, op *o, int index) {
         if (best[i] < best[o->fwd_impl]) o->fwd_impl = i;
 }
 
-/* Every supported layer gets a plan, under off too: a checkpoint's choice may ask for it. */
+/* Every supported layer gets the plan of its choice (none under off: a checkpoint's choice makes
+ * what it asks for). */
 sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
-    const sdgp_weights_cfg *w = &m->cfg.weights;
     int timing = m->timing;
     m->timing = 0;
-    for (int i = 0; i < m->n_convs; i++) {
+    sdgp_status st = SDGP_OK;
+    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        if (!model_fwd_supported(m, o)) continue;
-        const int block = sdgp_weights_group_block(w->group);
-        sdgp_status st = sdgp_sparse_fwd_create(&o->spfwd[0], &o->geom, w->n, w->m, block, m->cfg.prune.isa, m->cfg.threads, err);
-        if (st == SDGP_OK && sdgp_sparse_fwd_wino_supports(&o->geom))
-            st = sdgp_sparse_fwd_create_wino(&o->spfwd[1], &o->geom, w->n, w->m, block, 4, m->cfg.prune.isa, m->cfg.threads, err);
-        if (st != SDGP_OK) {
-            m->timing = timing;
-            return st;
+        o->fwd_ok = model_fwd_supported(m, o);
+        if (!o->fwd_ok || m->cfg.sparse == SDGP_SPARSE_OFF) continue;
+        int impl = impl_supported(o, MODEL_FWD_WINO) ? MODEL_FWD_WINO : MODEL_FWD_DIRECT;
+        if (m->cfg.sparse != SDGP_SPARSE_ON) /* auto, fastest: time them all */
+            for (int k = MODEL_FWD_DIRECT; k < MODEL_FWD_NIMPL && st == SDGP_OK; k++)
+                if (impl_supported(o, k)) st = impl_make(m, o, k, err);
+        if (st == SDGP_OK) st = impl_make(m, o, impl, err);
+        if (st != SDGP_OK) break;
+        if (m->cfg.sparse != SDGP_SPARSE_ON) {
+            tune_layer(m, o, i);
+            impl = o->fwd_impl;
         }
-        if (m->cfg.sparse == SDGP_SPARSE_ON) o->fwd_impl = o->spfwd[1] ? MODEL_FWD_WINO : MODEL_FWD_DIRECT;
-        else if (m->cfg.sparse != SDGP_SPARSE_OFF) tune_layer(m, o, i);
-        else o->fwd_impl = MODEL_FWD_DENSE;
-        model_fwd_pack(o);
-        o->info.sparse_forward = o->fwd_impl;
+        impl_use(o, impl);
     }
     m->timing = timing;
-    return SDGP_OK;
+    return st;
 }
 
 void model_fwd_choice(const sdgp_model *m, char *buf, size_t size) {
     size_t k = 0;
     for (int i = 0; i < m->n_convs && k + 1 < size; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
-        buf[k++] = !o->spfwd[0] ? '-' : impl_letter[o->fwd_impl];
+        buf[k++] = !o->fwd_ok ? '-' : impl_letter[o->fwd_impl];
     }
     if (size) buf[k] = 0;
 }
 
 int model_fwd_any(const sdgp_model *m) {
     for (int i = 0; i < m->n_convs; i++)
-        if (m->ops[m->conv_ops[i]].spfwd[0]) return 1;
+        if (m->ops[m->conv_ops[i]].fwd_ok) return 1;
     return 0;
 }
 
@@ -109,15 +138,20 @@ sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, 
     for (int i = 0; i < m->n_convs; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
         const char *l = memchr(impl_letter, choice[i], MODEL_FWD_NIMPL);
-        int ok = choice[i] == '-' || (l && (l == impl_letter || impl_plan(o, (int)(l - impl_letter))));
+        int ok = choice[i] == '-' || (l && impl_supported(o, (int)(l - impl_letter))); /* '-': dense */
         if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "forward kernel choice '%.*s': layer %d cannot be '%c'", (int)len, choice, i, choice[i]);
+    }
+    /* the plans first (making one can fail: then nothing has changed but a plan more) */
+    for (int i = 0; i < m->n_convs; i++) {
+        op *o = &m->ops[m->conv_ops[i]];
+        const char *l = memchr(impl_letter, choice[i], MODEL_FWD_NIMPL);
+        sdgp_status st = l ? impl_make(m, o, (int)(l - impl_letter), err) : SDGP_OK;
+        if (st != SDGP_OK) return st;
     }
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
         const char *l = memchr(impl_letter, choice[i], MODEL_FWD_NIMPL);
-        o->fwd_impl = l ? (int)(l - impl_letter) : MODEL_FWD_DENSE;
-        o->info.sparse_forward = o->fwd_impl;
-        model_fwd_pack(o);
+        if (o->fwd_ok) impl_use(o, l ? (int)(l - impl_letter) : MODEL_FWD_DENSE);
     }
     return SDGP_OK;
 }

@@ -98,8 +98,10 @@ struct op {
     int sparse_w;                   /* the products use w_eff, the projection of the weights */
     int p_sbeta;                    /* S-STE: the "<layer>.sste_beta" parameter (-1: none) */
     float *w_eff;                   /* the projected weights, refreshed by each forward */
-    /* block-masked weights: the sparse forward's plans (model_fwd.c), direct and Winograd (NULL
-     * where the geometry has none), and which implementation runs */
+    /* block-masked weights: the sparse forward (model_fwd.c): whether the layer has one, the plans
+     * of the direct and Winograd implementations (made on demand, freed when not in use), and
+     * which implementation runs */
+    int fwd_ok;
     sdgp_sparse_fwd *spfwd[2];
     int fwd_impl;                   /* MODEL_FWD_DENSE (oneDNN on w_eff), MODEL_FWD_DIRECT or MODEL_FWD_WINO */
     int fwd_packed;                 /* the running plan holds this step's W~ */
