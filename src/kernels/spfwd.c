@@ -90,7 +90,9 @@ static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, i
     p->idx = malloc((size_t)p->nblk * p->K * sizeof *p->idx);
     p->row_runs = malloc((size_t)g->Ho * sizeof *p->row_runs);
     p->col_runs = malloc((size_t)g->Wo * sizeof *p->col_runs);
-    if (posix_memalign((void **)&p->wc, 64, (size_t)p->nblk * taps * p->K * block * sizeof(float))) p->wc = NULL;
+    /* the Winograd plan turns each block's wc into U at once: one block per thread is enough */
+    const size_t wc_blocks = wtile ? (size_t)p->threads : (size_t)p->nblk;
+    if (posix_memalign((void **)&p->wc, 64, wc_blocks * taps * p->K * block * sizeof(float))) p->wc = NULL;
     if (!p->idx || !p->wc || !p->row_runs || !p->col_runs) {
         sdgp_sparse_fwd_destroy(p);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the packed weights (%zu MB)", who,
@@ -122,11 +124,11 @@ sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sdgp_conv_g
     return create_plan(out, g, n, m, block, tile, isa, threads, err);
 }
 
-/* Block b's weights: in each group of m input channels, the units (an input channel's taps over
+/* Block b's weights (into wc, K x taps x bw): in each group of m input channels, the units (an input channel's taps over
  * the block's output channels) that hold a nonzero; more than n is an error, fewer are padded
  * with the first all-zero units, so every block keeps exactly K channels. W is read a whole output
  * channel (Cin x taps, contiguous) at a time: nz (Cin bytes, the caller's) marks the used inputs. */
-static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in) {
+static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in, float *wc) {
     const sdgp_conv_geom *g = &p->g;
     const int taps = g->kh * g->kw, bw = p->bw, co0 = b * bw;
     const int co1 = co0 + bw < g->Cout ? co0 + bw : g->Cout;
@@ -154,7 +156,6 @@ static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in)
             idx[k++] = take_nz ? nz[a++] : z[c++];
         }
     }
-    float *wc = p->wc + (size_t)b * taps * p->K * bw;
     if (co1 - co0 < bw) memset(wc, 0, (size_t)taps * p->K * bw * sizeof(float));
     for (int co = co0; co < co1; co++) {
         const float *wr = w + co * row;
@@ -172,12 +173,15 @@ sdgp_status sdgp_sparse_fwd_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error 
     if (!nz) return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse-weight forward pack: out of memory");
 #pragma omp parallel for schedule(static) num_threads(p->threads) reduction(min : bad)
     for (int b = 0; b < p->nblk; b++) {
-        int r = pack_block(p, w, b, nz + (size_t)omp_get_thread_num() * p->g.Cin);
+        const int th = omp_get_thread_num();
+        const size_t bsize = (size_t)p->g.kh * p->g.kw * p->K * p->bw;
+        float *wc = p->wc + (p->wtile ? (size_t)th : (size_t)b) * bsize;
+        int r = pack_block(p, w, b, nz + (size_t)th * p->g.Cin, wc);
         if (r && (int64_t)b * p->g.Cin + r - 1 < bad) bad = (int64_t)b * p->g.Cin + r - 1;
+        if (!r && p->wtile) spfwd_wino_pack_block(p, b, wc);
     }
     free(nz);
     p->packed = bad == INT64_MAX;
-    if (p->packed && p->wtile) spfwd_wino_pack(p);
     if (!p->packed) {
         int bad_block = (int)(bad / p->g.Cin), bad_group = (int)(bad % p->g.Cin);
         int co1 = (bad_block + 1) * p->bw < p->g.Cout ? (bad_block + 1) * p->bw : p->g.Cout;

@@ -85,7 +85,8 @@ struct sdgp_sparse_fwd {
     int K;              /* kept input channels per block: Cin / m * n */
     int nblk;           /* blocks of output channels: ceil(Cout / bw) */
     int32_t *idx;       /* [nblk][K] kept input channels, ascending within each group of m */
-    float *wc;          /* [nblk][K][taps][bw] kept weights, 64-byte aligned, zero past Cout */
+    float *wc;          /* [nblk][K][taps][bw] kept weights, 64-byte aligned, zero past Cout (Winograd: one
+                         * block per thread, turned into U right away) */
     spconv_run *row_runs, *col_runs;
     int nrow_runs, ncol_runs;
     int64_t band;       /* output rows (over B * Ho) per work unit */
@@ -102,10 +103,10 @@ struct sdgp_sparse_fwd {
     size_t tbytes, o_m;
 };
 
-/* spfwd_wino.c: the Winograd plan's buffers (on a plan made by the direct create), U from the
- * packed wc, the product, and freeing what the first allocated. */
+/* spfwd_wino.c: the Winograd plan's buffers (on a plan made by the direct create), one block's U
+ * from its packed wc, the product, and freeing what the first allocated. */
 sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err);
-void spfwd_wino_pack(sdgp_sparse_fwd *p);
+void spfwd_wino_pack_block(sdgp_sparse_fwd *p, int blk, const float *wc);
 void spfwd_wino_run(const sdgp_sparse_fwd *p, float *y, const float *x);
 void spfwd_wino_free(sdgp_sparse_fwd *p);
 

@@ -83,20 +83,21 @@ sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err) {
     return SDGP_OK;
 }
 
-/* U[e][blk][k] = (G g G^T)[e] of each kept channel k of block blk, from its 9 packed tap rows
- * (wc: [nblk][K][9][bw], rows i*3 + j), whole rows of bw output channels at a time: G along i into
- * t[a][j], then along j, straight into U. Each GEMM's panel (element, block) is contiguous: 3-10 %
- * faster than keeping a kept channel's elements together (which makes the packing's writes one
- * stream, but the GEMM's reads strided). Compiled once (plain C, baseline ISA): the same bits on every path. */
-void spfwd_wino_pack(sdgp_sparse_fwd *p) {
-    const int bw = p->bw, K = p->K, nblk = p->nblk, r = p->wtile, alpha = r + 2;
-#pragma omp parallel for schedule(static) num_threads(p->threads)
-    for (int64_t bk = 0; bk < (int64_t)nblk * K; bk++) {
-        const float *gk = p->wc + bk * 9 * bw;
+/* U[e][blk][k] = (G g G^T)[e] of each kept channel k of block blk, from the block's 9 packed tap
+ * rows per channel (wc: [K][9][bw], rows i*3 + j; the direct pack's, just made by this thread),
+ * whole rows of bw output channels at a time: G along i into t[a][j], then along j, straight into
+ * U. Each GEMM's panel (element, block) is contiguous: 3-10 % faster than keeping a kept channel's
+ * elements together (which makes the packing's writes one stream, but the GEMM's reads strided).
+ * Plain C compiled once (baseline ISA): the same bits on every path. */
+void spfwd_wino_pack_block(sdgp_sparse_fwd *p, int blk, const float *wc) {
+    const int bw = p->bw, K = p->K, r = p->wtile, alpha = r + 2;
+    const int64_t es = (int64_t)p->nblk * K * bw; /* floats between elements */
+    for (int k = 0; k < K; k++) {
+        const float *gk = wc + (int64_t)k * 9 * bw;
         float t[6][3][32];
         for (int j = 0; j < 3; j++) g_apply(&t[0][j][0], 3 * 32, gk + j * bw, 3 * bw, r, bw);
-        const int64_t es = (int64_t)nblk * K * bw; /* floats between elements */
-        for (int a = 0; a < alpha; a++) g_apply(p->up + a * alpha * es + bk * bw, es, &t[a][0][0], 32, r, bw);
+        for (int a = 0; a < alpha; a++)
+            g_apply(p->up + a * alpha * es + ((int64_t)blk * K + k) * bw, es, &t[a][0][0], 32, r, bw);
     }
 }
 
