@@ -38,6 +38,7 @@ void sdgp_sparse_fwd_destroy(sdgp_sparse_fwd *p) {
     if (!p) return;
     free(p->idx);
     free(p->wc);
+    free(p->nz);
     free(p->row_runs);
     free(p->col_runs);
     spfwd_wino_free(p);
@@ -93,7 +94,8 @@ static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, i
     /* the Winograd plan turns each block's wc into U at once: one block per thread is enough */
     const size_t wc_blocks = wtile ? (size_t)p->threads : (size_t)p->nblk;
     if (posix_memalign((void **)&p->wc, 64, wc_blocks * taps * p->K * block * sizeof(float))) p->wc = NULL;
-    if (!p->idx || !p->wc || !p->row_runs || !p->col_runs) {
+    p->nz = malloc((size_t)p->threads * g->Cin);
+    if (!p->idx || !p->wc || !p->nz || !p->row_runs || !p->col_runs) {
         sdgp_sparse_fwd_destroy(p);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the packed weights (%zu MB)", who,
                          (size_t)p->nblk * taps * p->K * block * sizeof(float) >> 20);
@@ -124,10 +126,11 @@ sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sdgp_conv_g
     return create_plan(out, g, n, m, block, tile, isa, threads, err);
 }
 
-/* Block b's weights (into wc, K x taps x bw): in each group of m input channels, the units (an input channel's taps over
- * the block's output channels) that hold a nonzero; more than n is an error, fewer are padded
- * with the first all-zero units, so every block keeps exactly K channels. W is read a whole output
- * channel (Cin x taps, contiguous) at a time: nz (Cin bytes, the caller's) marks the used inputs. */
+/* Block b's weights (into wc, K x taps x bw): in each group of m input channels, the units (an
+ * input channel's taps over the block's output channels) that hold a nonzero; more than n is an
+ * error, fewer are padded with the first all-zero units, so every block keeps exactly K channels.
+ * W is read a whole output channel (Cin x taps, contiguous) at a time: nz_in (Cin bytes, the
+ * thread's) marks the used inputs. */
 static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in, float *wc) {
     const sdgp_conv_geom *g = &p->g;
     const int taps = g->kh * g->kw, bw = p->bw, co0 = b * bw;
@@ -169,18 +172,15 @@ sdgp_status sdgp_sparse_fwd_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error 
     if (!p || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward pack: NULL %s", p ? "weights" : "plan");
     /* the first bad (block, group), as block * Cin + group: the same message for any thread count */
     int64_t bad = INT64_MAX;
-    uint8_t *nz = malloc((size_t)p->threads * p->g.Cin);
-    if (!nz) return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse-weight forward pack: out of memory");
 #pragma omp parallel for schedule(static) num_threads(p->threads) reduction(min : bad)
     for (int b = 0; b < p->nblk; b++) {
         const int th = omp_get_thread_num();
         const size_t bsize = (size_t)p->g.kh * p->g.kw * p->K * p->bw;
         float *wc = p->wc + (p->wtile ? (size_t)th : (size_t)b) * bsize;
-        int r = pack_block(p, w, b, nz + (size_t)th * p->g.Cin, wc);
+        int r = pack_block(p, w, b, p->nz + (size_t)th * p->g.Cin, wc);
         if (r && (int64_t)b * p->g.Cin + r - 1 < bad) bad = (int64_t)b * p->g.Cin + r - 1;
         if (!r && p->wtile) spfwd_wino_pack_block(p, b, wc);
     }
-    free(nz);
     p->packed = bad == INT64_MAX;
     if (!p->packed) {
         int bad_block = (int)(bad / p->g.Cin), bad_group = (int)(bad % p->g.Cin);

@@ -45,12 +45,11 @@ typedef struct {
 
 typedef void (*spfwd_tile_fn)(const spfwd_tile *t, int bw);
 
-typedef struct sdgp_sparse_fwd sdgp_sparse_fwd_plan;
 /* The Winograd algorithm's transforms (spfwd_wino_loops.h, compiled per ISA; every path the same
  * bits): row a of B^T d B for image b's tiles (element bb of tile t at v + bb*vstride + t*Cin),
  * and row a of A^T M A into y (M_bb at M + bb*mstride, rows x bw; store or add). */
-typedef void (*spfwd_wino_in_fn)(const sdgp_sparse_fwd_plan *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
-typedef void (*spfwd_wino_out_fn)(const sdgp_sparse_fwd_plan *p, float *y, const float *M, int64_t mstride, int64_t b0,
+typedef void (*spfwd_wino_in_fn)(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
+typedef void (*spfwd_wino_out_fn)(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0,
                                   int64_t nimg, int a, int co0, int ncols, int store);
 
 /* One ISA's kernel, how many pixels a call takes at each block width, and its transform loops. */
@@ -65,14 +64,14 @@ typedef struct {
 void spfwd_tile_ref(const spfwd_tile *t, int bw);
 void spfwd_tile_avx2(const spfwd_tile *t, int bw);
 void spfwd_tile_avx512(const spfwd_tile *t, int bw);
-void spfwd_wino_in_ref(const sdgp_sparse_fwd_plan *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
-void spfwd_wino_in_avx2(const sdgp_sparse_fwd_plan *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
-void spfwd_wino_in_avx512(const sdgp_sparse_fwd_plan *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
-void spfwd_wino_out_ref(const sdgp_sparse_fwd_plan *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
+void spfwd_wino_in_ref(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_in_avx2(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_in_avx512(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_out_ref(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
                         int co0, int ncols, int store);
-void spfwd_wino_out_avx2(const sdgp_sparse_fwd_plan *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
+void spfwd_wino_out_avx2(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
                          int co0, int ncols, int store);
-void spfwd_wino_out_avx512(const sdgp_sparse_fwd_plan *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg,
+void spfwd_wino_out_avx512(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg,
                            int a, int co0, int ncols, int store);
 
 /* Runs of output rows (columns) with the same valid taps use spconv_run: positions start ..
@@ -85,6 +84,7 @@ struct sdgp_sparse_fwd {
     int K;              /* kept input channels per block: Cin / m * n */
     int nblk;           /* blocks of output channels: ceil(Cout / bw) */
     int32_t *idx;       /* [nblk][K] kept input channels, ascending within each group of m */
+    uint8_t *nz;        /* per thread, Cin bytes: the packing's marks of the inputs a block uses */
     float *wc;          /* [nblk][K][taps][bw] kept weights, 64-byte aligned, zero past Cout (Winograd: one
                          * block per thread, turned into U right away) */
     spconv_run *row_runs, *col_runs;
@@ -98,7 +98,6 @@ struct sdgp_sparse_fwd {
     float *zrow;           /* Cin zeros: patch pixels in the padding */
     float *up;             /* U: [(r+2)^2 elements][nblk][K][bw], the kept rows of G g G^T */
     int64_t ib;            /* images per work unit */
-    int nbg;               /* groups of output blocks the units split the blocks into */
     unsigned char *tbuf;   /* per thread: r+2 V_e (rows x Cin) then r+2 M (rows x bw) */
     size_t tbytes, o_m;
 };

@@ -24,6 +24,12 @@ int model_fwd_supported(const sdgp_model *m, const op *o) {
 
 static const char impl_letter[MODEL_FWD_NIMPL] = {'d', 's', 'w'};
 
+/* The implementation a choice letter names, -1 for none ('-' and unknown letters). */
+static int impl_of_letter(char c) {
+    const char *l = c ? memchr(impl_letter, c, MODEL_FWD_NIMPL) : NULL;
+    return l ? (int)(l - impl_letter) : -1;
+}
+
 static sdgp_sparse_fwd *impl_plan(const op *o, int impl) { return impl == MODEL_FWD_DENSE ? NULL : o->spfwd[impl - 1]; }
 
 /* Whether the layer can run impl (its plan may not exist yet: plans are made on demand). */
@@ -137,21 +143,21 @@ sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, 
                          choice, m->n_convs);
     for (int i = 0; i < m->n_convs; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
-        const char *l = memchr(impl_letter, choice[i], MODEL_FWD_NIMPL);
-        int ok = choice[i] == '-' || (l && impl_supported(o, (int)(l - impl_letter))); /* '-': dense */
+        const int impl = impl_of_letter(choice[i]);
+        int ok = choice[i] == '-' || (impl >= 0 && impl_supported(o, impl)); /* '-': dense */
         if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "forward kernel choice '%.*s': layer %d cannot be '%c'", (int)len, choice, i, choice[i]);
     }
     /* the plans first (making one can fail: then nothing has changed but a plan more) */
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        const char *l = memchr(impl_letter, choice[i], MODEL_FWD_NIMPL);
-        sdgp_status st = l ? impl_make(m, o, (int)(l - impl_letter), err) : SDGP_OK;
+        const int impl = impl_of_letter(choice[i]);
+        sdgp_status st = impl >= 0 ? impl_make(m, o, impl, err) : SDGP_OK;
         if (st != SDGP_OK) return st;
     }
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        const char *l = memchr(impl_letter, choice[i], MODEL_FWD_NIMPL);
-        if (o->fwd_ok) impl_use(o, l ? (int)(l - impl_letter) : MODEL_FWD_DENSE);
+        const int impl = impl_of_letter(choice[i]);
+        if (o->fwd_ok) impl_use(o, impl >= 0 ? impl : MODEL_FWD_DENSE);
     }
     return SDGP_OK;
 }
