@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_util.h"
 #include "cli/bench_shapes.h"
 #include "core/clock.h"
 #include "sdgp/conv.h"
@@ -35,19 +36,6 @@ static const form FORMS[] = {{"ours 4:4", 4, 4, 32, 0},   {"2:4 b32", 2, 4, 32, 
                              {"W2 4:4", 4, 4, 32, 2},     {"W2 2:4 b32", 2, 4, 32, 2}, {"W4 4:4", 4, 4, 32, 4},
                              {"W4 2:4 b32", 2, 4, 32, 4}, {"W4 2:4 b16", 2, 4, 16, 4}, {"W4 4:32 b32", 4, 32, 32, 4}};
 #define NFORMS (int)(sizeof FORMS / sizeof *FORMS)
-
-static void fill(float *x, size_t n, uint64_t seed) {
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((int32_t)(seed >> 32)) * (1.0f / 2147483648.0f);
-    }
-}
-
-static double rel_l2(const float *a, const float *b, size_t n) {
-    double d = 0, s = 0;
-    for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), s += (double)b[i] * b[i];
-    return sqrt(d / (s > 0 ? s : 1));
-}
 
 static void die(const char *what, const sdgp_error *e) {
     fprintf(stderr, "nm_weight_fwd: %s: %s\n", what, e->msg);
@@ -95,8 +83,8 @@ int main(int argc, char **argv) {
         size_t nx = (size_t)g.B * g.H * g.W * g.Cin, ny = (size_t)g.B * g.Ho * g.Wo * g.Cout,
                nw = (size_t)g.Cout * g.Cin * g.kh * g.kw;
         float *x = malloc(nx * 4), *w0 = malloc(nw * 4), *w[NFORMS], *y = malloc(ny * 4), *ref = malloc(ny * 4);
-        fill(x, nx, 1 + li);
-        fill(w0, nw, 100 + li);
+        bench_fill(x, nx, 1 + li);
+        bench_fill(w0, nw, 100 + li);
         sdgp_conv *direct = NULL, *wino = NULL;
         const sdgp_conv_options od = {SDGP_CONV_DIRECT, 0}, ow = {SDGP_CONV_WINOGRAD, 0};
         if (sdgp_conv_create_opts(&direct, &g, 0, threads, &od, &e) != SDGP_OK) die("oneDNN direct", &e);
@@ -119,7 +107,7 @@ int main(int argc, char **argv) {
             /* correctness: against oneDNN's direct forward on the same weights */
             sdgp_sparse_fwd_run(sp[f], y, x, &e);
             sdgp_conv_forward(direct, ref, x, w[f], NULL, &e);
-            double err = rel_l2(y, ref, ny);
+            double err = bench_rel_l2(y, ref, ny);
             if (err > 3e-5) fprintf(stderr, "nm_weight_fwd: %s %s: relative L2 error %.3g against oneDNN\n", l->name, FORMS[f].name, err);
         }
         double t_dir = INFINITY, t_win = INFINITY, t_sp[NFORMS], t_pk[NFORMS];

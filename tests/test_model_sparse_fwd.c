@@ -3,7 +3,9 @@
  * kernel in this ResNet-9's 5x5 stride-2 layer 1),
  * off runs oneDNN on W~; the direct kernel ('s') is a choice too; the choice is text that
  * checkpoints keep (the kernel-choice text's part after '/'), applying a dense choice gives the dense
- * model's bits exactly, and bad texts change nothing. */
+ * model's bits exactly, and bad texts change nothing. The data gradient of those layers runs the
+ * sparse-weight kernel too under on ('x' in the data-gradient part of the text, model_bwd.c):
+ * close to oneDNN's, not its bits, and '-' gives oneDNN's bits again. */
 #include <unistd.h>
 
 #include "harness.h"
@@ -37,7 +39,7 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     sdgp_model *on = NULL, *off = NULL;
     sdgp_error err;
     REQUIRE(sdgp_model_create(&on, &con, &err) == SDGP_OK && sdgp_model_create(&off, &coff, &err) == SDGP_OK, "%s", err.msg);
-    char choice[64], want_on[] = "--------/-swwwwww", want_off[] = "--------/-ddddddd";
+    char choice[64], want_on[] = "--xxxxxx/-swwwwww", want_off[] = "--------/-ddddddd";
     sdgp_model_sparse_choice(on, choice, sizeof choice);
     CHECK(strcmp(choice, want_on) == 0, "on: %s (the image conv has dense weights)", choice);
     sdgp_model_sparse_choice(off, choice, sizeof choice);
@@ -45,6 +47,9 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     CHECK(sdgp_model_conv_info(on, 1)->sparse_forward && !sdgp_model_conv_info(off, 1)->sparse_forward &&
               !sdgp_model_conv_info(on, 0)->sparse_forward,
           "layer info");
+    CHECK(sdgp_model_conv_info(on, 2)->sparse_data && !sdgp_model_conv_info(on, 1)->sparse_data &&
+              !sdgp_model_conv_info(off, 2)->sparse_data,
+          "layer info: sparse data gradient (5x5 stride-2 layer 1 has none)");
 
     size_t img = (size_t)con.batch * 16 * 16 * 3;
     float *x = test_xmalloc(img * sizeof(float)), a[64], b[64], d[64];
@@ -96,6 +101,32 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     CHECK(strcmp(choice, want_on) == 0, "restored: %s", choice);
     logits_of(off, x, b);
     CHECK(test_bitwise_equal(a, b, n * sizeof(float)), "restored model: not the sparse forward's logits (rel err %g)", test_rel_err(a, b, n));
+    /* the data gradient: the sparse-weight kernel against oneDNN on the same W~ (forward dense in
+     * both, so only the data products differ), through the gradient of the first conv's weights
+     * (last: training forwards move BatchNorm's running statistics) */
+    {
+        float dl[64], *g[2];
+        int32_t y[4] = {1, 3, 5, 7};
+        const sdgp_param *p0 = sdgp_model_param(on, 0);
+        const char *texts[2] = {"--xxxxxx/-ddddddd", "--------/-ddddddd"};
+        for (int k = 0; k < 2; k++) {
+            CHECK(sdgp_model_set_sparse_choice(on, texts[k], &err) == SDGP_OK, "%s", err.msg);
+            sdgp_softmax_xent(dl, NULL, sdgp_model_forward(on, x, 1), y, con.batch, con.num_classes, 0.0f);
+            CHECK(sdgp_model_backward(on, dl, 0, &err) == SDGP_OK, "%s", err.msg);
+            g[k] = test_xmalloc(p0->count * sizeof(float));
+            memcpy(g[k], p0->grad, p0->count * sizeof(float));
+        }
+        CHECK(sdgp_model_conv_info(on, 3)->sparse_data == 0, "'-' runs oneDNN");
+        CHECK(test_rel_err(g[0], g[1], p0->count) < 1e-4 && !test_bitwise_equal(g[0], g[1], p0->count * sizeof(float)),
+              "sparse-weight data gradient: rel err %g to oneDNN's, or its bits", test_rel_err(g[0], g[1], p0->count));
+        CHECK(sdgp_model_set_sparse_choice(on, "--xxxxxu/-ddddddd", &err) == SDGP_OK && !sdgp_model_conv_info(on, 7)->sparse_data,
+              "'u' (oneDNN, exact dL/dO) is a choice too: %s", err.msg);
+        CHECK(sdgp_model_set_sparse_choice(on, "-xxxxxxx/-ddddddd", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 1"),
+              "5x5 stride-2 layer 1 has no sparse-weight data gradient: %s", err.msg);
+        free(g[0]), free(g[1]);
+        CHECK(sdgp_model_set_sparse_choice(on, want_on, &err) == SDGP_OK, "%s", err.msg);
+    }
+
     unlink(path);
     free(x);
     sdgp_model_destroy(on);

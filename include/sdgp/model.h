@@ -182,11 +182,13 @@ SDGP_API void sdgp_model_sgd(sdgp_model *m, float lr, float momentum, float weig
 typedef struct {
     const char *layer;
     int pruned;            /* this layer prunes its dL/dO */
-    int sparse_kernel;     /* uses a sparse kernel (pixel or Winograd domain) */
-    const char *bwd_kernel; /* "dense", "sparse" (pixel domain), "winograd" (Winograd domain) */
+    int sparse_kernel;     /* its data gradient uses a sparse kernel (of dL/dO: pixel or Winograd domain; or of W~) */
+    const char *bwd_kernel; /* "dense", "sparse" (pixel domain), "winograd" (Winograd domain), "unpruned",
+                             * "sparse-weights" (exact dL/dO, sparse W~), "pruned+sparse-weights" */
     int winograd;          /* some pass of its dense convolution runs oneDNN's Winograd kernel */
     int sparse_weights;    /* its forward uses N:M sparse weights (sdgp_weights_cfg) */
     int sparse_forward;    /* its forward runs a sparse-weight kernel (block masks; sdgp_sparse_fwd_*): 1 direct, 2 Winograd */
+    int sparse_data;       /* its data gradient runs the sparse-weight kernel (block masks; sdgp_sparse_wdata_*) */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
 } sdgp_layer_info;
@@ -194,9 +196,10 @@ SDGP_API void sdgp_model_enable_grad_stats(sdgp_model *m, int on);
 SDGP_API int sdgp_model_conv_count(const sdgp_model *m);
 SDGP_API const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i);
 
-/* Per pruned layer with more than one allowed implementation (SPARSE_AUTO: dense or sparse;
- * DOMAIN_AUTO: also the Winograd domain), measures each (a few repetitions on random data,
- * pruning included) and keeps the fastest. Called by create when pruning is on.
+/* Per layer with more than one allowed implementation of its data gradient (SPARSE_AUTO: dense or
+ * sparse; DOMAIN_AUTO: also the Winograd domain; block-masked sparse weights: also the sparse-weight
+ * kernel), measures each (a few repetitions on random data, pruning and packing included) and
+ * keeps the fastest. Called by create.
  * It uses the activation buffers as its test data: do not call it between a forward and its
  * backward. */
 SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);

@@ -137,6 +137,30 @@ SDGP_API int sdgp_sparse_fwd_wino_supports(const sdgp_conv_geom *g);
 SDGP_API sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block,
                                                  int tile, sdgp_isa isa, int threads, sdgp_error *err);
 
+/* ---- N:M sparse-weight data gradient: dL/dX of Y = conv(X, W) for block-masked weights ----
+ * The backward-data product of the forward above, for the same weights (the same block form:
+ * `block` consecutive output channels share one N:M mask over the input channels), by Winograd's
+ * algorithm F(tile x tile, 3x3), tile 2 or 4, for 3x3 stride-1 convolutions with padding 0-2
+ * (sdgp_sparse_wdata_supports): dX is the correlation of dY, padded by 2 - pad, with the rotated,
+ * transposed kernels, and the block mask holds in its Winograd domain too, so each element product
+ * runs over each block's kept input channels only (n/m of the multiplies). g is the *forward*
+ * geometry (X: B x H x W x Cin, Y: B x Ho x Wo x Cout, NHWC); W is OIHW. Pack whenever the weights
+ * change (the same check as sdgp_sparse_fwd_pack: SDGP_ERR_INVALID, naming the block and input
+ * channels, when a group holds more than n nonzero channels). Run overwrites dx (B x H x W x Cin)
+ * with the gradient for dy (B x Ho x Wo x Cout). The result differs from the direct product by the
+ * transforms' rounding, as the Winograd forward's; it is bitwise the same for every thread count
+ * and every ISA path (one fp32 FMA chain per (element, block, input channel) over the block's
+ * output channels, blocks added in order). SDGP_ERR_UNSUPPORTED for other geometries. */
+typedef struct sdgp_sparse_wdata sdgp_sparse_wdata;
+
+SDGP_API int sdgp_sparse_wdata_supports(const sdgp_conv_geom *g);
+SDGP_API sdgp_status sdgp_sparse_wdata_create(sdgp_sparse_wdata **out, const sdgp_conv_geom *g, int n, int m, int block,
+                                              int tile, sdgp_isa isa, int threads, sdgp_error *err);
+SDGP_API void sdgp_sparse_wdata_destroy(sdgp_sparse_wdata *p); /* NULL is fine */
+SDGP_API sdgp_isa sdgp_sparse_wdata_isa(const sdgp_sparse_wdata *p);
+SDGP_API sdgp_status sdgp_sparse_wdata_pack(sdgp_sparse_wdata *p, const float *w, sdgp_error *err);
+SDGP_API sdgp_status sdgp_sparse_wdata_run(sdgp_sparse_wdata *p, float *dx, const float *dy, sdgp_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -76,7 +76,7 @@ typedef struct {
     char kernels[2 * MAX_CONVS + 2];    /* sdgp_model_sparse_choice: each layer's data-gradient (and forward) kernel */
     char convs[SDGP_CONV_CHOICE_LEN];   /* sdgp_model_conv_choice: each layer's per-pass dense algorithm */
     double create_s;                    /* building the model (with --conv-algo measured: its timing) */
-    char kernel_name[MAX_CONVS][12]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when not pruned */
+    char kernel_name[MAX_CONVS][24]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when neither pruned nor sparse-weight */
     char err[SDGP_ERROR_MSG_LEN + 64];
 } result;
 
@@ -145,7 +145,7 @@ static void measure_ours(const sdgp_model_config *mc, int steps, int timing, res
         sdgp_model_sparse_choice(m, r->kernels, sizeof r->kernels);
         for (int l = 0; l < n_conv && l < MAX_CONVS; l++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(m, l);
-            snprintf(r->kernel_name[l], sizeof r->kernel_name[l], "%s", li->pruned ? li->bwd_kernel : "-");
+            snprintf(r->kernel_name[l], sizeof r->kernel_name[l], "%s", li->pruned || li->sparse_data ? li->bwd_kernel : "-");
         }
         r->ms = 1e3 * cli_median(t, steps);
         r->n_layers = n_conv < MAX_CONVS ? n_conv : MAX_CONVS;
@@ -594,14 +594,22 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, dense.err);
             return 1;
         }
+        /* as bench step: the variant rows take --sparse-weights and --prune-wgrad; with --prune none
+         * and those, one row of them alone */
+        const sdgp_weights_cfg *wc = &o.train.model.weights;
+        const sdgp_prune_cfg *wg = &o.train.model.prune_wgrad;
+        if (o.n_fns == 0 && (wc->kind != SDGP_WEIGHTS_DENSE || wg->fn != SDGP_PRUNE_NONE)) o.fns[o.n_fns++] = SDGP_PRUNE_NONE;
         for (int f = 0; f < o.n_fns; f++)
-            for (int q = 0; q < o.n_nm * o.n_domains * o.n_blocks; q++) { /* each n:m, then each domain, block */
+            for (int q = 0; q < (o.fns[f] == SDGP_PRUNE_NONE ? 1 : o.n_nm * o.n_domains * o.n_blocks); q++) {
+                /* each n:m, then each domain, block */
                 const int k = q / (o.n_domains * o.n_blocks), di = q / o.n_blocks % o.n_domains, bi = q % o.n_blocks;
                 sdgp_model_config pc = mc;
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
                 pc.prune.mask_block = (int)o.blocks[bi];
                 pc.sparse = SDGP_SPARSE_ON;
                 pc.domain = o.domains[di];
+                pc.weights = *wc;
+                pc.prune_wgrad = *wg;
                 result sp;
                 if (!run_child_ours(&pc, o.steps, 1, &sp)) {
                     fprintf(stderr, "sdgp: %s: %s\n", bm->name, sp.err);

@@ -9,9 +9,10 @@
 static const spfwd_kernels kernel_table[SDGP_ISA_COUNT] = {
     /* pixels per call: AVX-512 12 x 2 zmm accumulators at bw 32 (+ 2 weight vectors and a
      * broadcast in 32 registers); AVX2 3 x 4 or 6 x 2 ymm of 16 */
-    [SDGP_ISA_REF] = {SDGP_ISA_REF, spfwd_tile_ref, 12, 12, spfwd_wino_in_ref, spfwd_wino_out_ref},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spfwd_tile_avx2, 6, 3, spfwd_wino_in_avx2, spfwd_wino_out_avx2},
-    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, spfwd_tile_avx512, 12, 12, spfwd_wino_in_avx512, spfwd_wino_out_avx512},
+    [SDGP_ISA_REF] = {SDGP_ISA_REF, spfwd_tile_ref, 12, 12, spfwd_wino_in_ref, spfwd_wino_out_ref, spdata_tile_ref, 16},
+    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spfwd_tile_avx2, 6, 3, spfwd_wino_in_avx2, spfwd_wino_out_avx2, spdata_tile_avx2, 8},
+    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, spfwd_tile_avx512, 12, 12, spfwd_wino_in_avx512, spfwd_wino_out_avx512,
+                         spdata_tile_avx512, 16},
 };
 
 /* Output pixels per work unit: the unit's input rows and outputs stay in L2 next to one block's
@@ -47,12 +48,9 @@ void sdgp_sparse_fwd_destroy(sdgp_sparse_fwd *p) {
 
 sdgp_isa sdgp_sparse_fwd_isa(const sdgp_sparse_fwd *p) { return p->k.isa; }
 
-/* wtile: 0 the direct algorithm, 2 or 4 Winograd's F(wtile x wtile, 3x3) */
-static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block, int wtile, sdgp_isa isa,
-                               int threads, sdgp_error *err) {
-    const char *who = wtile ? "sparse-weight forward (Winograd)" : "sparse-weight forward";
-    if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL %s", who, out ? "geometry" : "output");
-    *out = NULL;
+sdgp_status spfwd_check(const char *who, const sdgp_conv_geom *g, int n, int m, int block, int wtile, sdgp_isa isa,
+                        int threads, spfwd_kernels *k, sdgp_error *err) {
+    if (!g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL geometry", who);
     sdgp_conv_geom chk;
     sdgp_status st = sdgp_conv_geom_init(&chk, g->B, g->H, g->W, g->Cin, g->Cout, g->kh, g->kw, g->stride, g->pad, err);
     if (st != SDGP_OK) return st;
@@ -75,6 +73,18 @@ static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, i
                          who, g->kh, g->kw, g->stride, g->pad);
     sdgp_isa resolved;
     st = sdgp_isa_resolve(isa, &resolved, err);
+    if (st == SDGP_OK) *k = kernel_table[resolved];
+    return st;
+}
+
+/* wtile: 0 the direct algorithm, 2 or 4 Winograd's F(wtile x wtile, 3x3) */
+static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block, int wtile, sdgp_isa isa,
+                               int threads, sdgp_error *err) {
+    const char *who = wtile ? "sparse-weight forward (Winograd)" : "sparse-weight forward";
+    if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL output", who);
+    *out = NULL;
+    spfwd_kernels k;
+    sdgp_status st = spfwd_check(who, g, n, m, block, wtile, isa, threads, &k, err);
     if (st != SDGP_OK) return st;
 
     sdgp_sparse_fwd *p = calloc(1, sizeof *p);
@@ -84,7 +94,7 @@ static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, i
     p->m = m;
     p->bw = block;
     p->threads = threads ? threads : omp_get_max_threads();
-    p->k = kernel_table[resolved];
+    p->k = k;
     p->K = g->Cin / m * n;
     p->nblk = (g->Cout + block - 1) / block;
     size_t taps = (size_t)g->kh * g->kw;
@@ -126,17 +136,9 @@ sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sdgp_conv_g
     return create_plan(out, g, n, m, block, tile, isa, threads, err);
 }
 
-/* Block b's weights (into wc, K x taps x bw): in each group of m input channels, the units (an
- * input channel's taps over the block's output channels) that hold a nonzero; more than n is an
- * error, fewer are padded with the first all-zero units, so every block keeps exactly K channels.
- * W is read a whole output channel (Cin x taps, contiguous) at a time: nz_in (Cin bytes, the
- * thread's) marks the used inputs. */
-static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in, float *wc) {
-    const sdgp_conv_geom *g = &p->g;
-    const int taps = g->kh * g->kw, bw = p->bw, co0 = b * bw;
-    const int co1 = co0 + bw < g->Cout ? co0 + bw : g->Cout;
+int spfwd_block_keep(const sdgp_conv_geom *g, int n, int m, int bw, const float *w, int b, uint8_t *nz_in, int32_t *idx) {
+    const int taps = g->kh * g->kw, co0 = b * bw, co1 = co0 + bw < g->Cout ? co0 + bw : g->Cout;
     const int64_t row = (int64_t)g->Cin * taps;
-    int32_t *idx = p->idx + (size_t)b * p->K;
     memset(nz_in, 0, (size_t)g->Cin);
     for (int co = co0; co < co1; co++) {
         const float *wr = w + co * row;
@@ -146,19 +148,40 @@ static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in,
             nz_in[c] |= (uint8_t)any;
         }
     }
-    for (int g0 = 0, k = 0; g0 < g->Cin; g0 += p->m) {
+    for (int g0 = 0, k = 0; g0 < g->Cin; g0 += m) {
         int nz[SDGP_NM_MAX_M], z[SDGP_NM_MAX_M], nnz = 0, nzero = 0;
-        for (int i = 0; i < p->m; i++) {
+        for (int i = 0; i < m; i++) {
             if (nz_in[g0 + i]) nz[nnz++] = g0 + i;
             else z[nzero++] = g0 + i;
         }
-        if (nnz > p->n) return g0 + 1; /* 1-based: 0 means fine */
+        if (nnz > n) return g0 + 1;
         /* ascending channel order inside the group: the kept ones and the padding merged */
-        for (int a = 0, c = 0; a + c < p->n;) {
-            int take_nz = a < nnz && (c >= p->n - nnz || nz[a] < z[c]);
+        for (int a = 0, c = 0; a + c < n;) {
+            int take_nz = a < nnz && (c >= n - nnz || nz[a] < z[c]);
             idx[k++] = take_nz ? nz[a++] : z[c++];
         }
     }
+    return 0;
+}
+
+sdgp_status spfwd_pack_failure(const char *who, const sdgp_conv_geom *g, int n, int m, int bw, int64_t bad, sdgp_error *err) {
+    int bad_block = (int)(bad / g->Cin), bad_group = (int)(bad % g->Cin);
+    int co1 = (bad_block + 1) * bw < g->Cout ? (bad_block + 1) * bw : g->Cout;
+    return sdgp_fail(err, SDGP_ERR_INVALID,
+                     "%s pack: output channels %d-%d keep more than %d of input channels %d-%d "
+                     "(the weights are not %d:%d per block of %d output channels)",
+                     who, bad_block * bw, co1 - 1, n, bad_group, bad_group + m - 1, n, m, bw);
+}
+
+/* Block b's kept channels and weights (into wc, K x taps x bw, zero past Cout). */
+static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in, float *wc) {
+    const sdgp_conv_geom *g = &p->g;
+    const int taps = g->kh * g->kw, bw = p->bw, co0 = b * bw;
+    const int co1 = co0 + bw < g->Cout ? co0 + bw : g->Cout;
+    const int64_t row = (int64_t)g->Cin * taps;
+    int32_t *idx = p->idx + (size_t)b * p->K;
+    const int bad = spfwd_block_keep(g, p->n, p->m, bw, w, b, nz_in, idx);
+    if (bad) return bad;
     if (co1 - co0 < bw) memset(wc, 0, (size_t)taps * p->K * bw * sizeof(float));
     for (int co = co0; co < co1; co++) {
         const float *wr = w + co * row;
@@ -182,15 +205,7 @@ sdgp_status sdgp_sparse_fwd_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error 
         if (!r && p->wtile) spfwd_wino_pack_block(p, b, wc);
     }
     p->packed = bad == INT64_MAX;
-    if (!p->packed) {
-        int bad_block = (int)(bad / p->g.Cin), bad_group = (int)(bad % p->g.Cin);
-        int co1 = (bad_block + 1) * p->bw < p->g.Cout ? (bad_block + 1) * p->bw : p->g.Cout;
-        return sdgp_fail(err, SDGP_ERR_INVALID,
-                         "sparse-weight forward pack: output channels %d-%d keep more than %d of input channels %d-%d "
-                         "(the weights are not %d:%d per block of %d output channels)",
-                         bad_block * p->bw, co1 - 1, p->n, bad_group, bad_group + p->m - 1, p->n, p->m, p->bw);
-    }
-    return SDGP_OK;
+    return p->packed ? SDGP_OK : spfwd_pack_failure("sparse-weight forward", &p->g, p->n, p->m, p->bw, bad, err);
 }
 
 /* One work unit: output rows r0 .. r1-1 (of B*Ho) for block b. */

@@ -55,6 +55,72 @@ void spfwd_tile_avx2(const spfwd_tile *t, int bw) {
     }
 }
 
+/* The data gradient's GEMM (contract: spdata_tile, spfwd_internal.h): the AVX-512 loop in ymm
+ * registers; AVX2 has no two-table permute, so a column vector takes its compact sums by two
+ * vpermps (slots 0-7, 8-15), a blend on bit 3 of the slot, and a blend for the masked add. */
+static inline __attribute__((always_inline)) void data_fixed(const spdata_tile *t, int64_t x0, const int NX, const int NA,
+                                                             const int NC) {
+    const int w = 8 * NA, cw = 8 * NC;
+    __m256i colmask[4];
+    for (int a = 0; a < NA; a++) {
+        const __m256i lane = _mm256_add_epi32(_mm256_set1_epi32(8 * a), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        colmask[a] = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols), lane);
+    }
+    __m256 acc[4][4];
+    for (int x = 0; x < NX; x++)
+        for (int a = 0; a < NA; a++)
+            acc[x][a] = t->acc ? _mm256_maskload_ps(t->m + (x0 + x) * t->m_sx + 8 * a, colmask[a]) : _mm256_setzero_ps();
+    const int64_t sx = t->v_sx;
+    for (int b = 0; b < t->nb; b++) {
+        const int kn = b == t->nb - 1 ? t->last_k : t->bw;
+        const float *v = t->v + x0 * sx + b * t->bw, *u = t->u + (int64_t)b * t->bw * cw;
+        __m256 comp[4][2];
+        for (int x = 0; x < NX; x++) comp[x][0] = comp[x][1] = _mm256_setzero_ps();
+        for (int k = 0; k < kn; k++) {
+            const __m256 u0 = _mm256_load_ps(u + k * cw), u1 = NC > 1 ? _mm256_load_ps(u + k * cw + 8) : u0;
+            for (int x = 0; x < NX; x++) {
+                const __m256 bc = _mm256_broadcast_ss(v + x * sx + k);
+                comp[x][0] = _mm256_fmadd_ps(bc, u0, comp[x][0]);
+                if (NC > 1) comp[x][1] = _mm256_fmadd_ps(bc, u1, comp[x][1]);
+            }
+        }
+        const int32_t *perm = t->perm + b * w;
+        for (int a = 0; a < NA; a++) {
+            const __m256i idx = _mm256_loadu_si256((const __m256i *)(perm + 8 * a));
+            const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)));
+            if (_mm256_testz_ps(keep, keep)) continue;
+            const __m256 hi = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)); /* bit 3 -> the sign: slot >= 8 */
+            for (int x = 0; x < NX; x++) {
+                __m256 pv = _mm256_permutevar8x32_ps(comp[x][0], idx);
+                if (NC > 1) pv = _mm256_blendv_ps(pv, _mm256_permutevar8x32_ps(comp[x][1], idx), hi);
+                acc[x][a] = _mm256_blendv_ps(acc[x][a], _mm256_add_ps(acc[x][a], pv), keep);
+            }
+        }
+    }
+    for (int x = 0; x < NX; x++)
+        for (int a = 0; a < NA; a++) _mm256_maskstore_ps(t->m + (x0 + x) * t->m_sx + 8 * a, colmask[a], acc[x][a]);
+}
+
+/* rows per register tile: (NA + NC) x NX accumulators in about 13 of the 16 registers */
+#define DATA_ROWS(NA, NC) ((NA) + (NC) >= 5 ? 2 : (NA) + (NC) == 4 ? 3 : 4)
+#define DATA_CASES(NA, NC)                                                                                             \
+    for (int64_t x0 = 0; x0 < t->nx; x0 += DATA_ROWS(NA, NC)) {                                                        \
+        const int64_t left = t->nx - x0;                                                                               \
+        switch (left < DATA_ROWS(NA, NC) ? left : DATA_ROWS(NA, NC)) {                                                 \
+        case 1: data_fixed(t, x0, 1, NA, NC); break;                                                                   \
+        case 2: data_fixed(t, x0, 2, NA, NC); break;                                                                   \
+        case 3: data_fixed(t, x0, 3, NA, NC); break;                                                                   \
+        default: data_fixed(t, x0, 4, NA, NC); break;                                                                  \
+        }                                                                                                              \
+    }
+
+void spdata_tile_avx2(const spdata_tile *t, int w, int cw) {
+    if (w == 32 && cw == 16) DATA_CASES(4, 2)
+    else if (w == 32) DATA_CASES(4, 1)
+    else if (cw == 16) DATA_CASES(2, 2)
+    else DATA_CASES(2, 1)
+}
+
 #define SPFWD_WINO_IN spfwd_wino_in_avx2
 #define SPFWD_WINO_OUT spfwd_wino_out_avx2
 #include "kernels/spfwd_wino_loops.h"

@@ -45,12 +45,52 @@ typedef struct {
 
 typedef void (*spfwd_tile_fn)(const spfwd_tile *t, int bw);
 
-/* The Winograd algorithm's transforms (spfwd_wino_loops.h, compiled per ISA; every path the same
- * bits): row a of B^T d B for image b's tiles (element bb of tile t at v + bb*vstride + t*Cin),
- * and row a of A^T M A into y (M_bb at M + bb*mstride, rows x bw; store or add). */
-typedef void (*spfwd_wino_in_fn)(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
-typedef void (*spfwd_wino_out_fn)(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0,
-                                  int64_t nimg, int a, int co0, int ncols, int store);
+/* What the Winograd transforms and work units need of a 3x3 stride-1 convolution g (input Cin
+ * channels -> output Cout; for the data gradient the transposed one, dY -> dX, padding 2 - pad):
+ * F(r x r, 3x3) output tiles, th x tw per image (T), ib whole images per work unit, zrow Cin zeros
+ * that patch pixels in the padding read. */
+typedef struct {
+    sdgp_conv_geom g;
+    int r, th, tw;
+    int64_t T, ib;
+    float *zrow;
+} spfwd_wino_shape;
+
+/* The transforms (spfwd_wino_loops.h, compiled per ISA; every path the same bits): row a of
+ * B^T d B for image b's tiles (element bb of tile t at v + bb*vstride + t*Cin), and row a of
+ * A^T M A into y (M_bb at M + bb*mstride, rows of ldm floats; columns co0 .. co0+ncols-1 of y,
+ * ncols <= 64; store or add). */
+typedef void (*spfwd_wino_in_fn)(const spfwd_wino_shape *s, float *v, int64_t vstride, const float *x, int64_t b, int a);
+typedef void (*spfwd_wino_out_fn)(const spfwd_wino_shape *s, float *y, const float *M, int64_t mstride, int64_t ldm,
+                                  int64_t b0, int64_t nimg, int a, int co0, int ncols, int store);
+
+/* One call of the data gradient's GEMM (sdgp_sparse_wdata, spfwd_wino.c): nx rows (tiles) of one
+ * Winograd element, one chunk of w output columns (input channels of the forward), blocks b < nb of
+ * bw output channels of the forward (the last one has last_k of them):
+ *
+ *   comp_b[x][s] = sum over k < bw (in order) of v[x*v_sx + b*bw + k] * u[(b*bw + k)*cw + s]
+ *   m[x*m_sx + c] = (acc ? m[x*m_sx + c] : 0) + comp_0[x][perm[c]] + comp_1[x][perm[w + c]] + ...
+ *
+ * comp is one fp32 FMA chain from 0 per slot; it is added (in block order) only to the columns c
+ * whose perm entry is a slot (>= 0): each block keeps n of every m columns, packed into its cw
+ * compact slots. So the product skips the pruned (block, column) pairs, and the kernel turns the
+ * compact sums back into columns in registers (AVX-512: vpermt2ps and a masked add).
+ * - Reads: v[x*v_sx + b*bw + k] for k < bw (last block: < last_k); u rows of cw floats (64-byte
+ *   aligned); perm[b*w + c] for c < w; m[x*m_sx + c], c < ncols, when acc.
+ * - Writes: exactly m[x*m_sx + c] for c < ncols.
+ * - w, cw: the plan's (kernel table below); ncols 1 .. w; any nx >= 0 (the kernel splits it).
+ * - Every path gives the same bits (the same chains; masked adds only). */
+typedef struct {
+    const float *v;
+    int64_t v_sx;
+    const float *u;
+    const int32_t *perm;
+    int nb, bw, last_k, nx, ncols, acc;
+    float *m;
+    int64_t m_sx;
+} spdata_tile;
+
+typedef void (*spdata_tile_fn)(const spdata_tile *t, int w, int cw);
 
 /* One ISA's kernel, how many pixels a call takes at each block width, and its transform loops. */
 typedef struct {
@@ -59,20 +99,25 @@ typedef struct {
     int nx16, nx32;
     spfwd_wino_in_fn wino_in;
     spfwd_wino_out_fn wino_out;
+    spdata_tile_fn data_tile;
+    int vl; /* floats per vector of data_tile: its chunk is 4 vectors wide (2 above n/m = 1/2), its slots 1-2 */
 } spfwd_kernels;
 
 void spfwd_tile_ref(const spfwd_tile *t, int bw);
 void spfwd_tile_avx2(const spfwd_tile *t, int bw);
 void spfwd_tile_avx512(const spfwd_tile *t, int bw);
-void spfwd_wino_in_ref(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
-void spfwd_wino_in_avx2(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
-void spfwd_wino_in_avx512(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a);
-void spfwd_wino_out_ref(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
-                        int co0, int ncols, int store);
-void spfwd_wino_out_avx2(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
-                         int co0, int ncols, int store);
-void spfwd_wino_out_avx512(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg,
-                           int a, int co0, int ncols, int store);
+void spfwd_wino_in_ref(const spfwd_wino_shape *s, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_in_avx2(const spfwd_wino_shape *s, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_in_avx512(const spfwd_wino_shape *s, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_out_ref(const spfwd_wino_shape *s, float *y, const float *M, int64_t mstride, int64_t ldm, int64_t b0,
+                        int64_t nimg, int a, int co0, int ncols, int store);
+void spfwd_wino_out_avx2(const spfwd_wino_shape *s, float *y, const float *M, int64_t mstride, int64_t ldm, int64_t b0,
+                        int64_t nimg, int a, int co0, int ncols, int store);
+void spfwd_wino_out_avx512(const spfwd_wino_shape *s, float *y, const float *M, int64_t mstride, int64_t ldm, int64_t b0,
+                        int64_t nimg, int a, int co0, int ncols, int store);
+void spdata_tile_ref(const spdata_tile *t, int w, int cw);
+void spdata_tile_avx2(const spdata_tile *t, int w, int cw);
+void spdata_tile_avx512(const spdata_tile *t, int w, int cw);
 
 /* Runs of output rows (columns) with the same valid taps use spconv_run: positions start ..
  * start+count-1 here (stride 1 between them), taps i (j) with bit i set in mask. */
@@ -93,13 +138,41 @@ struct sdgp_sparse_fwd {
     int packed;
     /* Winograd F(r x r, 3x3) (sdgp_sparse_fwd_create_wino, spfwd_wino.c); wtile = r (2 or 4), 0 direct */
     int wtile;
-    int th, tw;            /* output tiles per image along y and x */
-    int64_t T;             /* th * tw */
-    float *zrow;           /* Cin zeros: patch pixels in the padding */
+    spfwd_wino_shape ws;
     float *up;             /* U: [(r+2)^2 elements][nblk][K][bw], the kept rows of G g G^T */
-    int64_t ib;            /* images per work unit */
     unsigned char *tbuf;   /* per thread: r+2 V_e (rows x Cin) then r+2 M (rows x bw) */
     size_t tbytes, o_m;
+};
+
+/* spfwd.c, shared with the data gradient: the arguments' checks (who names the caller in messages)
+ * and the ISA's kernels; */
+sdgp_status spfwd_check(const char *who, const sdgp_conv_geom *g, int n, int m, int block, int wtile, sdgp_isa isa,
+                        int threads, spfwd_kernels *k, sdgp_error *err);
+/* block b's kept input channels (idx, K of them, ascending
+ * within each group of m; groups with fewer than n nonzero ones padded with zero channels) from W
+ * (OIHW, read one output channel at a time; nz_in: Cin bytes of scratch). Returns 0, or 1 + the
+ * first input channel of a group holding more than n. spfwd_pack_failure makes the message. */
+int spfwd_block_keep(const sdgp_conv_geom *g, int n, int m, int bw, const float *w, int b, uint8_t *nz_in, int32_t *idx);
+sdgp_status spfwd_pack_failure(const char *who, const sdgp_conv_geom *g, int n, int m, int bw, int64_t bad, sdgp_error *err);
+
+/* spfwd_wino.c: a Winograd shape for geometry g (its zrow allocated; NULL when out of memory). */
+float *spfwd_wino_shape_init(spfwd_wino_shape *s, const sdgp_conv_geom *g, int r, int threads);
+
+/* The data gradient (sdgp_sparse_wdata_*, spfwd_wino.c). */
+struct sdgp_sparse_wdata {
+    sdgp_conv_geom g;      /* the forward's */
+    int n, m, bw, threads;
+    spfwd_kernels k;
+    spfwd_wino_shape ws;   /* the transposed convolution dY -> dX: Cout input channels, Cin output */
+    int K, nblk;           /* kept input channels per block; blocks of bw output channels */
+    int w, cw, nchunk;     /* output columns (of Cin) per GEMM call, compact slots per (chunk, block), chunks */
+    int32_t *idx;          /* [nblk][K] kept input channels */
+    int32_t *perm;         /* [nchunk][nblk][w]: each column's compact slot, -1 where the block prunes it */
+    uint8_t *nz;           /* per thread: Cin bytes for spfwd_block_keep */
+    float *up;             /* U: [(r+2)^2 elements][nchunk][nblk][bw][cw], G rot(g) G^T of the kept pairs */
+    unsigned char *tbuf;   /* per thread: r+2 V_e (rows x Cout) then r+2 M (rows x w) */
+    size_t tbytes, o_m;
+    int packed;
 };
 
 /* spfwd_wino.c: the Winograd plan's buffers (on a plan made by the direct create), one block's U

@@ -31,52 +31,63 @@
 /* out[0 .. r+1] = G v for one 3-vector v = (v0, v1, v2) of each of bw columns (x + i * stride),
  * with G of F(2x2,3x3) = [[1,0,0],[1/2,1/2,1/2],[1/2,-1/2,1/2],[0,0,1]] or of F(4x4,3x3) =
  * [[1/4,0,0],[-1/6,-1/6,-1/6],[-1/6,1/6,-1/6],[1/24,1/12,1/6],[1/24,-1/12,1/6],[0,0,1]], its rows
- * paired (they share their even part): about a third of the multiplies of the matrix product. */
+ * paired (they share their even part): about a third of the multiplies of the matrix product.
+ * bw a multiple of 8, in runs of 8 columns: a loop of known length is what GCC's -O2 vectorizes
+ * (the variable-length loop ran scalar: 2x the packing time at 512 channels). The same operations
+ * either way (no FMA in the baseline ISA), so the same bits. */
 static void g_apply(float *restrict out, int64_t ostride, const float *restrict x, int64_t stride, int r, int bw) {
     const float *restrict x0 = x, *restrict x1 = x + stride, *restrict x2 = x + 2 * stride;
     float *restrict o0 = out, *restrict o1 = out + ostride, *restrict o2 = out + 2 * ostride, *restrict o3 = out + 3 * ostride;
     if (r == 2) {
-        for (int c = 0; c < bw; c++) {
-            const float e = 0.5f * (x0[c] + x2[c]), o = 0.5f * x1[c];
-            o0[c] = x0[c], o1[c] = e + o, o2[c] = e - o, o3[c] = x2[c];
-        }
+        for (int c0 = 0; c0 < bw; c0 += 8)
+            for (int c = c0; c < c0 + 8; c++) {
+                const float e = 0.5f * (x0[c] + x2[c]), o = 0.5f * x1[c];
+                o0[c] = x0[c], o1[c] = e + o, o2[c] = e - o, o3[c] = x2[c];
+            }
         return;
     }
     float *restrict o4 = out + 4 * ostride, *restrict o5 = out + 5 * ostride;
-    for (int c = 0; c < bw; c++) {
-        const float e1 = (x0[c] + x2[c]) * (-1.0f / 6), o1v = x1[c] * (1.0f / 6);
-        const float e3 = x0[c] * (1.0f / 24) + x2[c] * (1.0f / 6), o3v = x1[c] * (1.0f / 12);
-        o0[c] = 0.25f * x0[c], o1[c] = e1 - o1v, o2[c] = e1 + o1v, o3[c] = e3 + o3v, o4[c] = e3 - o3v, o5[c] = x2[c];
-    }
+    for (int c0 = 0; c0 < bw; c0 += 8)
+        for (int c = c0; c < c0 + 8; c++) {
+            const float e1 = (x0[c] + x2[c]) * (-1.0f / 6), o1v = x1[c] * (1.0f / 6);
+            const float e3 = x0[c] * (1.0f / 24) + x2[c] * (1.0f / 6), o3v = x1[c] * (1.0f / 12);
+            o0[c] = 0.25f * x0[c], o1[c] = e1 - o1v, o2[c] = e1 + o1v, o3[c] = e3 + o3v, o4[c] = e3 - o3v, o5[c] = x2[c];
+        }
 }
 
 static int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 void spfwd_wino_free(sdgp_sparse_fwd *p) {
-    free(p->zrow);
+    free(p->ws.zrow);
     free(p->up);
     free(p->tbuf);
 }
 
-sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err) {
-    const sdgp_conv_geom *g = &p->g;
-    const int r = p->wtile, alpha = r + 2;
-    p->th = (g->Ho + r - 1) / r;
-    p->tw = (g->Wo + r - 1) / r;
-    p->T = (int64_t)p->th * p->tw;
-    int64_t ib = UNIT_TILES / p->T;
+float *spfwd_wino_shape_init(spfwd_wino_shape *s, const sdgp_conv_geom *g, int r, int threads) {
+    s->g = *g;
+    s->r = r;
+    s->th = (g->Ho + r - 1) / r;
+    s->tw = (g->Wo + r - 1) / r;
+    s->T = (int64_t)s->th * s->tw;
+    int64_t ib = UNIT_TILES / s->T;
     if (ib < 1) ib = 1;
     if (ib > g->B) ib = g->B;
-    while (ib > 1 && (g->B + ib - 1) / ib < p->threads) ib = (ib + 1) / 2;
-    p->ib = ib;
-    const int64_t rows = ib * p->T;
+    while (ib > 1 && (g->B + ib - 1) / ib < threads) ib = (ib + 1) / 2;
+    s->ib = ib;
+    return s->zrow = calloc((size_t)g->Cin, sizeof(float));
+}
+
+sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err) {
+    const sdgp_conv_geom *g = &p->g;
+    const int alpha = p->wtile + 2;
+    float *zrow = spfwd_wino_shape_init(&p->ws, g, p->wtile, p->threads);
+    const int64_t rows = p->ws.ib * p->ws.T;
     p->o_m = (size_t)round64(alpha * rows * g->Cin * 4);
     p->tbytes = p->o_m + (size_t)round64(alpha * rows * p->bw * 4);
     const size_t ubytes = (size_t)alpha * alpha * p->nblk * p->K * p->bw * sizeof(float);
-    p->zrow = calloc((size_t)g->Cin, sizeof(float));
     if (posix_memalign((void **)&p->up, 64, ubytes)) p->up = NULL;
     if (posix_memalign((void **)&p->tbuf, 64, (size_t)p->threads * p->tbytes)) p->tbuf = NULL;
-    if (!p->zrow || !p->up || !p->tbuf)
+    if (!zrow || !p->up || !p->tbuf)
         return sdgp_fail(err, SDGP_ERR_NOMEM,
                          "sparse-weight forward (Winograd): out of memory for U (%zu MB) and %d x %zu KB of unit buffers",
                          ubytes >> 20, p->threads, p->tbytes >> 10);
@@ -104,13 +115,13 @@ void spfwd_wino_pack_block(sdgp_sparse_fwd *p, int blk, const float *wc) {
 /* One work unit: images [b0, b1). */
 static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int64_t b0, int64_t b1) {
     const int r = p->wtile, alpha = r + 2, bw = p->bw, nxmax = bw == 32 ? p->k.nx32 : p->k.nx16;
-    const int64_t C = p->g.Cin, T = p->T, nimg = b1 - b0, rows = nimg * T;
+    const int64_t C = p->g.Cin, T = p->ws.T, nimg = b1 - b0, rows = nimg * T;
     unsigned char *tb = p->tbuf + (size_t)omp_get_thread_num() * p->tbytes;
     float *v = (float *)tb, *M = (float *)(tb + p->o_m);
     static const int64_t tap0 = 0;
     for (int ai = 0; ai < alpha; ai++) {
         const int a = ai == 0 ? 1 : ai == 1 ? 0 : ai; /* 1 first: it stores */
-        for (int64_t i = 0; i < nimg; i++) p->k.wino_in(p, v + i * T * C, rows * C, x, b0 + i, a);
+        for (int64_t i = 0; i < nimg; i++) p->k.wino_in(&p->ws, v + i * T * C, rows * C, x, b0 + i, a);
         for (int blk = 0; blk < p->nblk; blk++) {
             const int co0 = blk * bw, ncols = p->g.Cout - co0 < bw ? p->g.Cout - co0 : bw;
             for (int bb = 0; bb < alpha; bb++) {
@@ -131,16 +142,203 @@ static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int64_t
                     p->k.tile(&t, bw);
                 }
             }
-            p->k.wino_out(p, y, M, rows * bw, b0, nimg, a, co0, ncols, ai == 0);
+            p->k.wino_out(&p->ws, y, M, rows * bw, bw, b0, nimg, a, co0, ncols, ai == 0);
         }
     }
 }
 
 void spfwd_wino_run(const sdgp_sparse_fwd *p, float *y, const float *x) {
-    const int64_t units = (p->g.B + p->ib - 1) / p->ib;
+    const int64_t ib = p->ws.ib, units = (p->g.B + ib - 1) / ib;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(p->threads)
     for (int64_t u = 0; u < units; u++) {
-        const int64_t b0 = u * p->ib, b1 = b0 + p->ib < p->g.B ? b0 + p->ib : p->g.B;
+        const int64_t b0 = u * ib, b1 = b0 + ib < p->g.B ? b0 + ib : p->g.B;
         run_unit(p, y, x, b0, b1);
     }
+}
+
+/* ---- The data gradient (sdgp_sparse_wdata_*): dX = the correlation of dY, padded by 2 - pad,
+ * with the rotated, transposed kernels: a 3x3 stride-1 convolution from Cout channels to Cin, run
+ * by the same transforms and units as the forward above (spfwd_wino_shape of that transposed
+ * geometry). The block mask is now on the GEMM's *reduction* side: block b (bw output channels of
+ * the forward, contiguous in V) reaches only its kept input channels. Each element's GEMM is
+ * therefore, per chunk of w dX columns, a sum over blocks of a dense bw-long product into the
+ * block's compact slots (its kept columns of the chunk, cw of them), which the micro-kernel adds
+ * to the chunk's columns in registers (spdata_tile, spfwd_internal.h). ---- */
+
+/* U of the blocks of one GEMM call, [nb][bw][cw]: it stays in L1 while all of the unit's rows pass
+ * (4 KB a block at bw = cw = 32). */
+#define DATA_PANEL_BYTES (32 << 10)
+
+int sdgp_sparse_wdata_supports(const sdgp_conv_geom *g) { return sdgp_sparse_fwd_wino_supports(g); }
+
+void sdgp_sparse_wdata_destroy(sdgp_sparse_wdata *p) {
+    if (!p) return;
+    free(p->idx);
+    free(p->perm);
+    free(p->nz);
+    free(p->up);
+    free(p->tbuf);
+    free(p->ws.zrow);
+    free(p);
+}
+
+sdgp_isa sdgp_sparse_wdata_isa(const sdgp_sparse_wdata *p) { return p->k.isa; }
+
+/* The most columns any chunk of w keeps of one block: per group of m overlapping the chunk,
+ * at most min(n, overlap). */
+static int max_kept_in_chunk(int Cin, int n, int m, int w) {
+    int most = 0;
+    for (int c0 = 0; c0 < Cin; c0 += w) {
+        const int c1 = c0 + w < Cin ? c0 + w : Cin;
+        int kept = 0;
+        for (int g0 = c0 / m * m; g0 < c1; g0 += m) {
+            const int lo = g0 > c0 ? g0 : c0, hi = g0 + m < c1 ? g0 + m : c1;
+            kept += hi - lo < n ? hi - lo : n;
+        }
+        if (kept > most) most = kept;
+    }
+    return most;
+}
+
+sdgp_status sdgp_sparse_wdata_create(sdgp_sparse_wdata **out, const sdgp_conv_geom *g, int n, int m, int block, int tile,
+                                     sdgp_isa isa, int threads, sdgp_error *err) {
+    const char *who = "sparse-weight data gradient (Winograd)";
+    if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL output", who);
+    *out = NULL;
+    if (tile != 2 && tile != 4)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: tile %d (Winograd's F(2x2,3x3) or F(4x4,3x3): 2 or 4)", who, tile);
+    spfwd_kernels k;
+    sdgp_status st = spfwd_check(who, g, n, m, block, tile, isa, threads, &k, err);
+    if (st != SDGP_OK) return st;
+    sdgp_conv_geom tg; /* dY -> dX: its output is H x W again */
+    st = sdgp_conv_geom_init(&tg, g->B, g->Ho, g->Wo, g->Cout, g->Cin, 3, 3, 1, 2 - g->pad, err);
+    if (st != SDGP_OK) return st;
+    sdgp_sparse_wdata *p = calloc(1, sizeof *p);
+    if (!p) return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory", who);
+    p->g = *g;
+    p->n = n;
+    p->m = m;
+    p->bw = block;
+    p->threads = threads ? threads : omp_get_max_threads();
+    p->k = k;
+    p->K = g->Cin / m * n;
+    p->nblk = (g->Cout + block - 1) / block;
+    /* chunks of 4 vectors while their kept columns fit 2 vectors of slots (n/m <= 1/2), else 2 */
+    p->w = 4 * k.vl;
+    int kept = max_kept_in_chunk(g->Cin, n, m, p->w);
+    if (kept > 2 * k.vl) kept = max_kept_in_chunk(g->Cin, n, m, p->w = 2 * k.vl);
+    p->cw = kept <= k.vl ? k.vl : 2 * k.vl;
+    p->nchunk = (g->Cin + p->w - 1) / p->w;
+    const int alpha = tile + 2;
+    float *zrow = spfwd_wino_shape_init(&p->ws, &tg, tile, p->threads);
+    const int64_t rows = p->ws.ib * p->ws.T;
+    p->o_m = (size_t)round64(alpha * rows * g->Cout * 4);
+    p->tbytes = p->o_m + (size_t)round64(alpha * rows * p->w * 4);
+    const size_t ubytes = (size_t)alpha * alpha * p->nchunk * p->nblk * block * p->cw * sizeof(float);
+    p->idx = malloc((size_t)p->nblk * p->K * sizeof *p->idx);
+    p->perm = malloc((size_t)p->nchunk * p->nblk * p->w * sizeof *p->perm);
+    p->nz = malloc((size_t)p->threads * g->Cin);
+    if (posix_memalign((void **)&p->up, 64, ubytes)) p->up = NULL;
+    if (posix_memalign((void **)&p->tbuf, 64, (size_t)p->threads * p->tbytes)) p->tbuf = NULL;
+    if (!zrow || !p->idx || !p->perm || !p->nz || !p->up || !p->tbuf) {
+        sdgp_sparse_wdata_destroy(p);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for U (%zu MB) and %d x %zu KB of unit buffers", who,
+                         ubytes >> 20, threads ? threads : omp_get_max_threads(), p->tbytes >> 10);
+    }
+    *out = p;
+    return SDGP_OK;
+}
+
+/* Block b's U for every chunk: its kept columns of the chunk into slots 0 .. (ascending), perm
+ * pointing each column at its slot, and per output channel k of the block the 3x3 kernels of those
+ * columns rotated (tap t reads tap 8 - t), G along i, then along j, straight into U. Plain C
+ * compiled once: the same bits on every path. */
+static void pack_data_block(sdgp_sparse_wdata *p, const float *w, int b) {
+    const sdgp_conv_geom *g = &p->g;
+    const int bw = p->bw, cw = p->cw, W = p->w, r = p->ws.r, alpha = r + 2;
+    const int co0 = b * bw, kn = g->Cout - co0 < bw ? g->Cout - co0 : bw;
+    const int64_t es = (int64_t)p->nchunk * p->nblk * bw * cw;
+    const int32_t *idx = p->idx + (int64_t)b * p->K;
+    for (int ch = 0, j = 0; ch < p->nchunk; ch++) {
+        int32_t *perm = p->perm + ((int64_t)ch * p->nblk + b) * W, cols[32];
+        int cnt = 0;
+        for (int c = 0; c < W; c++) perm[c] = -1;
+        for (; j < p->K && idx[j] < (ch + 1) * W; j++) perm[idx[j] - ch * W] = cnt, cols[cnt++] = idx[j];
+        for (int k = 0; k < kn; k++) {
+            const float *wk = w + (int64_t)(co0 + k) * g->Cin * 9;
+            float g9[9][32], t[6][3][32];
+            for (int tap = 0; tap < 9; tap++)
+                for (int s = 0; s < cw; s++) g9[tap][s] = s < cnt ? wk[(int64_t)cols[s] * 9 + 8 - tap] : 0.0f;
+            for (int jj = 0; jj < 3; jj++) g_apply(&t[0][jj][0], 3 * 32, &g9[jj][0], 3 * 32, r, cw);
+            for (int a = 0; a < alpha; a++)
+                g_apply(p->up + a * alpha * es + (((int64_t)ch * p->nblk + b) * bw + k) * cw, es, &t[a][0][0], 32, r, cw);
+        }
+    }
+}
+
+sdgp_status sdgp_sparse_wdata_pack(sdgp_sparse_wdata *p, const float *w, sdgp_error *err) {
+    if (!p || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight data gradient pack: NULL %s", p ? "weights" : "plan");
+    int64_t bad = INT64_MAX; /* as sdgp_sparse_fwd_pack */
+#pragma omp parallel for schedule(static) num_threads(p->threads) reduction(min : bad)
+    for (int b = 0; b < p->nblk; b++) {
+        const int th = omp_get_thread_num();
+        int r = spfwd_block_keep(&p->g, p->n, p->m, p->bw, w, b, p->nz + (size_t)th * p->g.Cin, p->idx + (int64_t)b * p->K);
+        if (r && (int64_t)b * p->g.Cin + r - 1 < bad) bad = (int64_t)b * p->g.Cin + r - 1;
+        if (!r) pack_data_block(p, w, b);
+    }
+    p->packed = bad == INT64_MAX;
+    return p->packed ? SDGP_OK : spfwd_pack_failure("sparse-weight data gradient", &p->g, p->n, p->m, p->bw, bad, err);
+}
+
+/* One work unit: images [b0, b1) of dX; loops as the forward's run_unit, the output blocks there
+ * being chunks of dX columns here, each a sum over all blocks in calls of DATA_PANEL_BYTES of U. */
+static void data_unit(const sdgp_sparse_wdata *p, float *dx, const float *dy, int64_t b0, int64_t b1) {
+    const spfwd_wino_shape *s = &p->ws;
+    const int alpha = s->r + 2, W = p->w, cw = p->cw, bw = p->bw, nblk = p->nblk;
+    const int64_t C = s->g.Cin, T = s->T, nimg = b1 - b0, rows = nimg * T;
+    const int64_t es = (int64_t)p->nchunk * nblk * bw * cw;
+    int gb = DATA_PANEL_BYTES / (bw * cw * 4);
+    if (gb < 1) gb = 1;
+    unsigned char *tb = p->tbuf + (size_t)omp_get_thread_num() * p->tbytes;
+    float *v = (float *)tb, *M = (float *)(tb + p->o_m);
+    for (int ai = 0; ai < alpha; ai++) {
+        const int a = ai == 0 ? 1 : ai == 1 ? 0 : ai; /* 1 first: it stores */
+        for (int64_t i = 0; i < nimg; i++) p->k.wino_in(s, v + i * T * C, rows * C, dy, b0 + i, a);
+        for (int ch = 0; ch < p->nchunk; ch++) {
+            const int ncols = s->g.Cout - ch * W < W ? s->g.Cout - ch * W : W;
+            for (int bb = 0; bb < alpha; bb++) {
+                const float *ue = p->up + (a * alpha + bb) * es + (int64_t)ch * nblk * bw * cw;
+                for (int b = 0; b < nblk; b += gb) {
+                    const int nb = nblk - b < gb ? nblk - b : gb;
+                    spdata_tile t = {.v = v + bb * rows * C + (int64_t)b * bw,
+                                     .v_sx = C,
+                                     .u = ue + (int64_t)b * bw * cw,
+                                     .perm = p->perm + ((int64_t)ch * nblk + b) * W,
+                                     .nb = nb,
+                                     .bw = bw,
+                                     .last_k = b + nb == nblk ? (int)C - (nblk - 1) * bw : bw,
+                                     .nx = (int)rows,
+                                     .ncols = ncols,
+                                     .acc = b > 0,
+                                     .m = M + bb * rows * W,
+                                     .m_sx = W};
+                    p->k.data_tile(&t, W, cw);
+                }
+            }
+            p->k.wino_out(s, dx, M, rows * W, W, b0, nimg, a, ch * W, ncols, ai == 0);
+        }
+    }
+}
+
+sdgp_status sdgp_sparse_wdata_run(sdgp_sparse_wdata *p, float *dx, const float *dy, sdgp_error *err) {
+    if (!p || !dx || !dy)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight data gradient: NULL %s", !p ? "plan" : !dx ? "output" : "input");
+    if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight data gradient: no weights packed");
+    const int64_t ib = p->ws.ib, units = (p->g.B + ib - 1) / ib;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(p->threads)
+    for (int64_t u = 0; u < units; u++) {
+        const int64_t b0 = u * ib, b1 = b0 + ib < p->g.B ? b0 + ib : p->g.B;
+        data_unit(p, dx, dy, b0, b1);
+    }
+    return SDGP_OK;
 }

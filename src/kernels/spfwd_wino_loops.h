@@ -72,11 +72,11 @@ typedef void (*in_row_fn)(float *const *out, const float *const *d, int64_t C);
 
 /* V_(a, bb) of image b's tiles for every bb: element bb of tile t at v + bb * vstride + t * Cin.
  * Patch pixels outside X (the padding) read p->zrow. */
-void SPFWD_WINO_IN(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const float *x, int64_t b, int a) {
+void SPFWD_WINO_IN(const spfwd_wino_shape *p, float *v, int64_t vstride, const float *x, int64_t b, int a) {
     static const in_row_fn rows2[4] = {in2_row0, in2_row1, in2_row2, in2_row3};
     static const in_row_fn rows4[6] = {in4_row0, in4_row1, in4_row2, in4_row3, in4_row4, in4_row5};
     const sdgp_conv_geom *g = &p->g;
-    const int r = p->wtile, alpha = r + 2;
+    const int r = p->r, alpha = r + 2;
     const in_row_fn fn = r == 2 ? rows2[a] : rows4[a];
     const float *d[36];
     float *out[6];
@@ -97,21 +97,21 @@ void SPFWD_WINO_IN(const sdgp_sparse_fwd *p, float *v, int64_t vstride, const fl
         }
 }
 
-/* Row a of A^T (.) A: M_(a, bb) (rows x bw, at M + bb * mstride) of the unit's images b0 .. into
- * columns [co0, co0 + ncols) of y. First the combination along bb, n_v = sum_bb A^T[v][bb] M_bb,
+/* Row a of A^T (.) A: M_(a, bb) (rows of ldm floats, at M + bb * mstride) of the unit's images
+ * b0 .. into columns [co0, co0 + ncols) of y, ncols <= 64. First the combination along bb, n_v = sum_bb A^T[v][bb] M_bb,
  * then n_v reaches output row u of the tile with the factor A^T[u][a] (a power of two or 0).
  * store: the unit's first row (a = 1, whose column of A^T has no zero) writes, the others add. */
-void SPFWD_WINO_OUT(const sdgp_sparse_fwd *p, float *y, const float *M, int64_t mstride, int64_t b0, int64_t nimg, int a,
-                    int co0, int ncols, int store) {
+void SPFWD_WINO_OUT(const spfwd_wino_shape *p, float *y, const float *M, int64_t mstride, int64_t ldm, int64_t b0,
+                    int64_t nimg, int a, int co0, int ncols, int store) {
     static const float at2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
     static const float at4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
     const sdgp_conv_geom *g = &p->g;
-    const int r = p->wtile, bw = p->bw;
+    const int r = p->r;
     for (int64_t row = 0; row < nimg * p->T; row++) {
         const int64_t b = b0 + row / p->T, t = row % p->T, ty = t / p->tw, tx = t % p->tw;
         const float *m[6];
-        for (int bb = 0; bb < r + 2; bb++) m[bb] = M + bb * mstride + row * bw;
-        float n[4][32];
+        for (int bb = 0; bb < r + 2; bb++) m[bb] = M + bb * mstride + row * ldm;
+        float n[4][64];
         if (r == 2)
             for (int c = 0; c < ncols; c++) {
                 n[0][c] = (m[0][c] + m[1][c]) + m[2][c];

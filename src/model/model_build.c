@@ -394,7 +394,7 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
         o->info.layer = o->name;
         o->info.pruned = o->prune;
         o->info.bwd_kernel = "dense";
-        if (o->prune && (st = model_bwd_default(m, o, err)) != SDGP_OK) return st;
+        if (model_bwd_wanted(m, o) && (st = model_bwd_default(m, o, err)) != SDGP_OK) return st;
     }
     return model_conv_share_workspace(m, err);
 }
@@ -466,7 +466,7 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         m->nm.axis = SDGP_AXIS_CHANNEL;
         /* the dense convs first: the data-gradient tuner measures the dense kernel they give */
         if (cfg->conv_algo == SDGP_CONV_MEASURED && !cfg->conv_choice[0]) st = sdgp_model_tune_conv(m, err);
-        if (st == SDGP_OK && cfg->prune.fn != SDGP_PRUNE_NONE) st = sdgp_model_tune_sparse(m, err);
+        if (st == SDGP_OK) st = sdgp_model_tune_sparse(m, err);
         if (st == SDGP_OK) st = model_fwd_setup(m, err);
     }
     if (st != SDGP_OK) {

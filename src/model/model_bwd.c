@@ -10,7 +10,13 @@
  *             (src/kernels/spconv.c);
  *   winograd  prune the F(2x2,3x3)-transformed dL/dO and run the sparse kernel on it
  *             (src/kernels/spwino.c): a different estimator of dL/dD, only under --sdgp-domain
- *             winograd or auto. */
+ *             winograd or auto;
+ *   pruned+sparse-weights  prune in the pixel domain to a dense tensor, then the sparse-weight
+ *             data-gradient kernel (block-masked W~, src/kernels/spfwd_wino.c): skips W~'s zeros,
+ *             not dL/dO's.
+ * Layers that do not prune (no SDGP, or --sparse-kernel fastest keeping dL/dO exact) choose among
+ * the entries that do not: unpruned (oneDNN) and sparse-weights (the sparse-weight kernel on the
+ * exact dL/dO): a layer with block-masked weights and no SDGP holds one of these too. */
 #include <string.h>
 
 #include "core/clock.h"
@@ -100,6 +106,34 @@ static sdgp_status wino_pruned(sdgp_model *m, op *o, const float **used, sdgp_er
 }
 static void wino_destroy(void *plan) { sdgp_sparse_wino_destroy(plan); }
 
+/* ---- sparse-weights: block-masked W~ (S-STE / SR-STE, --weight-groups block16 | block32) by the
+ * sparse-weight kernel in the Winograd domain F(4x4), on the exact or the pixel-pruned dL/dO ---- */
+static int wdata_supports(const sdgp_model *m, const op *o) {
+    return model_fwd_supported(m, o) && sdgp_sparse_wdata_supports(&o->geom);
+}
+static sdgp_status wdata_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
+    const sdgp_weights_cfg *w = &m->cfg.weights;
+    return sdgp_sparse_wdata_create((sdgp_sparse_wdata **)plan, &o->geom, w->n, w->m, sdgp_weights_group_block(w->group), 4,
+                                    m->cfg.prune.isa, m->cfg.threads, err);
+}
+/* W~ changes every step: packed here, once per step (the layer's one data-gradient product) */
+static sdgp_status wdata_product(op *o, float *dx, const float *dz, const float *w, sdgp_error *err) {
+    sdgp_status st = sdgp_sparse_wdata_pack(o->bwd_plan, w, err);
+    return st != SDGP_OK ? st : sdgp_sparse_wdata_run(o->bwd_plan, dx, dz, err);
+}
+static sdgp_status wdata_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
+                             sdgp_error *err) {
+    (void)pc;
+    *prune_ms = 0;
+    return wdata_product(o, dx, dz, model_op_weights(m, o), err);
+}
+static sdgp_status wdata_pruned_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc,
+                                    double *prune_ms, sdgp_error *err) {
+    sdgp_status st = prune_pixels(m, o, dz, pc, 0, prune_ms, err);
+    return st != SDGP_OK ? st : wdata_product(o, dx, m->scratch2, model_op_weights(m, o), err);
+}
+static void wdata_destroy(void *plan) { sdgp_sparse_wdata_destroy(plan); }
+
 /* ---- unpruned: --sparse-kernel fastest keeps a layer's exact dL/dO where no sparse kernel beats
  * the plain dense step (pruning into the dense kernel would only add the pruning's cost) ---- */
 static sdgp_status unpruned_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc,
@@ -113,48 +147,60 @@ static sdgp_status unpruned_dz(sdgp_model *m, op *o, const float **used, sdgp_er
     return SDGP_OK;
 }
 
-static const bwd_impl impl_dense = {'d', "dense", 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, dense_run, dense_pruned, NULL};
-static const bwd_impl impl_sparse = {'s', "sparse", 1, SDGP_DOMAIN_PIXEL, nm_within_groups, sparse_create, sparse_run,
+static const bwd_impl impl_dense = {'d', "dense", 0, 1, 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, dense_run, dense_pruned, NULL};
+static const bwd_impl impl_sparse = {'s', "sparse", 1, 1, 0, SDGP_DOMAIN_PIXEL, nm_within_groups, sparse_create, sparse_run,
                                      sparse_pruned, sparse_destroy};
-static const bwd_impl impl_wino = {'w', "winograd", 1, SDGP_DOMAIN_WINOGRAD, wino_supports, wino_create, wino_run, wino_pruned,
+static const bwd_impl impl_wino = {'w', "winograd", 1, 1, 0, SDGP_DOMAIN_WINOGRAD, wino_supports, wino_create, wino_run, wino_pruned,
                                    wino_destroy};
-
-static const bwd_impl impl_unpruned = {'u', "unpruned", 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, unpruned_run, unpruned_dz,
+static const bwd_impl impl_wdata_pruned = {'v', "pruned+sparse-weights", 1, 1, 1, SDGP_DOMAIN_PIXEL, wdata_supports, wdata_create,
+                                           wdata_pruned_run, dense_pruned, wdata_destroy};
+static const bwd_impl impl_wdata = {'x', "sparse-weights", 1, 0, 1, SDGP_DOMAIN_PIXEL, wdata_supports, wdata_create, wdata_run,
+                                    unpruned_dz, wdata_destroy};
+static const bwd_impl impl_unpruned = {'u', "unpruned", 0, 0, 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, unpruned_run, unpruned_dz,
                                        NULL};
 
-/* In order of preference: the first supported entry is the layer's choice without tuning (so
- * --sdgp-domain winograd puts the Winograd domain first), and ties in tuning go to the earlier. */
-const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_dense, &impl_unpruned, NULL};
+/* In order of preference: the first allowed entry is the layer's choice without tuning (so
+ * --sdgp-domain winograd puts the Winograd domain first, and a layer that does not prune takes the
+ * sparse-weight kernel before oneDNN), and ties in tuning go to the earlier. */
+const bwd_impl *const model_bwd_impls[] = {&impl_wino,  &impl_sparse,   &impl_wdata_pruned, &impl_dense,
+                                           &impl_wdata, &impl_unpruned, NULL};
 
-/* Whether some sparse entry (of the Winograd domain only, when winograd_domain) can run layer o. */
+/* Whether some sparse entry that prunes as layer o does (of the Winograd domain only, when
+ * winograd_domain) can run it. */
 static int sparse_applies(const sdgp_model *m, const op *o, int winograd_domain) {
     for (int i = 0; model_bwd_impls[i]; i++) {
         const bwd_impl *impl = model_bwd_impls[i];
-        if (impl->sparse && (!winograd_domain || impl->domain == SDGP_DOMAIN_WINOGRAD) && impl->supports(m, o)) return 1;
+        if (impl->sparse && impl->prunes == o->prune && (!winograd_domain || impl->domain == SDGP_DOMAIN_WINOGRAD) &&
+            impl->supports(m, o))
+            return 1;
     }
     return 0;
 }
 
 int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
     if (!impl->supports(m, o)) return 0;
+    /* --sparse-kernel off: no sparse entry; on: a sparse entry wherever one applies */
+    if ((m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse) ||
+        (m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(m, o, 0) && impl->prunes == o->prune))
+        return 0;
+    if (!o->prune) return !impl->prunes; /* exact dL/dO: the entries that keep it */
     /* fastest: a sparse kernel or no pruning at all (never pruning into the dense kernel); the
      * other modes always prune */
     if (m->cfg.sparse == SDGP_SPARSE_FASTEST) {
         if (impl == &impl_dense) return 0;
-        if (impl == &impl_unpruned) return 1;
-    } else if (impl == &impl_unpruned) {
+        if (!impl->prunes) return 1;
+    } else if (!impl->prunes) {
         return 0;
     }
-    /* --sparse-kernel on: a layer no sparse kernel takes (a grouped conv whose groups of output
-     * channels m does not divide) prunes into the dense one */
-    if ((m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(m, o, 0)) ||
-        (m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse))
-        return 0;
     switch (m->cfg.domain) {
     case SDGP_DOMAIN_PIXEL: return impl->domain == SDGP_DOMAIN_PIXEL;
     case SDGP_DOMAIN_WINOGRAD: return impl->domain == SDGP_DOMAIN_WINOGRAD || !sparse_applies(m, o, 1);
     default: return 1;
     }
+}
+
+int model_bwd_wanted(const sdgp_model *m, const op *o) {
+    return o->prune || (m->cfg.sparse != SDGP_SPARSE_OFF && sparse_applies(m, o, 0));
 }
 
 const bwd_impl *model_bwd_find(char code) {
@@ -168,6 +214,7 @@ void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan) {
     o->bwd = impl;
     o->bwd_plan = plan;
     o->info.sparse_kernel = impl && impl->sparse;
+    o->info.sparse_data = impl && impl->wsparse;
     o->info.pruned = o->prune && impl != &impl_unpruned; /* fastest may leave a layer's dL/dO exact */
     o->info.bwd_kernel = impl ? impl->name : "dense";
 }

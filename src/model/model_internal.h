@@ -211,6 +211,8 @@ struct bwd_impl {
     char code;         /* its character in the kernel-choice text of checkpoints */
     const char *name;  /* "dense", "sparse", "winograd": start-up lines, bench rows */
     int sparse;        /* skips the pruned work (--sparse-kernel on/off select by this) */
+    int prunes;        /* prunes dL/dO (0: exact dL/dO; the entries of layers that do not prune) */
+    int wsparse;       /* the sparse-weight data-gradient kernel (block-masked W~; sdgp_sparse_wdata_*) */
     sdgp_prune_domain domain; /* where it prunes (--sdgp-domain selects by this) */
     /* whether it can run conv op o at all (geometry, and the model's n:m) */
     int (*supports)(const sdgp_model *m, const op *o);
@@ -226,6 +228,9 @@ struct bwd_impl {
     sdgp_status (*pruned_dz)(sdgp_model *m, op *o, const float **used, sdgp_error *err);
     void (*destroy)(void *plan);
 };
+/* Whether layer o holds an entry: it prunes, or (not off) a sparse entry keeps its exact dL/dO
+ * (block-masked weights); other layers run oneDNN's backward-data without one. */
+int model_bwd_wanted(const sdgp_model *m, const op *o);
 extern const bwd_impl *const model_bwd_impls[]; /* NULL-terminated */
 /* Whether the configuration lets layer o use impl: supports(o), --sparse-kernel on (sparse ones)
  * or off (dense ones), --sdgp-domain pixel (pixel ones), winograd (a layer that a Winograd-domain

@@ -179,14 +179,16 @@ static sdgp_prune_cfg layer_prune_cfg(const sdgp_model *m, const op *o, sdgp_pru
     return base;
 }
 
-/* dx = dL/dD for conv op o from its dense dL/dO dz: dense, or SDGP's pruned product through the
- * layer's implementation (model_bwd.c). */
+/* dx = dL/dD for conv op o from its dense dL/dO dz: oneDNN, or the layer's implementation
+ * (model_bwd.c): SDGP's pruned product, or the sparse-weight kernel on the exact dL/dO. */
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
                                      sdgp_error *err) {
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     if (!o->prune) {
         if (m->dz_hook) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, dz, rows, o->geom.Cout);
-        return sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
+        double prune_ms;
+        return o->bwd ? o->bwd->run(m, o, dx, dz, &m->cfg.prune, &prune_ms, err)
+                      : sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
     }
     sdgp_prune_cfg pc = layer_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, step);
     double prune_ms = 0, t0 = m->timing ? now_ms() : 0;

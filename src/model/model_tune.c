@@ -1,9 +1,11 @@
-/* --sparse-kernel auto / --sdgp-domain auto: per pruned layer, keep the fastest of the allowed
- * implementations of its data gradient (model_bwd.c), and the kernel-choice text of checkpoints.
+/* --sparse-kernel auto / --sdgp-domain auto: per layer that holds an implementation of its data
+ * gradient (pruned layers, and those with block-masked weights: model_bwd.c), keep the fastest of
+ * the allowed ones, and the kernel-choice text of checkpoints.
  *
  * Each is timed as it runs in a step, pruning and weight packing included (dense = prune to a
  * dense tensor + oneDNN backward-data; sparse = prune to the compressed form + pack + sparse
- * kernel; winograd = pack U + the fused Winograd-domain kernel). Interleaved repetitions, the
+ * kernel; winograd = pack U + the fused Winograd-domain kernel; sparse-weights = pack W~'s U + its
+ * kernel). Interleaved repetitions, the
  * best of each, so a noisy neighbour hurts all alike. */
 #include <math.h>
 #include <string.h>
@@ -71,7 +73,7 @@ sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        if (o->prune && o->in_mode != GRAD_NONE) st = tune_layer(m, o, i, err);
+        if (o->bwd && o->in_mode != GRAD_NONE) st = tune_layer(m, o, i, err);
     }
     m->grad_stats = stats;
     m->timing = timing;
@@ -82,7 +84,7 @@ void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size) {
     size_t k = 0;
     for (int i = 0; i < m->n_convs && k + 1 < size; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
-        buf[k++] = !o->prune ? '-' : o->bwd->code;
+        buf[k++] = o->bwd ? o->bwd->code : '-';
     }
     if (model_fwd_any(m) && k + 1 < size) { /* the forward's part (model_fwd.c) */
         buf[k++] = '/';
@@ -101,7 +103,9 @@ sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
         const bwd_impl *impl = model_bwd_find(choice[i]);
-        int ok = o->prune ? impl && impl->supports(m, o) : choice[i] == '-';
+        /* '-': no entry, oneDNN's backward-data on the exact dL/dO (what every layer that does not
+         * prune ran before sparse-weight data gradients) */
+        int ok = impl ? impl->supports(m, o) && impl->prunes <= o->prune : !o->prune && choice[i] == '-';
         if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d cannot be '%c'", choice, i, choice[i]);
     }
     /* the forward's part (checked whole before it changes anything); a text without one: all dense */
@@ -114,7 +118,7 @@ sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp
     if (fst != SDGP_OK) return fst;
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        if (!o->prune) continue;
+        if (o->in == 0) continue; /* a conv on the image: no data gradient */
         sdgp_status st = model_bwd_set(m, o, model_bwd_find(choice[i]), err);
         if (st != SDGP_OK) return st;
     }

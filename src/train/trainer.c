@@ -319,10 +319,13 @@ static void report_layers(run *r) {
                 w->kind == SDGP_WEIGHTS_SRSTE ? "" : ", beta per tensor frozen at initialisation");
         for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
-            fprintf(r->out, " %s=%s", li->layer, !li->sparse_weights ? "dense" : li->sparse_forward == 2 ? "sparse+winograd" : li->sparse_forward ? "sparse+kernel" : "sparse");
+            fprintf(r->out, " %s=%s%s", li->layer,
+                    !li->sparse_weights ? "dense" : li->sparse_forward == 2 ? "sparse+winograd" : li->sparse_forward ? "sparse+kernel" : "sparse",
+                    li->sparse_data ? "+data" : "");
         }
-        fprintf(r->out, " classifier=%s (forward: the sparse-weight kernel where marked +kernel, else oneDNN on W~; data "
-                "gradient: oneDNN on W~)\n", w->classifier ? "sparse" : "dense");
+        fprintf(r->out, " classifier=%s (forward: the sparse-weight kernel where marked +kernel or +winograd, else oneDNN on "
+                "W~; data gradient: the sparse-weight kernel where marked +data, else as below or oneDNN on W~)\n",
+                w->classifier ? "sparse" : "dense");
     }
     if (r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
     fprintf(r->out, "pruning dL/dO: %s %d:%d, domain %s, mask block %d; data gradient per layer:",
@@ -332,7 +335,7 @@ static void report_layers(run *r) {
         const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
         /* sparse: pixel-domain kernel; winograd: Winograd-domain kernel; pruned+dense: oneDNN on the pruned tensor */
         fprintf(r->out, " %s=%s", li->layer,
-                !li->pruned ? (li->bwd_kernel[0] == 'u' ? "unpruned" : "dense") : !li->sparse_kernel ? "pruned+dense" : li->bwd_kernel);
+                !li->pruned ? (li->bwd_kernel[0] == 'd' ? "dense" : li->bwd_kernel) : !li->sparse_kernel ? "pruned+dense" : li->bwd_kernel);
     }
     fprintf(r->out, "\n");
     if (r->cfg->model.prune_wgrad.fn != SDGP_PRUNE_NONE)
