@@ -12,7 +12,7 @@
 # and averages the pruned dL/dO (MVUE is unbiased, so its cosine should approach 1 as samples are added).
 # Usage, from the project's root:
 #   /usr/bin/python3 bench/grad_fidelity.py . [width=0.25] [train steps=400] [--nm 2:4,1:4,2:8,4:32] [--out FILE]
-import sys, time, gzip, argparse, numpy as np, torch, torch.nn.functional as F
+import os, sys, time, argparse, numpy as np, torch, torch.nn.functional as F
 T0 = time.time()
 ap = argparse.ArgumentParser(description='gradient fidelity of N:M pruning of dL/dO (see the header comment)')
 ap.add_argument('root', nargs='?', default='.'); ap.add_argument('width', nargs='?', type=float, default=0.25)
@@ -24,7 +24,10 @@ NM = [tuple(int(v) for v in s.split(':')) for s in args.nm.split(',')]
 assert all(0 < n < m for n, m in NM), 'n:m needs 0 < n < m'
 sys.path.insert(0, args.root + '/python')
 from torch_models import ResNet9
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nm_prune_ref import mag_rows, mag_block, random_rows, rescaled, mvue_plan, mvue_sample, self_test, cos_err, load, train_twin, capture_3x3  # noqa: E402
 torch.manual_seed(0); torch.set_num_threads(1)
+self_test()
 BT = torch.tensor([[4,0,-5,0,1,0],[0,-4,-4,1,1,0],[0,4,-4,-1,1,0],[0,-2,-1,2,1,0],[0,2,-1,-2,1,0],[0,4,0,-5,0,1]], dtype=torch.float64)
 G = torch.tensor([[1/4,0,0],[-1/6,-1/6,-1/6],[-1/6,1/6,-1/6],[1/24,1/12,1/6],[1/24,-1/12,1/6],[0,0,1]], dtype=torch.float64)
 AT = torch.tensor([[1,1,1,1,1,0],[0,1,-1,2,-2,0],[0,1,1,4,4,0],[0,1,-1,8,-8,1]], dtype=torch.float64)
@@ -68,119 +71,18 @@ def wino2_conv(x, k, prune=None):
     if prune is not None: V = prune(V)
     return wino2_out(V, k, x.shape[0], x.shape[2], x.shape[3])
 
-# ---- pruning functions; X (..., C), groups of m consecutive channels of one row ----
-def keep_mask(g, idx):
-    return torch.zeros_like(g).scatter_(-1, idx, 1.0)
-
-def mag_rows(X, n, m):  # keep the top-n |x| of each group
-    s = X.shape; g = X.reshape(*s[:-1], s[-1] // m, m)
-    return (g * keep_mask(g, g.abs().topk(n, dim=-1).indices)).reshape(s)
-
-def mag_block(X, n, m, P):  # rows in blocks of P (along dim -2) share the mask chosen by the block's summed |x|
-    R, C = X.shape[-2], X.shape[-1]; pad = (-R) % P
-    Xp = F.pad(X, (0, 0, 0, pad)); g = Xp.reshape(*Xp.shape[:-2], (R + pad) // P, P, C // m, m)
-    idx = g.abs().sum(-3, keepdim=True).topk(n, dim=-1).indices.expand(*g.shape[:-1], n)
-    out = (g * keep_mask(g, idx)).reshape(Xp.shape)
-    return out[..., :R, :]
-
-def random_rows(X, n, m, gen):  # a uniformly random n-subset of each group, unscaled
-    s = X.shape; g = X.reshape(*s[:-1], s[-1] // m, m)
-    idx = torch.rand(g.shape, generator=gen, dtype=torch.float64).topk(n, dim=-1).indices
-    return (g * keep_mask(g, idx)).reshape(s)
-
-def rescaled(X, n, m, dims):
-    """magnitude, then one factor r = sum|x| / sum|kept| per scope (r = 1 when the kept sum is 0); X is 4-D with
-    channels last, the scope's positions are the dims summed over: pixel (B,H,W,C) sample-channel (1,2),
-    channel (0,1,2); Winograd (16,B,T,C) sample-channel (2,), channel (0,1,2)."""
-    K = mag_rows(X, n, m)
-    dense, kept = X.abs().sum(dims, keepdim=True), K.abs().sum(dims, keepdim=True)
-    r = torch.where(kept > 0, dense / torch.where(kept > 0, kept, torch.ones_like(kept)), torch.ones_like(kept))
-    return K * r
-
-def mvue_plan(X, n, m):
-    """exact minimum-variance unbiased N:M sampler, the part that does not depend on the draw: P_i = min(1, c a_i),
-    a_i = |x_i|, with c chosen by water-filling so that sum P_i = n; cumulative sums of P in index order.
-    Groups with at most n nonzeros stay unchanged."""
-    g = X.reshape(-1, m); a = g.abs()
-    big = ((a > 0).sum(-1) > n)[:, None]                         # groups that are actually sampled
-    a_s = a.sort(-1, descending=True).values
-    S = a_s.flip(-1).cumsum(-1).flip(-1)                         # S[:, k] = sum of the m-k smallest
-    ks = torch.arange(n, dtype=torch.float64)
-    cond = (n - ks) * a_s[:, :n] <= S[:, :n]                     # k saturated: c_k a_(k) <= 1, c_k = (n-k)/S_k
-    k = (~cond).to(torch.int64).cumprod(-1).sum(-1, keepdim=True)  # the first k meeting it (<= n-1 when big)
-    del a_s, cond
-    Sk = S.gather(-1, k); del S
-    c = (n - k).to(torch.float64) / torch.where(Sk > 0, Sk, torch.ones_like(Sk))
-    P = (c * a).clamp_(max=1.0); del a
-    cum = P.cumsum(-1); prev = F.pad(cum[:, :-1], (1, 0))
-    val = torch.where(P > 0, g / torch.where(P > 0, P, torch.ones_like(P)), torch.zeros_like(g))   # x_i / P_i
-    return dict(shape=X.shape, n=n, g=g, big=big, cum=cum, prev=prev, val=val)
-
-def mvue_sample(pl, gen):
-    """one draw: systematic sampling, one u ~ U[0,1) per group, points u + j (j = 0..n-1); element i is kept, as
-    x_i / P_i, when a point falls in [cum_{i-1}, cum_i); exactly n per sampled group."""
-    n, cum = pl['n'], pl['cum']
-    u = torch.rand(cum.shape[0], 1, generator=gen, dtype=torch.float64)
-    # number of points in [prev, cum): ceil(cum - u) - ceil(prev - u), capped at the n points
-    sel = (cum - u).ceil_().clamp_(max=n) > (pl['prev'] - u).ceil_().clamp_(max=n)
-    assert bool((sel.sum(-1)[pl['big'][:, 0]] == n).all()), 'mvue: a sampled group did not keep exactly n'
-    return torch.where(pl['big'], torch.where(sel, pl['val'], torch.zeros_like(cum)), pl['g']).reshape(pl['shape'])
-
-def mvue_rows(X, n, m, gen):  # plan and one draw
-    return mvue_sample(mvue_plan(X, n, m), gen)
-
-def self_test():
-    """MVUE: exactly n kept, marginals P, unbiased (statistically, fixed seeds); rescaled: L1 preserved per scope."""
-    gen = torch.Generator().manual_seed(123)
-    for n, m in [(2, 4), (1, 4), (2, 8), (4, 32)]:
-        x = torch.randn(64, m, generator=gen, dtype=torch.float64) ** 3   # heavy-tailed: some P_i saturate
-        x[0, :] = 0; x[1, n:] = 0; x[2, 1:] = 0; x[3, :] = 1.0            # trivial groups and ties
-        acc = torch.zeros_like(x); N = 4000
-        for t in range(N): acc += mvue_rows(x, n, m, torch.Generator().manual_seed(1000 + t))
-        # standard error of the mean of x_i/P_i * Bernoulli(P_i) is |x_i| sqrt((1-P)/P) / sqrt(N); allow 6 sigma
-        err = (acc / N - x).abs().max() / x.abs().max()
-        assert err < 0.1, f'mvue {n}:{m} not unbiased: {err}'
-        assert torch.equal(mvue_rows(x[:3], n, m, gen), x[:3])
-    X = torch.randn(3, 5, 6, 8, generator=gen, dtype=torch.float64)
-    for dims in [(1, 2), (0, 1, 2)]:
-        R = rescaled(X, 2, 4, dims)
-        assert torch.allclose(R.abs().sum(dims), X.abs().sum(dims), rtol=1e-12)
-        assert torch.equal((R != 0), (mag_rows(X, 2, 4) != 0))
-self_test()
-
-def cos_err(a, b):
-    a, b = a.flatten(), b.flatten()
-    return (a @ b / (a.norm() * b.norm())).item(), ((a - b).norm() / b.norm()).item()
-
-def load(dirname):
-    im = gzip.open(dirname + '/train-images-idx3-ubyte.gz').read(); lb = gzip.open(dirname + '/train-labels-idx1-ubyte.gz').read()
-    x = torch.from_numpy(np.frombuffer(im, np.uint8, offset=16).reshape(-1, 1, 28, 28).astype(np.float32) / 255.0)
-    return (x - 0.286) / 0.353, torch.from_numpy(np.frombuffer(lb, np.uint8, offset=8).astype(np.int64))
 
 x, y = load('/usr/share/datasets/fashion-mnist')
-model = ResNet9(in_ch=1, width=args.width)
-opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9, nesterov=True, weight_decay=5e-4)
-for s in range(args.steps):
-    i = torch.randint(0, len(x), (128,))
-    opt.zero_grad(); F.cross_entropy(model(x[i]), y[i], label_smoothing=0.1).backward(); opt.step()
+model = train_twin(ResNet9(in_ch=1, width=args.width), x, y, args.steps)
 T_train = time.time() - T0
-# capture dO and W of every 3x3 stride-1 pad-1 conv on one batch
-outs = {}
-def keep(name):
-    def hook(mod, inp, out): out.retain_grad(); outs[name] = (mod, inp[0].shape, out)
-    return hook
-for j, cb in enumerate(model.convs):
-    c = cb.conv
-    if c.kernel_size == (3, 3) and c.stride == (1, 1) and c.padding == (1, 1) and j > 0: c.register_forward_hook(keep(f'conv{j}'))
-i = torch.arange(128)
-F.cross_entropy(model(x[i]), y[i], label_smoothing=0.1).backward()
+outs = capture_3x3(model, x, y)  # dO and W of every 3x3 stride-1 pad-1 conv on one batch
 
 lines = []
 def emit(s=''): print(s, flush=True); lines.append(s)
 emit('## Layers\n')
 emit('| layer | conv (Cin -> Cout) | H x W | dL/dO (B, C, H, W) | F(2x2,3x3) tiles / image | F(2x2,3x3) V (16, B x T, C) |')
 emit('|---|---|---|---|---|---|')
-for name, (mod, ishape, out) in outs.items():
+for name, (mod, X, out) in outs.items():
     B, C, H, W = out.shape; T = -(-H // 2) * -(-W // 2)
     emit(f'| {name} | {mod.in_channels} -> {mod.out_channels} | {H} x {W} | {tuple(out.shape)} | {T} | (16, {B * T}, {C}) |')
     assert all(C % m == 0 for n, m in NM), f'{name}: {C} channels not divisible by every m'
@@ -195,7 +97,7 @@ def rows_for(n, m):
     return r
 
 res = {}  # (domain, function, n:m) -> {layer: (cos, relL2)}
-for li, (name, (mod, ishape, out)) in enumerate(outs.items()):
+for li, (name, (mod, X, out)) in enumerate(outs.items()):
     t0 = time.time()
     g = out.grad.double(); w = mod.weight.detach().double()
     B, C, H, W = g.shape; T = -(-H // 2) * -(-W // 2)

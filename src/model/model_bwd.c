@@ -215,7 +215,7 @@ void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan) {
     o->bwd_plan = plan;
     o->info.sparse_kernel = impl && impl->sparse;
     o->info.sparse_data = impl && impl->wsparse;
-    o->info.pruned = o->prune && impl != &impl_unpruned; /* fastest may leave a layer's dL/dO exact */
+    o->info.pruned = o->prune && (!impl || impl->prunes); /* fastest may leave a layer's dL/dO exact */
     o->info.bwd_kernel = impl ? impl->name : "dense";
 }
 
