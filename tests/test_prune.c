@@ -1,5 +1,6 @@
 /* N:M pruning: API, properties against brute-force oracles, the compressed form, bad input.
- * Shared masks (mask_block): against a brute-force oracle, exact unbiasedness of block MVUE.
+ * Shared masks (mask_block): against a brute-force oracle, exact unbiasedness of block MVUE; row
+ * masks shared by channels (the row axis's mask_block).
  * (MVUE/random distributions: test_prune_mvue.c; ISA paths and threads: test_prune_isa.c.) */
 #include "harness.h"
 #include "prune/prune_internal.h"
@@ -563,14 +564,79 @@ TEST_CASE(shared_masks_ties_and_errors) {
     cfg.mask_line = 3;
     CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_INVALID && strstr(e.msg, "mask_line=3"), "line: %s", e.msg);
     cfg.mask_line = 0;
-    cfg.axis = SDGP_AXIS_ROW;
-    CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_INVALID && strstr(e.msg, "channel axis"), "row axis: %s", e.msg);
+    cfg.axis = SDGP_AXIS_ROW; /* row masks shared by 4 channels: test row_masks_shared_by_channels */
+    CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_OK, "row axis, 4 channels per mask: %s", e.msg);
     cfg.axis = SDGP_AXIS_CHANNEL;
     cfg.fn = SDGP_PRUNE_MVUE_APPROX;
     CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_INVALID && strstr(e.msg, "mvue-approx"), "approx: %s", e.msg);
     big[5] = NAN;
     cfg.fn = SDGP_PRUNE_MVUE;
     CHECK(sdgp_prune(&cfg, big, 2, 8, 4, big + 64, NULL, &e) == SDGP_ERR_NUMERIC, "NaN with block mvue: %s", e.msg);
+}
+
+/* Row masks shared by channels (axis ROW, mask_block = Q: the weight gradient's form for a kernel):
+ * against an oracle built from the group rules (the same Philox uniform, prune_mvue_block_mask,
+ * prune_magnitude_mask), every block of Q channels keeping one row set; bitwise the same for 1 and
+ * 3 threads and every ISA request; the errors name what is wrong. */
+TEST_CASE(row_masks_shared_by_channels) {
+    const int B = 3, P = 8, C = 24;
+    float x[3 * 8 * 24], y1[3 * 8 * 24], y2[3 * 8 * 24], want[3 * 8 * 24];
+    fill(x, sizeof x / sizeof *x, 77);
+    const int cases[][3] = {{2, 4, 4}, {2, 4, 8}, {1, 4, 24}, {3, 8, 6}, {1, 2, 2}};
+    const sdgp_prune_fn fns[] = {SDGP_PRUNE_MVUE, SDGP_PRUNE_MAGNITUDE, SDGP_PRUNE_RANDOM};
+    for (int ci = 0; ci < 5; ci++)
+        for (int fi = 0; fi < 3; fi++) {
+            const int n = cases[ci][0], m = cases[ci][1], Q = cases[ci][2];
+            sdgp_prune_cfg cfg = sdgp_prune_cfg_make(fns[fi], n, m);
+            cfg.axis = SDGP_AXIS_ROW;
+            cfg.mask_block = Q;
+            cfg.seed = 5, cfg.step = 9, cfg.layer = 2;
+            cfg.threads = 1;
+            sdgp_error e;
+            REQUIRE(sdgp_prune(&cfg, x, B, P, C, y1, NULL, &e) == SDGP_OK, "%s", e.msg);
+            cfg.threads = 3;
+            cfg.isa = SDGP_ISA_REF;
+            REQUIRE(sdgp_prune(&cfg, x, B, P, C, y2, NULL, &e) == SDGP_OK, "%s", e.msg);
+            CHECK(test_bitwise_equal(y1, y2, sizeof y1), "%s %d:%d Q=%d: 1 thread and 3 threads (ref) differ", sdgp_prune_fn_name(fns[fi]), n, m, Q);
+            const sdgp_philox_key key = sdgp_philox_make_key(5, 9, 2);
+            for (int64_t g = 0; g < B * P / m; g++)
+                for (int c0 = 0; c0 < C; c0 += Q) {
+                    const float *xg = x + g * m * C + c0;
+                    double a[SDGP_NM_MAX_M], inv[SDGP_NM_MAX_M];
+                    float s[SDGP_NM_MAX_M];
+                    for (int i = 0; i < m; i++) {
+                        a[i] = 0, s[i] = 0, inv[i] = 1;
+                        for (int q = 0; q < Q; q++) a[i] += (double)xg[i * C + q] * xg[i * C + q], s[i] += fabsf(xg[i * C + q]);
+                        a[i] = sqrt(a[i]);
+                    }
+                    const uint64_t grp = (uint64_t)g * C + (uint64_t)c0;
+                    const uint64_t mask = fns[fi] == SDGP_PRUNE_RANDOM ? prune_random_mask(key, grp, n, m)
+                                          : fns[fi] == SDGP_PRUNE_MAGNITUDE ? prune_magnitude_mask(s, n, m)
+                                                                            : prune_mvue_block_mask(inv, a, n, m, prune_group_u(key, grp, 0));
+                    CHECK(__builtin_popcountll(mask) == n, "%d kept rows of %d", __builtin_popcountll(mask), n);
+                    for (int i = 0; i < m; i++)
+                        for (int q = 0; q < Q; q++)
+                            want[(g * m + i) * C + c0 + q] =
+                                !(mask >> i & 1) ? 0.0f : fns[fi] == SDGP_PRUNE_MVUE ? (float)((double)xg[i * C + q] * inv[i]) : xg[i * C + q];
+                }
+            CHECK(test_bitwise_equal(y1, want, sizeof want), "%s %d:%d Q=%d: not the oracle's rows", sdgp_prune_fn_name(fns[fi]), n, m, Q);
+        }
+    /* the errors */
+    sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_MVUE, 2, 4);
+    cfg.axis = SDGP_AXIS_ROW;
+    cfg.mask_block = 5;
+    sdgp_error e;
+    CHECK(sdgp_prune(&cfg, x, B, P, C, y1, NULL, &e) == SDGP_ERR_INVALID && strstr(e.msg, "C=24"), "C %% Q: %s", e.msg);
+    cfg.mask_block = 4;
+    cfg.fn = SDGP_PRUNE_RESCALED;
+    CHECK(sdgp_prune(&cfg, x, B, P, C, y1, NULL, &e) == SDGP_ERR_UNSUPPORTED && strstr(e.msg, "rescaled"), "rescaled: %s", e.msg);
+    cfg.fn = SDGP_PRUNE_MVUE;
+    sdgp_nm_tensor nm;
+    REQUIRE(sdgp_nm_alloc(&nm, SDGP_AXIS_ROW, 2, 4, B * P, C, &e) == SDGP_OK, "%s", e.msg);
+    CHECK(sdgp_prune(&cfg, x, B, P, C, NULL, &nm, &e) == SDGP_ERR_UNSUPPORTED && strstr(e.msg, "dense output"), "compressed: %s", e.msg);
+    sdgp_nm_free(&nm);
+    x[5] = NAN;
+    CHECK(sdgp_prune(&cfg, x, B, P, C, y1, NULL, &e) == SDGP_ERR_NUMERIC, "NaN with shared row masks: %s", e.msg);
 }
 
 int main(void) {
@@ -583,5 +649,6 @@ int main(void) {
     RUN(shared_masks_match_oracle);
     RUN(shared_mask_mvue_is_exactly_unbiased);
     RUN(shared_masks_ties_and_errors);
+    RUN(row_masks_shared_by_channels);
     return test_finish();
 }

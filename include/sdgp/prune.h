@@ -52,6 +52,12 @@
  *   mvue-approx is not defined for blocks (SDGP_ERR_INVALID).
  * The compressed form stores the block's kept set for every row of the block (a kept value may
  * be 0), not the canonical padding of each row: rows of a block have equal indices.
+ * On the row axis, mask_block = Q > 1 shares row masks between channels instead: Q consecutive
+ * channels (C % Q == 0) keep the same n of every m consecutive rows, for a weight-gradient kernel
+ * that loads each kept input row once for Q output channels. random: one n-subset per (row group,
+ * block) (the Philox group of the block's first channel); magnitude: the n largest sums over the
+ * block of |x| (float, channel order); mvue: as above with a_i = the L2 norm of the block's row i,
+ * kept x / P_i, unbiased. Dense output only (a compressed one is SDGP_ERR_UNSUPPORTED), portable C.
  * Kernels: a portable reference, AVX2 and AVX-512 paths chosen by sdgp_isa_resolve(cfg->isa)
  * (so SDGP_ISA=ref|avx2|avx512 lowers AUTO). Vectorised: magnitude and rescaled on both axes
  * (channel axis: m | 8 on AVX2, every m on AVX-512); on AVX-512 also random n:4, mvue 1:4 and
@@ -117,7 +123,7 @@ typedef struct {
     uint32_t layer;
     sdgp_isa isa;             /* SDGP_ISA_AUTO: see sdgp_isa_resolve() */
     int threads;              /* 0: OpenMP default */
-    int mask_block;           /* rows sharing one mask (channel axis): 0 or 1 = a mask per row */
+    int mask_block;           /* rows sharing one mask (channel axis), channels sharing one row mask (row axis): 0 or 1 = no sharing */
     int64_t mask_line;        /* positions of a line that blocks do not cross; 0 = all P */
     sdgp_layout layout;       /* of x and out: NHWC (the default) or NCHW (above) */
 } sdgp_prune_cfg;

@@ -390,6 +390,10 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
             if (rows % (size_t)m->cfg.prune_wgrad.m != 0)
                 return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %zu positions, not a multiple of m=%d (--nm-wgrad)",
                                  o->name, rows, m->cfg.prune_wgrad.m);
+            const int q = m->cfg.prune_wgrad.mask_block;
+            if (q > 1 && o->geom.Cout % q != 0)
+                return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %d output channels, not a multiple of --wgrad-block %d",
+                                 o->name, o->geom.Cout, q);
         }
         o->info.layer = o->name;
         o->info.pruned = o->prune;

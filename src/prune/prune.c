@@ -108,9 +108,14 @@ sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int64_t P, in
     if (st) return st;
     if (cfg->mask_block < 0 || cfg->mask_block > SDGP_MASK_BLOCK_MAX)
         return sdgp_fail(err, SDGP_ERR_INVALID, "prune: mask_block=%d is out of range [1, %d]", cfg->mask_block, SDGP_MASK_BLOCK_MAX);
-    if (cfg->mask_block > 1) {
-        if (cfg->axis != SDGP_AXIS_CHANNEL)
-            return sdgp_fail(err, SDGP_ERR_INVALID, "prune: mask_block=%d shares masks between rows, so it needs the channel axis", cfg->mask_block);
+    if (cfg->mask_block > 1 && cfg->axis == SDGP_AXIS_ROW && cfg->n != cfg->m) { /* channels sharing row masks */
+        if (C % cfg->mask_block)
+            return sdgp_fail(err, SDGP_ERR_INVALID, "prune: mask_block=%d channels share a row mask, but C=%lld is not a multiple of it",
+                             cfg->mask_block, (long long)C);
+        if (cfg->fn != SDGP_PRUNE_RANDOM && cfg->fn != SDGP_PRUNE_MAGNITUDE && cfg->fn != SDGP_PRUNE_MVUE)
+            return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "prune: %s has no form with row masks shared by channels (mask_block=%d); "
+                             "random, magnitude and mvue have", sdgp_prune_fn_name(cfg->fn), cfg->mask_block);
+    } else if (cfg->mask_block > 1) {
         if (cfg->mask_line < 0 || (cfg->mask_line > 0 && P % cfg->mask_line))
             return sdgp_fail(err, SDGP_ERR_INVALID, "prune: mask_line=%lld must divide the P=%lld positions of a sample", (long long)cfg->mask_line,
                              (long long)P);
@@ -423,7 +428,13 @@ sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int
         prune_identity(&j, nt);
         return SDGP_OK;
     }
-    if (cfg->mask_block > 1) {
+    if (cfg->mask_block > 1 && cfg->axis == SDGP_AXIS_ROW) {
+        if (nm) return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "prune: row masks shared by channels (mask_block=%d) write the dense output only",
+                                 cfg->mask_block);
+        if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "prune: row masks shared by channels need out");
+        K = &prune_kernels_rowblock;
+        j.block = cfg->mask_block;
+    } else if (cfg->mask_block > 1) {
         j.rank = K;
         K = &prune_kernels_block;
         j.block = cfg->mask_block;

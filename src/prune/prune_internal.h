@@ -142,6 +142,9 @@ extern const prune_kernels prune_kernels_ref;
  * that starts in that range, whole (so a split at any row is disjoint and complete); sums()
  * leaves no keep masks. keep is never read. */
 extern const prune_kernels prune_kernels_block;
+/* Row masks shared by channels (prune_rowblock.c, portable C; axis ROW, j->block channels per
+ * block, dense output): prune() takes row groups [t0, t1). */
+extern const prune_kernels prune_kernels_rowblock;
 extern const prune_kernels prune_kernels_avx2;
 extern const prune_kernels prune_kernels_avx512;
 

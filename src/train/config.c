@@ -129,6 +129,8 @@ static const field fields[] = {
      "rows sharing one N:M mask: P pixels along a row of dL/dO (pixel), P tiles along a tile row (winograd); 1: a mask per row"},
     {"prune-wgrad", F_PRUNE_FN, OFF(model.prune_wgrad.fn), 0, 0, 0, NULL, "none | mvue | ...: weight-gradient pruning along positions"},
     {"nm-wgrad", F_NM, OFF(model.prune_wgrad.n), 0, 0, 0, NULL, "N:M of the weight-gradient pruning"},
+    {"wgrad-block", F_INT, OFF(model.prune_wgrad.mask_block), 0, 1, SDGP_MASK_BLOCK_MAX, NULL,
+     "output channels sharing one weight-gradient row mask (random, magnitude, mvue; 1: a mask per channel)"},
     {"sparse-weights", F_ENUM, OFF(model.weights.kind), 0, 0, 0, sdgp_weights_kind_names,
      "dense | sste | srste: N:M weights in the forward (S-STE soft threshold, SR-STE hard mask)"},
     {"nm-weights", F_NM, OFF(model.weights.n), 0, 0, 0, NULL, "N:M of the sparse weights, along input channels"},
@@ -152,7 +154,7 @@ static const struct {
     {"conv-algo", "direct"}, {"conv-workspace", "0"}, {"sdgp-domain", "pixel"}, {"mask-block", "1"},
     {"sync-bn", "0"}, {"allreduce", "overlap"}, {"sparse-weights", "dense"}, {"nm-weights", "2:4"},
     {"weight-groups", "tap"}, {"srste-lambda", "0.0002"}, {"sparse-weights-first", "0"},
-    {"sparse-weights-classifier", "0"}, {"recompute", "none"},
+    {"sparse-weights-classifier", "0"}, {"recompute", "none"}, {"wgrad-block", "1"},
 };
 
 const char *train_config_field_before(int i) {

@@ -339,8 +339,10 @@ static void report_layers(run *r) {
     }
     fprintf(r->out, "\n");
     if (r->cfg->model.prune_wgrad.fn != SDGP_PRUNE_NONE)
-        fprintf(r->out, "weight gradient: %s %d:%d along positions, computed by the dense kernel on the pruned tensor\n",
-                sdgp_prune_fn_name(r->cfg->model.prune_wgrad.fn), r->cfg->model.prune_wgrad.n, r->cfg->model.prune_wgrad.m);
+        fprintf(r->out, "weight gradient: %s %d:%d along positions, a mask per %d output channel%s, computed by the dense kernel on the pruned tensor\n",
+                sdgp_prune_fn_name(r->cfg->model.prune_wgrad.fn), r->cfg->model.prune_wgrad.n, r->cfg->model.prune_wgrad.m,
+                r->cfg->model.prune_wgrad.mask_block > 1 ? r->cfg->model.prune_wgrad.mask_block : 1,
+                r->cfg->model.prune_wgrad.mask_block > 1 ? "s" : "");
 }
 
 sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FILE *out, sdgp_error *err) {
