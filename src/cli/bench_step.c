@@ -54,14 +54,14 @@ typedef struct {
     long blocks[8]; /* --mask-block list, each measured in the same run */
     int n_blocks;
     int batch; /* 0: each model's own batch */
-    /* --sparse-weights, --nm-weights, --weight-groups, --prune-wgrad, --nm-wgrad, --sparse-kernel: parsed by
+    /* --sparse-weights, --nm-weights, --weight-groups, --prune-wgrad, --nm-wgrad, --wgrad-block, --sparse-kernel: parsed by
      * the training configuration's table (the same names, values and messages as `sdgp train`); the
      * variant rows take their weights, prune_wgrad and sparse (bench layers: sparse kernel always on) */
     sdgp_train_config train;
 } options;
 
 static const char *const train_flags[] = {"--sparse-weights", "--nm-weights", "--weight-groups", "--prune-wgrad",
-                                          "--nm-wgrad", "--sparse-kernel", NULL};
+                                          "--nm-wgrad", "--wgrad-block", "--sparse-kernel", NULL};
 
 static int is_train_flag(const char *a) {
     for (int i = 0; train_flags[i]; i++)
@@ -255,7 +255,7 @@ static void usage(FILE *f, const char *cmd) {
             "  --sparse-weights K     variant rows with N:M weights: dense | sste | srste [dense]\n"
             "  --nm-weights N:M       their pattern [2:4]; --weight-groups tap | kernel | block16 | block32 [tap]\n"
             "  --prune-wgrad FN       variant rows with the weight gradient's dL/dO pruned: none | mvue | ... [none]\n"
-            "  --nm-wgrad N:M         its pattern [2:4]\n"
+            "  --nm-wgrad N:M         its pattern [2:4]; --wgrad-block Q: output channels sharing its row mask [1]\n"
             "  --sparse-kernel MODE   SDGP rows (step): auto | on | off | fastest, as in training [auto]\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
@@ -531,10 +531,10 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         const sdgp_weights_cfg *wc = &o.train.model.weights;
         const sdgp_prune_cfg *wg = &o.train.model.prune_wgrad;
         int other = wc->kind != SDGP_WEIGHTS_DENSE || wg->fn != SDGP_PRUNE_NONE;
-        char extras[96];
-        snprintf(extras, sizeof extras, "\"sparse_weights\":\"%s %d:%d %s\",\"prune_wgrad\":\"%s %d:%d\"",
+        char extras[128];
+        snprintf(extras, sizeof extras, "\"sparse_weights\":\"%s %d:%d %s\",\"prune_wgrad\":\"%s %d:%d\",\"wgrad_block\":%d",
                  sdgp_weights_kind_names[wc->kind], wc->n, wc->m, sdgp_weights_group_names[wc->group],
-                 sdgp_prune_fn_name(wg->fn), wg->n, wg->m);
+                 sdgp_prune_fn_name(wg->fn), wg->n, wg->m, wg->mask_block > 1 ? wg->mask_block : 1);
         if (o.n_fns == 0 && other) o.fns[o.n_fns++] = SDGP_PRUNE_NONE;
         for (int f = 0; f < o.n_fns; f++)
             for (int q = 0; q < (o.fns[f] == SDGP_PRUNE_NONE ? 1 : o.n_nm * o.n_domains * o.n_blocks); q++) {

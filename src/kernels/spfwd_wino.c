@@ -1,6 +1,7 @@
 /* The sparse-weight forward in the Winograd domain: F(2x2,3x3) or F(4x4,3x3) for 3x3 stride-1
  * convolutions with block-masked N:M weights (sdgp_sparse_fwd_create_wino; README.md, section
- * "Sparse-weight forward in the Winograd domain").
+ * "Sparse-weight forward in the Winograd domain"), and the data gradient of the same convolutions
+ * (sdgp_sparse_wdata_*, at the end of this file; README.md, "Sparse-weight data gradient").
  *
  * Y = A^T [ sum_c V[e][t][c] U[e][c][k] ] A per r x r output tile t, V = B^T d B of the tile's
  * (r+2)^2 patch of the padded X, U = G g G^T. A block mask zeroes the whole 3x3 kernel g[k][c] of
