@@ -164,8 +164,45 @@ TEST_CASE(sparse_forward_trains_next_to_dense) {
     free(p[0]), free(p[1]);
 }
 
+/* SDGP on layers with block-masked weights: 'v' (the pixel-domain pruning into a dense tensor, then
+ * the sparse-weight kernel) against 'd' (the same pruned tensor into oneDNN): close, not the same
+ * bits. And the weight gradient's row masks shared by channels (--wgrad-block): a model takes them
+ * when every conv's output channels fit, and says which conv does not. */
+TEST_CASE(pruned_sparse_weights_and_shared_wgrad_masks) {
+    sdgp_model_config c = block_config(SDGP_SPARSE_AUTO);
+    c.prune = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4); /* deterministic: both entries see the same dL/dO */
+    c.prune_wgrad = sdgp_prune_cfg_make(SDGP_PRUNE_MVUE, 2, 4);
+    c.prune_wgrad.mask_block = 8;
+    sdgp_model *m = NULL;
+    sdgp_error err;
+    REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
+    size_t img = (size_t)c.batch * 16 * 16 * 3;
+    float *x = test_xmalloc(img * sizeof(float)), dl[64], *g[2];
+    int32_t y[4] = {1, 3, 5, 7};
+    test_fill_normal(x, img, 31);
+    const sdgp_param *p0 = sdgp_model_param(m, 0);
+    const char *texts[2] = {"-dvvvvvv/-ddddddd", "-ddddddd/-ddddddd"};
+    for (int k = 0; k < 2; k++) {
+        CHECK(sdgp_model_set_sparse_choice(m, texts[k], &err) == SDGP_OK, "%s: %s", texts[k], err.msg);
+        CHECK(sdgp_model_conv_info(m, 4)->sparse_data == !k && sdgp_model_conv_info(m, 4)->pruned, "%s: layer info", texts[k]);
+        sdgp_softmax_xent(dl, NULL, sdgp_model_forward(m, x, 1), y, c.batch, c.num_classes, 0.0f);
+        CHECK(sdgp_model_backward(m, dl, 3, &err) == SDGP_OK, "%s", err.msg);
+        g[k] = test_xmalloc(p0->count * sizeof(float));
+        memcpy(g[k], p0->grad, p0->count * sizeof(float));
+    }
+    CHECK(test_rel_err(g[0], g[1], p0->count) < 1e-4 && !test_bitwise_equal(g[0], g[1], p0->count * sizeof(float)),
+          "pruned+sparse-weights: rel err %g to oneDNN on the same pruned dL/dO, or its bits", test_rel_err(g[0], g[1], p0->count));
+    CHECK(sdgp_model_set_sparse_choice(m, "-vvvvvvv/-ddddddd", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 1"),
+          "5x5 stride-2 layer 1 has no sparse-weight data gradient: %s", err.msg);
+    free(g[0]), free(g[1]), free(x);
+    sdgp_model_destroy(m);
+    c.prune_wgrad.mask_block = 24; /* ResNet-9 w0.25's first conv has 32 output channels */
+    CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "--wgrad-block 24"), "wgrad block 24: %s", err.msg);
+}
+
 int main(void) {
     RUN(sparse_forward_choice_runs_and_round_trips);
     RUN(sparse_forward_trains_next_to_dense);
+    RUN(pruned_sparse_weights_and_shared_wgrad_masks);
     return test_finish();
 }
