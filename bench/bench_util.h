@@ -1,11 +1,17 @@
-/* What the C benchmarks in bench/ share: deterministic fill and the relative L2 error of a result
- * against a reference (header-only: each benchmark is one translation unit). */
+/* What the C benchmarks in bench/ share: deterministic fill, the relative L2 error of a result
+ * against a reference, and the per-layer benchmarks' command line (header-only: each benchmark is
+ * one translation unit). */
 #ifndef SDGP_BENCH_UTIL_H
 #define SDGP_BENCH_UTIL_H
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench_shapes.h"
 
 /* x[i] uniform in [-1, 1), from a 64-bit LCG seeded by seed */
 static inline void bench_fill(float *x, size_t n, uint64_t seed) {
@@ -20,6 +26,25 @@ static inline double bench_rel_l2(const float *a, const float *b, size_t n) {
     double d = 0, s = 0;
     for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), s += (double)b[i] * b[i];
     return sqrt(d / (s > 0 ? s : 1));
+}
+
+/* `prog [models] [reps] [threads]`: models a comma list of bench_model_layers' names (default
+ * w1,w0.25), reps (default 9) and threads (default 2) at least 1. The layers of every model into
+ * layers[0 .. cap); returns their count, or -1 after a message on stderr. */
+static inline int bench_layers_from_args(int argc, char **argv, const char *prog, bench_layer *layers, int cap, int *reps,
+                                         int *threads) {
+    const char *models = argc > 1 ? argv[1] : "w1,w0.25";
+    *reps = argc > 2 ? atoi(argv[2]) : 9, *threads = argc > 3 ? atoi(argv[3]) : 2;
+    if (*reps < 1 || *threads < 1) return fprintf(stderr, "usage: %s [models] [reps >= 1] [threads >= 1]\n", argv[0]), -1;
+    int nl = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", models);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int k = bench_model_layers(layers + nl, cap - nl, tok);
+        if (!k) return fprintf(stderr, "%s: unknown model '%s' (w1, w0.25, r18)\n", prog, tok), -1;
+        nl += k;
+    }
+    return nl;
 }
 
 #endif

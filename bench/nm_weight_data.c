@@ -83,18 +83,9 @@ static void print_totals(const totals *t) {
 }
 
 int main(int argc, char **argv) {
-    const char *models = argc > 1 ? argv[1] : "w1,w0.25";
-    int reps = argc > 2 ? atoi(argv[2]) : 9, threads = argc > 3 ? atoi(argv[3]) : 2;
-    if (reps < 1 || threads < 1) return fprintf(stderr, "usage: %s [models] [reps >= 1] [threads >= 1]\n", argv[0]), 2;
     bench_layer layers[64];
-    int nl = 0;
-    char list[256];
-    snprintf(list, sizeof list, "%s", models);
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        int k = bench_model_layers(layers + nl, 64 - nl, tok);
-        if (!k) return fprintf(stderr, "nm_weight_data: unknown model '%s' (w1, w0.25, r18)\n", tok), 2;
-        nl += k;
-    }
+    int reps, threads, nl = bench_layers_from_args(argc, argv, "nm_weight_data", layers, 64, &reps, &threads);
+    if (nl < 0) return 2;
     omp_set_num_threads(threads);
     printf("# backward-data ms, best of %d, %d threads, isa %s; ratio = best dense / (sparse + pack); err = worst rel L2 "
            "of the forms against oneDNN direct\n",
