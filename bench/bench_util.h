@@ -28,14 +28,17 @@ static inline double bench_rel_l2(const float *a, const float *b, size_t n) {
     return sqrt(d / (s > 0 ? s : 1));
 }
 
-/* `prog [models] [reps] [threads]`: models a comma list of bench_model_layers' names (default
- * w1,w0.25), reps (default 9) and threads (default 2) at least 1. The layers of every model into
- * layers[0 .. cap); returns their count, or -1 after a message on stderr. */
+/* `prog [models] [reps] [threads] [batch]`: models a comma list of bench_model_layers' names
+ * (default w1,w0.25), reps (default 9) and threads (default 2) at least 1, batch (default: each
+ * model's own, 0 too) e.g. the training batch. The layers of every model into layers[0 .. cap);
+ * returns their count, or -1 after a message on stderr. */
 static inline int bench_layers_from_args(int argc, char **argv, const char *prog, bench_layer *layers, int cap, int *reps,
                                          int *threads) {
     const char *models = argc > 1 ? argv[1] : "w1,w0.25";
     *reps = argc > 2 ? atoi(argv[2]) : 9, *threads = argc > 3 ? atoi(argv[3]) : 2;
-    if (*reps < 1 || *threads < 1) return fprintf(stderr, "usage: %s [models] [reps >= 1] [threads >= 1]\n", argv[0]), -1;
+    const int batch = argc > 4 ? atoi(argv[4]) : 0;
+    if (*reps < 1 || *threads < 1 || batch < 0)
+        return fprintf(stderr, "usage: %s [models] [reps >= 1] [threads >= 1] [batch >= 0]\n", argv[0]), -1;
     int nl = 0;
     char list[256];
     snprintf(list, sizeof list, "%s", models);
@@ -44,6 +47,7 @@ static inline int bench_layers_from_args(int argc, char **argv, const char *prog
         if (!k) return fprintf(stderr, "%s: unknown model '%s' (w1, w0.25, r18)\n", prog, tok), -1;
         nl += k;
     }
+    for (int i = 0; i < nl && batch; i++) layers[i].B = batch;
     return nl;
 }
 

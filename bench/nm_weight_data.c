@@ -15,8 +15,9 @@
  * layers only (times count, the layer's occurrences in the model); "(run x.xx)" there is the ratio
  * without packing. Times are the best of interleaved repetitions, so drift hits every variant alike.
  * Build and run (not part of `all`):
- *   cmake --build build --target sdgp_nm_weight_data && build/sdgp_nm_weight_data [models] [reps] [threads]
- * models: a comma list of w1, w0.25, r18 (default w1,w0.25), reps default 9, threads default 2.
+ *   cmake --build build --target sdgp_nm_weight_data && build/sdgp_nm_weight_data [models] [reps] [threads] [batch]
+ * models: a comma list of w1, w0.25, r18 (default w1,w0.25), reps default 9, threads default 2, batch
+ * default each model's own (w1 64, w0.25 128; 512 is the training batch).
  * With 2 threads on 2 vCPUs, any other busy process makes the times meaningless: measure quietly. */
 #include <math.h>
 #include <omp.h>
