@@ -1,6 +1,6 @@
 /* What the C benchmarks in bench/ share: deterministic fill, the relative L2 error of a result
- * against a reference, and the per-layer benchmarks' command line (header-only: each benchmark is
- * one translation unit). */
+ * against a reference, the per-layer benchmarks' command line, and their way out on a failed call
+ * or allocation (header-only: each benchmark is one translation unit). */
 #ifndef SDGP_BENCH_UTIL_H
 #define SDGP_BENCH_UTIL_H
 
@@ -12,6 +12,28 @@
 #include <string.h>
 
 #include "cli/bench_shapes.h"
+#include "sdgp/status.h"
+
+/* The program's name in the messages below (main sets it). */
+static const char *bench_prog __attribute__((unused)) = "bench";
+
+/* A benchmark has nothing to recover: name the layer, the call and the library's message, and exit. */
+static inline __attribute__((noreturn)) void bench_die(const char *layer, const char *what, const sdgp_error *e) {
+    fprintf(stderr, "%s: %s: %s: %s\n", bench_prog, layer, what, e->msg);
+    exit(1);
+}
+
+static inline void *bench_xmalloc(size_t bytes) {
+    void *p = malloc(bytes);
+    if (!p) fprintf(stderr, "%s: out of memory (%zu bytes)\n", bench_prog, bytes), exit(1);
+    return p;
+}
+
+/* call returns an sdgp_status; a sdgp_error e is in scope */
+#define BENCH_CHECK(call, layer, what)                                                                                 \
+    do {                                                                                                               \
+        if ((call) != SDGP_OK) bench_die(layer, what, &e);                                                             \
+    } while (0)
 
 /* x[i] uniform in [-1, 1), from a 64-bit LCG seeded by seed */
 static inline void bench_fill(float *x, size_t n, uint64_t seed) {

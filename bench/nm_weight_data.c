@@ -42,22 +42,6 @@ static const form FORMS[] = {{"W2 2:4 b32", 2, 4, 32, 2}, {"W4 4:4 b32", 4, 4, 3
                              {"W4 2:4 b16", 2, 4, 16, 4}, {"W4 1:4 b32", 1, 4, 32, 4}, {"W4 4:32 b32", 4, 32, 32, 4}};
 #define NFORMS (int)(sizeof FORMS / sizeof *FORMS)
 
-static void die(const char *layer, const char *what, const sdgp_error *e) {
-    fprintf(stderr, "nm_weight_data: %s: %s: %s\n", layer, what, e->msg);
-    exit(1);
-}
-
-static void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes);
-    if (!p) fprintf(stderr, "nm_weight_data: out of memory (%zu bytes)\n", bytes), exit(1);
-    return p;
-}
-
-#define CHECK(call, layer, what)                                                                                       \
-    do {                                                                                                               \
-        if ((call) != SDGP_OK) die(layer, what, &e);                                                                   \
-    } while (0)
-
 /* Per model: best dense (all layers and the supported ones), sparse run and pack over the supported ones. */
 typedef struct {
     char model[32];
@@ -84,6 +68,7 @@ static void print_totals(const totals *t) {
 }
 
 int main(int argc, char **argv) {
+    bench_prog = "nm_weight_data";
     bench_layer layers[64];
     int reps, threads, nl = bench_layers_from_args(argc, argv, "nm_weight_data", layers, 64, &reps, &threads);
     if (nl < 0) return 2;
@@ -109,12 +94,12 @@ int main(int argc, char **argv) {
         }
         sdgp_conv_geom g;
         sdgp_error e;
-        CHECK(sdgp_conv_geom_init(&g, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->k, l->stride, l->pad, &e), l->name,
+        BENCH_CHECK(sdgp_conv_geom_init(&g, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->k, l->stride, l->pad, &e), l->name,
               "geometry");
         const int sup = sdgp_sparse_wdata_supports(&g);
         size_t nx = (size_t)g.B * g.H * g.W * g.Cin, ny = (size_t)g.B * g.Ho * g.Wo * g.Cout,
                nw = (size_t)g.Cout * g.Cin * g.kh * g.kw;
-        float *dy = xmalloc(ny * 4), *w0 = xmalloc(nw * 4), *dx = xmalloc(nx * 4), *ref = xmalloc(nx * 4);
+        float *dy = bench_xmalloc(ny * 4), *w0 = bench_xmalloc(nw * 4), *dx = bench_xmalloc(nx * 4), *ref = bench_xmalloc(nx * 4);
         float *w[NFORMS] = {0};
         bench_fill(dy, ny, 1 + li);
         bench_fill(w0, nw, 100 + li);
@@ -122,12 +107,12 @@ int main(int argc, char **argv) {
         sdgp_conv *direct = NULL, *wino = NULL;
         const sdgp_conv_algo pd[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT},
                              pw[3] = {SDGP_CONV_DIRECT, SDGP_CONV_WINOGRAD, SDGP_CONV_DIRECT};
-        CHECK(sdgp_conv_create_passes(&direct, &g, 0, threads, pd, NULL, &e), l->name, "oneDNN direct");
+        BENCH_CHECK(sdgp_conv_create_passes(&direct, &g, 0, threads, pd, NULL, &e), l->name, "oneDNN direct");
         sdgp_status st = sdgp_conv_create_passes(&wino, &g, 0, threads, pw, NULL, &e);
         if (st == SDGP_ERR_UNSUPPORTED)
             wino = NULL;
         else if (st != SDGP_OK)
-            die(l->name, "oneDNN Winograd", &e);
+            bench_die(l->name, "oneDNN Winograd", &e);
         else if (sdgp_conv_get_plan(wino, SDGP_CONV_BACKWARD_DATA).algo != SDGP_CONV_WINOGRAD) {
             sdgp_conv_destroy(wino);
             wino = NULL;
@@ -135,18 +120,18 @@ int main(int argc, char **argv) {
         sdgp_sparse_wdata *sp[NFORMS] = {0};
         double worst = 0;
         for (int f = 0; sup && f < NFORMS; f++) {
-            w[f] = xmalloc(nw * 4);
+            w[f] = bench_xmalloc(nw * 4);
             sdgp_weights_project(w[f], w0, g.Cout, g.Cin, g.kh * g.kw, SDGP_WEIGHTS_SRSTE,
                                  FORMS[f].block == 32 ? SDGP_WGROUP_BLOCK32 : SDGP_WGROUP_BLOCK16, FORMS[f].n, FORMS[f].m,
                                  1.0f);
-            CHECK(sdgp_sparse_wdata_create(&sp[f], &g, FORMS[f].n, FORMS[f].m, FORMS[f].block, FORMS[f].wtile,
+            BENCH_CHECK(sdgp_sparse_wdata_create(&sp[f], &g, FORMS[f].n, FORMS[f].m, FORMS[f].block, FORMS[f].wtile,
                                            SDGP_ISA_AUTO, threads, &e),
                   l->name, FORMS[f].name);
             if (!sparse_isa) sparse_isa = sdgp_isa_name(sdgp_sparse_wdata_isa(sp[f]));
-            CHECK(sdgp_sparse_wdata_pack(sp[f], w[f], &e), l->name, FORMS[f].name);
+            BENCH_CHECK(sdgp_sparse_wdata_pack(sp[f], w[f], &e), l->name, FORMS[f].name);
             /* correctness: against oneDNN's direct backward-data on the same weights */
-            CHECK(sdgp_sparse_wdata_run(sp[f], dx, dy, &e), l->name, FORMS[f].name);
-            CHECK(sdgp_conv_backward_data(direct, ref, dy, w[f], &e), l->name, "oneDNN direct");
+            BENCH_CHECK(sdgp_sparse_wdata_run(sp[f], dx, dy, &e), l->name, FORMS[f].name);
+            BENCH_CHECK(sdgp_conv_backward_data(direct, ref, dy, w[f], &e), l->name, "oneDNN direct");
             const double err = bench_rel_l2(dx, ref, nx);
             if (!(err <= 1e-4))
                 fprintf(stderr, "nm_weight_data: %s %s: relative L2 error %.3g against oneDNN direct\n", l->name,
@@ -157,19 +142,19 @@ int main(int argc, char **argv) {
         for (int f = 0; f < NFORMS; f++) t_sp[f] = t_pk[f] = INFINITY;
         for (int r = 0; r < reps; r++) {
             double t0 = sdgp_now_s();
-            CHECK(sdgp_conv_backward_data(direct, dx, dy, w0, &e), l->name, "oneDNN direct");
+            BENCH_CHECK(sdgp_conv_backward_data(direct, dx, dy, w0, &e), l->name, "oneDNN direct");
             double t1 = sdgp_now_s();
             t_dir = fmin(t_dir, t1 - t0);
             if (wino) {
                 t0 = sdgp_now_s();
-                CHECK(sdgp_conv_backward_data(wino, dx, dy, w0, &e), l->name, "oneDNN Winograd");
+                BENCH_CHECK(sdgp_conv_backward_data(wino, dx, dy, w0, &e), l->name, "oneDNN Winograd");
                 t_win = fmin(t_win, sdgp_now_s() - t0);
             }
             for (int f = 0; sup && f < NFORMS; f++) {
                 t0 = sdgp_now_s();
-                CHECK(sdgp_sparse_wdata_pack(sp[f], w[f], &e), l->name, FORMS[f].name);
+                BENCH_CHECK(sdgp_sparse_wdata_pack(sp[f], w[f], &e), l->name, FORMS[f].name);
                 t1 = sdgp_now_s();
-                CHECK(sdgp_sparse_wdata_run(sp[f], dx, dy, &e), l->name, FORMS[f].name);
+                BENCH_CHECK(sdgp_sparse_wdata_run(sp[f], dx, dy, &e), l->name, FORMS[f].name);
                 double t2 = sdgp_now_s();
                 t_pk[f] = fmin(t_pk[f], t1 - t0);
                 t_sp[f] = fmin(t_sp[f], t2 - t1);

@@ -189,6 +189,7 @@ typedef struct {
     int sparse_weights;    /* its forward uses N:M sparse weights (sdgp_weights_cfg) */
     int sparse_forward;    /* its forward runs a sparse-weight kernel (block masks; sdgp_sparse_fwd_*): 1 direct, 2 Winograd */
     int sparse_data;       /* its data gradient runs the sparse-weight kernel (block masks; sdgp_sparse_wdata_*) */
+    int sparse_wgrad;      /* --prune-wgrad: its weight gradient runs the N:M kernel (sdgp_sparse_wgrad_*) */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
 } sdgp_layer_info;
@@ -199,7 +200,8 @@ SDGP_API const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i)
 /* Per layer with more than one allowed implementation of its data gradient (SPARSE_AUTO: dense or
  * sparse; DOMAIN_AUTO: also the Winograd domain; block-masked sparse weights: also the sparse-weight
  * kernel), measures each (a few repetitions on random data, pruning and packing included) and
- * keeps the fastest. Called by create.
+ * keeps the fastest. Called by create, which then makes the same choice for the weight gradient
+ * under --prune-wgrad (oneDNN or the N:M weight-gradient kernel).
  * It uses the activation buffers as its test data: do not call it between a forward and its
  * backward. */
 SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
@@ -209,8 +211,11 @@ SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
  * SDGP_SPARSE_FASTEST, '-' not pruned (e.g. "-sdwwsss"). With block-masked sparse weights
  * (--weight-groups block16 | block32) a second part follows after '/', the forward's kernel per
  * conv layer: 's' the sparse-weight kernel, 'd' oneDNN on W~, '-' neither applies (e.g.
- * "-sdwwsss/-sdsssss"); a text without it runs every forward dense. Checkpoints store it, so a
- * resumed run uses the same kernels (their results differ in rounding) and stays bitwise exact. */
+ * "-sdwwsss/-sdsssss"); a text without it runs every forward dense. With --prune-wgrad on a form the
+ * N:M weight-gradient kernel takes (m | 8, one mask per channel) a last part follows after '|', per
+ * conv layer: 'm' that kernel, '-' oneDNN on the dense pruned tensor (e.g. "-sdwwsss|mm-----"); a
+ * text without it runs every weight gradient on oneDNN. Checkpoints store it, so a resumed run
+ * uses the same kernels (their results differ in rounding) and stays bitwise exact. */
 SDGP_API void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);
 /* Applies such a text (from sdgp_model_sparse_choice of the same configuration). */
 SDGP_API sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err);

@@ -161,6 +161,32 @@ SDGP_API sdgp_isa sdgp_sparse_wdata_isa(const sdgp_sparse_wdata *p);
 SDGP_API sdgp_status sdgp_sparse_wdata_pack(sdgp_sparse_wdata *p, const float *w, sdgp_error *err);
 SDGP_API sdgp_status sdgp_sparse_wdata_run(sdgp_sparse_wdata *p, float *dx, const float *dy, sdgp_error *err);
 
+/* ---- N:M sparse weight gradient: dW = X^T x dY for dY pruned along positions ----
+ * dY comes in the row-axis compressed form (sdgp_nm_tensor, axis SDGP_AXIS_ROW, rows = B*Ho*Wo,
+ * C = Cout): for every output channel, n of every m consecutive rows are stored, as MVUE's
+ * pruning for the weight gradient (--prune-wgrad) writes them. The kernel computes
+ *   dW[co][ci][i][j] = sum over the stored slots (row r, value v) of channel co of
+ *                      v * X[b, ho*stride - pad + i, wo*stride - pad + j, ci]     (r = (b*Ho + ho)*Wo + wo)
+ * by the direct algorithm (any kernel size, stride and padding; no grouped convolutions), running
+ * only the stored slots: n/m of the multiplies. Each output channel keeps its own rows (MVUE's
+ * masks are not shared by channels): output channels sit in the vector lanes and a lane-wise
+ * permute picks each channel's row, so m must divide 8 (1:2, 2:4, 1:4, 2:8, 4:8, ...; other m:
+ * SDGP_ERR_UNSUPPORTED). g is the forward geometry (X: B x H x W x Cin, NHWC); dw is OIHW
+ * (Cout x Cin x kh x kw), overwritten. Bitwise the same for every thread count and every ISA path:
+ * one fp32 FMA chain per output element over its channel's slots in row order. src/kernels/README.md,
+ * section "Sparse weight gradient", has the design and the measurements (on Zen 5 the permutes
+ * bound it: at 2:4 about as fast as a dense product at the FMA ceiling). */
+typedef struct sdgp_sparse_wgrad sdgp_sparse_wgrad;
+
+SDGP_API sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                              int threads, sdgp_error *err);
+SDGP_API void sdgp_sparse_wgrad_destroy(sdgp_sparse_wgrad *p); /* NULL is fine */
+SDGP_API sdgp_isa sdgp_sparse_wgrad_isa(const sdgp_sparse_wgrad *p);
+/* SDGP_ERR_INVALID when dy is not the plan's form (axis, n:m, rows = B*Ho*Wo, C = Cout; the message
+ * names the mismatch) or a stored index is >= m (dw then unspecified). */
+SDGP_API sdgp_status sdgp_sparse_wgrad_run(sdgp_sparse_wgrad *p, float *dw, const float *x, const sdgp_nm_tensor *dy,
+                                           sdgp_error *err);
+
 #ifdef __cplusplus
 }
 #endif

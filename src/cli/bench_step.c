@@ -73,7 +73,7 @@ typedef struct {
     double ms, rss_mb;
     double layer[MAX_CONVS][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
     int n_layers;
-    char kernels[2 * MAX_CONVS + 2];    /* sdgp_model_sparse_choice: each layer's data-gradient (and forward) kernel */
+    char kernels[3 * MAX_CONVS + 3];    /* sdgp_model_sparse_choice: each layer's data-gradient (forward, weight-gradient) kernel */
     char convs[SDGP_CONV_CHOICE_LEN];   /* sdgp_model_conv_choice: each layer's per-pass dense algorithm */
     double create_s;                    /* building the model (with --conv-algo measured: its timing) */
     char kernel_name[MAX_CONVS][24]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when neither pruned nor sparse-weight */

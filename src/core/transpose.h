@@ -23,7 +23,19 @@ void transpose_avx2(float *restrict dst, int64_t ldd, const float *restrict src,
 void transpose_avx512(float *restrict dst, int64_t ldd, const float *restrict src, int64_t lds, int64_t rows,
                       int64_t cols);
 
-/* The transpose of a resolved ISA path (not AUTO). */
+/* The same from gathered rows: dst[c*ldd + r] = rows[r][c0 + c] for r < nrows, c < ncols (the sparse
+ * weight gradient's packing: a run of output positions' input pixels at one tap, each row a pointer
+ * into the input or to a zero row in the padding). */
+typedef void (*transpose_rows_fn)(float *restrict dst, int64_t ldd, const float *const *rows, int64_t c0, int64_t nrows,
+                                  int64_t ncols);
+
+void transpose_rows_ref(float *restrict dst, int64_t ldd, const float *const *rows, int64_t c0, int64_t nrows, int64_t ncols);
+void transpose_rows_avx2(float *restrict dst, int64_t ldd, const float *const *rows, int64_t c0, int64_t nrows, int64_t ncols);
+void transpose_rows_avx512(float *restrict dst, int64_t ldd, const float *const *rows, int64_t c0, int64_t nrows,
+                           int64_t ncols);
+
+/* The transposes of a resolved ISA path (not AUTO). */
 transpose_fn transpose_for(sdgp_isa isa);
+transpose_rows_fn transpose_rows_for(sdgp_isa isa);
 
 #endif

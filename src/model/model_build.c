@@ -471,6 +471,7 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         /* the dense convs first: the data-gradient tuner measures the dense kernel they give */
         if (cfg->conv_algo == SDGP_CONV_MEASURED && !cfg->conv_choice[0]) st = sdgp_model_tune_conv(m, err);
         if (st == SDGP_OK) st = sdgp_model_tune_sparse(m, err);
+        if (st == SDGP_OK) st = model_wgrad_tune(m, err);
         if (st == SDGP_OK) st = model_fwd_setup(m, err);
     }
     if (st != SDGP_OK) {
@@ -486,6 +487,7 @@ void sdgp_model_destroy(sdgp_model *m) {
     for (int k = 0; k < m->n_ops; k++) {
         sdgp_conv_destroy(m->ops[k].dnnl);
         if (m->ops[k].bwd && m->ops[k].bwd->destroy) m->ops[k].bwd->destroy(m->ops[k].bwd_plan);
+        sdgp_sparse_wgrad_destroy(m->ops[k].wgrad);
         sdgp_sparse_fwd_destroy(m->ops[k].spfwd[0]);
         sdgp_sparse_fwd_destroy(m->ops[k].spfwd[1]);
     }

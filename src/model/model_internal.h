@@ -82,6 +82,8 @@ struct op {
     double bn_total;                /* synchronised BatchNorm: rows of the whole batch (forward's sums) */
     int prune;                      /* prune dL/dO for the data gradient */
     const bwd_impl *bwd;            /* how the pruned data gradient is computed (model_bwd.c) */
+    sdgp_sparse_wgrad *wgrad;       /* --prune-wgrad: the N:M weight-gradient kernel's plan when the
+                                       layer runs it (model_wgrad.c); NULL: oneDNN */
     void *bwd_plan;                 /* its plan (NULL for dense) */
     sdgp_layer_info info;
     sdgp_layer_times times;
@@ -293,6 +295,20 @@ sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, 
 sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err);
 
 /* model_run.c */
+/* The pruning of conv op o at a step: base's function and n:m along axis, its randomness keyed by
+ * (seed, step, layer) (model_run.c). */
+sdgp_prune_cfg model_prune_cfg(const sdgp_model *m, const op *o, sdgp_prune_cfg base, sdgp_axis axis, uint64_t seed,
+                               uint64_t step);
+/* model_wgrad.c: the weight gradient under --prune-wgrad (dw from x and the dense dL/dO dz), which
+ * layers can run the N:M weight-gradient kernel, its tuning and its part of the kernel-choice text
+ * (a letter per conv: 'm' the kernel, '-' oneDNN; no text: all '-'). */
+sdgp_status model_conv_backward_weights(sdgp_model *m, op *o, float *dw, const float *x, const float *dz, uint64_t step,
+                                        sdgp_error *err);
+int model_wgrad_supported(const sdgp_model *m, const op *o);
+int model_wgrad_any(const sdgp_model *m);
+sdgp_status model_wgrad_tune(sdgp_model *m, sdgp_error *err);
+void model_wgrad_choice(const sdgp_model *m, char *buf, size_t size);
+sdgp_status model_wgrad_set_choice(sdgp_model *m, const char *choice, size_t len, sdgp_error *err);
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
                                      sdgp_error *err);
 

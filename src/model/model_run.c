@@ -167,10 +167,8 @@ static void grad_stats(sdgp_model *m, op *o, const float *dx_pruned, const float
     o->info.cosine = dd > 0 && pp > 0 ? pd / sqrt(dd * pp) : 1.0;
 }
 
-/* The pruning of conv op o at this step: base's function and n:m along axis, its randomness keyed
- * by (seed, step, layer). */
-static sdgp_prune_cfg layer_prune_cfg(const sdgp_model *m, const op *o, sdgp_prune_cfg base, sdgp_axis axis,
-                                      uint64_t seed, uint64_t step) {
+sdgp_prune_cfg model_prune_cfg(const sdgp_model *m, const op *o, sdgp_prune_cfg base, sdgp_axis axis, uint64_t seed,
+                               uint64_t step) {
     base.axis = axis;
     base.seed = seed;
     base.step = step;
@@ -190,7 +188,7 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
         return o->bwd ? o->bwd->run(m, o, dx, dz, &m->cfg.prune, &prune_ms, err)
                       : sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
     }
-    sdgp_prune_cfg pc = layer_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, step);
+    sdgp_prune_cfg pc = model_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, step);
     double prune_ms = 0, t0 = m->timing ? now_ms() : 0;
     sdgp_status st = o->bwd->run(m, o, dx, dz, &pc, &prune_ms, err);
     if (m->timing) {
@@ -260,23 +258,15 @@ static sdgp_status conv_backward(sdgp_model *m, op *o, float *dy, uint64_t step,
     sdgp_status st = SDGP_OK;
 
     /* Weight gradient first: a transient input is recomputed into dx's buffer, which the data
-     * gradient overwrites afterwards. It uses the dense dL/dO, or MVUE along positions when asked
-     * (that pruning is not part of bwd_weights_ms; the recompute is). */
-    const float *dz_w = dz;
-    if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
-        /* seed ^ "wgra": masks independent of the data gradient's */
-        sdgp_prune_cfg pc = layer_prune_cfg(m, o, m->cfg.prune_wgrad, SDGP_AXIS_ROW, m->cfg.seed ^ 0x77677261ull, step);
-        st = sdgp_prune(&pc, dz, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, m->scratch2, NULL, err);
-        if (st != SDGP_OK) return st;
-        dz_w = m->scratch2;
-    }
+     * gradient overwrites afterwards. It uses the dense dL/dO, or with --prune-wgrad the pruned one
+     * (model_wgrad.c: the pruning is part of bwd_weights_ms, as the recompute is). */
     double t0 = m->timing ? now_ms() : 0;
     const float *x = m->slots[o->in].act;
     if (o->recompute_from >= 0) {
         bn_output_recompute(m, &m->ops[o->recompute_from], dx);
         x = dx;
     }
-    st = sdgp_conv_backward_weights(o->dnnl, p[o->p_w].grad, NULL, x, dz_w, err);
+    st = model_conv_backward_weights(m, o, p[o->p_w].grad, x, dz, step, err);
     if (m->timing) o->times.bwd_weights_ms = now_ms() - t0;
     if (st != SDGP_OK) return st;
     model_weights_backward(m, o); /* the gradient of W~ is W's (straight-through) */

@@ -89,14 +89,22 @@ void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size) {
     if (model_fwd_any(m) && k + 1 < size) { /* the forward's part (model_fwd.c) */
         buf[k++] = '/';
         model_fwd_choice(m, buf + k, size - k);
+        k += strlen(buf + k);
+    }
+    if (model_wgrad_any(m) && k + 1 < size) { /* the weight gradient's (model_wgrad.c) */
+        buf[k++] = '|';
+        model_wgrad_choice(m, buf + k, size - k);
         return;
     }
     if (size) buf[k] = 0;
 }
 
 sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
-    const char *fwd = choice ? strchr(choice, '/') : NULL;
-    size_t bwd_len = choice ? (fwd ? (size_t)(fwd - choice) : strlen(choice)) : 0;
+    /* data gradient [ '/' forward ] [ '|' weight gradient ] */
+    const char *wg = choice ? strchr(choice, '|') : NULL;
+    const size_t head = choice ? (wg ? (size_t)(wg - choice) : strlen(choice)) : 0;
+    const char *fwd = choice ? memchr(choice, '/', head) : NULL;
+    size_t bwd_len = fwd ? (size_t)(fwd - choice) : head;
     if (!choice || (int)bwd_len != m->n_convs)
         return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s' does not fit a model of %d conv layers",
                          choice ? choice : "(null)", m->n_convs);
@@ -108,13 +116,21 @@ sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp
         int ok = impl ? impl->supports(m, o) && impl->prunes <= o->prune : !o->prune && choice[i] == '-';
         if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d cannot be '%c'", choice, i, choice[i]);
     }
+    /* the weight gradient's part: checked whole here, applied last (a text without one: all oneDNN) */
+    if (wg && (int)strlen(wg + 1) != m->n_convs)
+        return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': its weight-gradient part does not fit %d conv layers",
+                         choice, m->n_convs);
+    for (int i = 0; wg && i < m->n_convs; i++)
+        if (wg[1 + i] != '-' && (wg[1 + i] != 'm' || !model_wgrad_supported(m, &m->ops[m->conv_ops[i]])))
+            return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d's weight-gradient kernel cannot be '%c'", choice, i,
+                             wg[1 + i]);
     /* the forward's part (checked whole before it changes anything); a text without one: all dense */
     char dense[SDGP_CONV_CHOICE_LEN];
     if (!fwd) {
         model_fwd_choice(m, dense, sizeof dense);
         for (char *c = dense; *c; c++) *c = *c == '-' ? '-' : 'd';
     }
-    sdgp_status fst = model_fwd_set_choice(m, fwd ? fwd + 1 : dense, fwd ? strlen(fwd + 1) : strlen(dense), err);
+    sdgp_status fst = model_fwd_set_choice(m, fwd ? fwd + 1 : dense, fwd ? head - bwd_len - 1 : strlen(dense), err);
     if (fst != SDGP_OK) return fst;
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
@@ -122,5 +138,5 @@ sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp
         sdgp_status st = model_bwd_set(m, o, model_bwd_find(choice[i]), err);
         if (st != SDGP_OK) return st;
     }
-    return SDGP_OK;
+    return model_wgrad_set_choice(m, wg ? wg + 1 : NULL, wg ? strlen(wg + 1) : 0, err);
 }

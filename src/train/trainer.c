@@ -327,6 +327,17 @@ static void report_layers(run *r) {
                 "W~; data gradient: the sparse-weight kernel where marked +data, else as below or oneDNN on W~)\n",
                 w->classifier ? "sparse" : "dense");
     }
+    const sdgp_prune_cfg *pw = &r->cfg->model.prune_wgrad;
+    if (pw->fn != SDGP_PRUNE_NONE) {
+        /* m: the N:M weight-gradient kernel on the compressed dL/dO; else oneDNN on the dense pruned tensor */
+        fprintf(r->out, "weight gradient: %s %d:%d along positions, a mask per %d output channel%s; kernel per layer:",
+                sdgp_prune_fn_name(pw->fn), pw->n, pw->m, pw->mask_block > 1 ? pw->mask_block : 1, pw->mask_block > 1 ? "s" : "");
+        for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
+            const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
+            fprintf(r->out, " %s=%s", li->layer, li->sparse_wgrad ? "sparse" : "pruned+dense");
+        }
+        fprintf(r->out, "\n");
+    }
     if (r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
     fprintf(r->out, "pruning dL/dO: %s %d:%d, domain %s, mask block %d; data gradient per layer:",
             sdgp_prune_fn_name(r->cfg->model.prune.fn), r->cfg->model.prune.n, r->cfg->model.prune.m,
@@ -338,11 +349,6 @@ static void report_layers(run *r) {
                 !li->pruned ? (li->bwd_kernel[0] == 'd' ? "dense" : li->bwd_kernel) : !li->sparse_kernel ? "pruned+dense" : li->bwd_kernel);
     }
     fprintf(r->out, "\n");
-    if (r->cfg->model.prune_wgrad.fn != SDGP_PRUNE_NONE)
-        fprintf(r->out, "weight gradient: %s %d:%d along positions, a mask per %d output channel%s, computed by the dense kernel on the pruned tensor\n",
-                sdgp_prune_fn_name(r->cfg->model.prune_wgrad.fn), r->cfg->model.prune_wgrad.n, r->cfg->model.prune_wgrad.m,
-                r->cfg->model.prune_wgrad.mask_block > 1 ? r->cfg->model.prune_wgrad.mask_block : 1,
-                r->cfg->model.prune_wgrad.mask_block > 1 ? "s" : "");
 }
 
 sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FILE *out, sdgp_error *err) {

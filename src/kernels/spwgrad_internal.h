@@ -1,0 +1,78 @@
+/* The N:M sparse weight gradient (sdgp_sparse_wgrad_*, include/sdgp/sparse.h): plan, packed input
+ * and micro-kernel contract. README.md, section "Sparse weight gradient", has the design and the
+ * measurements. */
+#ifndef SDGP_SPWGRAD_INTERNAL_H
+#define SDGP_SPWGRAD_INTERNAL_H
+
+#include <stdint.h>
+
+#include "sdgp/sparse.h"
+
+#define SPWGRAD_RUN 256 /* rows (output positions) per run: the packed input's length */
+#define SPWGRAD_MAX_NC 12
+
+/* One micro-kernel call: R vectors of 16 output channels x nc input channels of one tap, over one
+ * run of rows (ng groups of m rows; m divides the kernel's block of rows, 16 or 8):
+ *
+ *   acc[c*acc_sc + 16*v + l] = fma chain, from its value (from 0 when fresh: the first run), over
+ *                              slots s < ng*n (in order) of
+ *                              val[v*vs + 16*s + l] * xt[c*xt_sc + block(s) + pick[v*vs + 16*s + l]]
+ *
+ * where slot s = g*n + j belongs to group g, block(s) is the first row of g's block of rows and
+ * pick the kept row's place in that block (the plan turns dY's indices into it per run).
+ * Output channels sit in the vector lanes; each lane (channel) keeps its own n of every m rows. The
+ * packed input xt holds, per input channel, the run's rows contiguously, so one vector load brings
+ * the block's rows of an input channel and a lane-wise permute (vpermps) picks, in every lane, the
+ * row that channel keeps: one permute and one FMA per kept slot, where a dense product needs m/n
+ * FMAs per slot.
+ * - Reads: xt columns c < nc (64-byte aligned, rows up to the end of the last group's block, zero past
+ *   the run), val/pick vectors v < R, slots s < ng*n (64-byte aligned; each vector's slots one
+ *   stream, so that the prefetchers follow it; lanes past the channels hold zero values), acc unless
+ *   fresh.
+ * - Writes: acc[c*acc_sc + i], c < nc, i < 16*R (64-byte aligned).
+ * - R in 1 .. the table's r, nc in 1 .. its nc, m | block, pick < block.
+ * - Sum order: one fp32 FMA chain per element, slots in order: every path gives the same bits. */
+typedef struct {
+    const float *xt;
+    int64_t xt_sc;
+    const float *val;
+    const int32_t *pick;
+    int64_t vs;
+    int ng, n, m;
+    int R, nc, fresh;
+    float *acc;
+    int64_t acc_sc;
+} spwgrad_tile;
+
+typedef void (*spwgrad_tile_fn)(const spwgrad_tile *t);
+
+/* One ISA's micro-kernel and its blocking: rows per permute (the vector width: 16 or 8), r vectors
+ * of 16 output channels x nc input channels per call (what fits the accumulators and the input rows
+ * in the register file). The packing is the ISA's gathered-rows transpose (core/transpose.h). */
+typedef struct {
+    sdgp_isa isa;
+    spwgrad_tile_fn tile;
+    int block, r, nc;
+} spwgrad_kernels;
+
+void spwgrad_tile_ref(const spwgrad_tile *t);
+void spwgrad_tile_avx2(const spwgrad_tile *t);
+void spwgrad_tile_avx512(const spwgrad_tile *t);
+
+struct sdgp_sparse_wgrad {
+    sdgp_conv_geom g;
+    int n, m, threads;
+    spwgrad_kernels k;
+    int64_t rows;         /* B * Ho * Wo */
+    int taps;             /* kh * kw */
+    int64_t cop;          /* Cout rounded up to 16: a dwt row */
+    int64_t xt_sc;        /* floats per packed input channel: SPWGRAD_RUN */
+    int64_t vs;           /* floats per vector of 16 channels of a run's values (and picks) */
+    float *dwt;           /* [taps][Cin][cop]: the sums, 64-byte aligned */
+    float *zrow;          /* Cin zeros: the input of positions in the padding */
+    unsigned char *tbuf;  /* per thread: the packed input of its channels, the run's values and picks
+                           * ([slots][cop], zero past Cout), its row pointers */
+    size_t tbytes, o_val, o_pick, o_rows;
+};
+
+#endif

@@ -1,0 +1,130 @@
+/* The N:M weight-gradient kernel inside the model (src/model/model_wgrad.c): with --prune-wgrad
+ * (MVUE 2:4 along positions), --sparse-kernel on runs it in every conv ('m' in the kernel-choice
+ * text's part after '|'), off never (no such part); its weight gradients are close to oneDNN's on
+ * the same pruned dL/dO (the same masks: the compressed and the dense pruning agree), not its bits;
+ * '-' gives oneDNN's bits again; the choice survives the text round trip; bad texts are refused and
+ * change nothing; forms the kernel does not take (shared row masks, m = 3) leave the text without
+ * the part; auto times each layer and picks one of the two. */
+#include "harness.h"
+#include "sdgp/train.h"
+
+#define NCONV 8 /* ResNet-9 */
+
+static sdgp_model_config wgrad_config(sdgp_sparse_mode mode, int n, int m) {
+    sdgp_model_config c = sdgp_model_config_default();
+    c.kind = SDGP_MODEL_RESNET9;
+    c.width = 0.25f;
+    c.batch = 4;
+    c.height = c.width_px = 12;
+    c.channels = 3;
+    c.seed = 7;
+    c.threads = 2;
+    c.sparse = mode;
+    c.prune_wgrad = sdgp_prune_cfg_make(SDGP_PRUNE_MVUE, n, m);
+    return c;
+}
+
+/* One training backward at a fixed step; every parameter's gradient, concatenated, into g. */
+static size_t grads_of(sdgp_model *m, const float *x, float *g) {
+    const sdgp_model_config *c = sdgp_model_get_config(m);
+    float dl[64];
+    int32_t y[4] = {2, 4, 6, 8};
+    sdgp_error err;
+    sdgp_softmax_xent(dl, NULL, sdgp_model_forward(m, x, 1), y, c->batch, c->num_classes, 0.0f);
+    CHECK(sdgp_model_backward(m, dl, 5, &err) == SDGP_OK, "%s", err.msg);
+    size_t k = 0;
+    for (int i = 0; i < sdgp_model_param_count(m); i++) {
+        const sdgp_param *p = sdgp_model_param(m, i);
+        if (!p->grad) continue;
+        if (g) memcpy(g + k, p->grad, p->count * sizeof(float));
+        k += p->count;
+    }
+    return k;
+}
+
+TEST_CASE(wgrad_kernel_choice_runs_and_round_trips) {
+    sdgp_model_config c = wgrad_config(SDGP_SPARSE_ON, 2, 4);
+    sdgp_model *m = NULL;
+    sdgp_error err;
+    REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
+    char choice[64];
+    const char *on = "--------|mmmmmmmm", *off = "--------|--------";
+    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    CHECK(strcmp(choice, on) == 0, "on: %s", choice);
+    for (int i = 0; i < NCONV; i++) CHECK(sdgp_model_conv_info(m, i)->sparse_wgrad, "layer %d info", i);
+
+    size_t img = (size_t)c.batch * 12 * 12 * 3;
+    float *x = test_xmalloc(img * sizeof(float));
+    test_fill_normal(x, img, 3);
+    const size_t n = grads_of(m, x, NULL);
+    float *a = test_xmalloc(n * sizeof(float)), *d = test_xmalloc(n * sizeof(float)), *b = test_xmalloc(n * sizeof(float));
+    grads_of(m, x, a);
+    CHECK(sdgp_model_set_sparse_choice(m, off, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(!sdgp_model_conv_info(m, 3)->sparse_wgrad, "off: layer info");
+    grads_of(m, x, d);
+    CHECK(test_rel_err(a, d, n) < 1e-4, "kernel vs oneDNN on the same pruned dL/dO: rel err %g", test_rel_err(a, d, n));
+    CHECK(!test_bitwise_equal(a, d, n * sizeof(float)), "the kernel gave oneDNN's bits: did it run?");
+
+    /* a text without the part: oneDNN everywhere, its bits; back to the kernel: its bits */
+    CHECK(sdgp_model_set_sparse_choice(m, on, &err) == SDGP_OK && sdgp_model_set_sparse_choice(m, "--------", &err) == SDGP_OK,
+          "%s", err.msg);
+    grads_of(m, x, b);
+    CHECK(test_bitwise_equal(b, d, n * sizeof(float)), "no weight-gradient part: not oneDNN's gradients");
+    CHECK(sdgp_model_set_sparse_choice(m, on, &err) == SDGP_OK, "%s", err.msg);
+    grads_of(m, x, b);
+    CHECK(test_bitwise_equal(b, a, n * sizeof(float)), "the kernel again: not its own bits");
+    /* a mixed choice round-trips */
+    CHECK(sdgp_model_set_sparse_choice(m, "--------|m-m-m-m-", &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    CHECK(strcmp(choice, "--------|m-m-m-m-") == 0, "mixed: %s", choice);
+
+    /* bad texts change nothing */
+    const char *bad[] = {"--------|mmmmmmmx", "--------|mmm", "--------|", "--------|mmmmmmmmm"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(sdgp_model_set_sparse_choice(m, bad[i], &err) == SDGP_ERR_FORMAT && strstr(err.msg, "weight-gradient"),
+              "'%s': %s", bad[i], err.msg);
+        sdgp_model_sparse_choice(m, choice, sizeof choice);
+        CHECK(strcmp(choice, "--------|m-m-m-m-") == 0, "'%s' changed the choice to %s", bad[i], choice);
+    }
+    free(a), free(b), free(d), free(x);
+    sdgp_model_destroy(m);
+}
+
+TEST_CASE(wgrad_kernel_where_it_applies) {
+    sdgp_error err;
+    sdgp_model *m = NULL;
+    char choice[64];
+    /* off: oneDNN everywhere, no part */
+    sdgp_model_config c = wgrad_config(SDGP_SPARSE_OFF, 2, 4);
+    REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    CHECK(strcmp(choice, "--------") == 0, "off: %s", choice);
+    CHECK(sdgp_model_set_sparse_choice(m, "--------|mmmmmmmm", &err) == SDGP_ERR_FORMAT, "off takes no kernel: %s", err.msg);
+    sdgp_model_destroy(m);
+    /* row masks shared by channels, and m = 3: forms the kernel does not take */
+    c = wgrad_config(SDGP_SPARSE_ON, 2, 4);
+    c.prune_wgrad.mask_block = 8;
+    REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    CHECK(strcmp(choice, "--------") == 0, "shared masks: %s", choice);
+    sdgp_model_destroy(m);
+    c = wgrad_config(SDGP_SPARSE_ON, 1, 3);
+    c.batch = 3; /* every layer's positions a multiple of 3 */
+    REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    CHECK(strcmp(choice, "--------") == 0, "1:3: %s", choice);
+    sdgp_model_destroy(m);
+    /* auto: each layer timed, one of the two kept */
+    c = wgrad_config(SDGP_SPARSE_AUTO, 1, 4);
+    REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
+    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    CHECK(strlen(choice) == 2 * NCONV + 1 && choice[NCONV] == '|' && strspn(choice + NCONV + 1, "m-") == NCONV, "auto: %s",
+          choice);
+    sdgp_model_destroy(m);
+}
+
+int main(void) {
+    RUN(wgrad_kernel_choice_runs_and_round_trips);
+    RUN(wgrad_kernel_where_it_applies);
+    return test_finish();
+}
