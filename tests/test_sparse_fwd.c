@@ -48,6 +48,8 @@ TEST_CASE(sparse_fwd_matches_naive_every_isa_and_thread_count) {
         {5, 7, 9, 32, 48, 3, 1, 0, 2, 4, 16},     /* Winograd: pad 0, odd output, units of several images */
         {2, 5, 6, 16, 32, 3, 1, 2, 2, 4, 32},     /* Winograd: pad 2 (output larger than the input) */
         {9, 16, 16, 64, 64, 3, 1, 1, 2, 4, 32},   /* Winograd: 64 tiles an image, more units than threads */
+        {2, 9, 9, 128, 48, 3, 1, 1, 2, 4, 32},    /* K = 64 kept channels: the direct kernel's taps-outer order */
+        {2, 10, 10, 128, 40, 5, 2, 2, 2, 4, 16},  /* the same at 5x5 stride 2, block 16 */
     };
     for (int si = 0; si < (int)(sizeof shapes / sizeof *shapes); si++) {
         const shape *s = &shapes[si];

@@ -114,6 +114,7 @@ static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, i
     p->ncol_runs = make_runs(p->col_runs, g->Wo, g->W, g->kw, g->stride, g->pad);
     p->band = SPFWD_UNIT_PX / g->Wo > 0 ? SPFWD_UNIT_PX / g->Wo : 1;
     p->wtile = wtile;
+    p->taps_outer = !wtile && p->K >= 64; /* the Winograd packing reads wc channel-major */
     if (wtile && (st = spfwd_wino_plan(p, err)) != SDGP_OK) {
         sdgp_sparse_fwd_destroy(p);
         return st;
@@ -186,7 +187,10 @@ static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in,
     for (int co = co0; co < co1; co++) {
         const float *wr = w + co * row;
         for (int k = 0; k < p->K; k++)
-            for (int t = 0; t < taps; t++) wc[((size_t)k * taps + t) * bw + (co - co0)] = wr[(int64_t)idx[k] * taps + t];
+            for (int t = 0; t < taps; t++) {
+                const size_t at = p->taps_outer ? (size_t)t * p->K + k : (size_t)k * taps + t;
+                wc[at * bw + (co - co0)] = wr[(int64_t)idx[k] * taps + t];
+            }
     }
     return 0;
 }
@@ -232,7 +236,7 @@ static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int b, 
                 for (int j = 0; j < g->kw; j++) {
                     if (!(run->mask >> j & 1)) continue;
                     tap_off[nt] = ((int64_t)(i - g->pad) * g->W + (j - g->pad)) * g->Cin;
-                    tap_w[nt++] = (int64_t)(i * g->kw + j) * bw;
+                    tap_w[nt++] = (int64_t)(i * g->kw + j) * (p->taps_outer ? p->K : 1) * bw;
                 }
             }
             for (int wo = run->start; wo < run->start + run->count; wo += nxmax) {
@@ -241,11 +245,12 @@ static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int b, 
                     .x = x + ((img * g->H + (int64_t)ho * g->stride) * g->W + (int64_t)wo * g->stride) * g->Cin,
                     .tap_off = tap_off,
                     .w = wc,
-                    .w_sk = (int64_t)taps * bw,
+                    .w_sk = p->taps_outer ? bw : (int64_t)taps * bw,
                     .tap_w = tap_w,
                     .ntaps = nt,
                     .idx = idx,
                     .K = p->K,
+                    .taps_outer = p->taps_outer,
                     .nx = nx,
                     .x_sx = (int64_t)g->stride * g->Cin,
                     .y = y + ((img * g->Ho + ho) * g->Wo + wo) * (int64_t)g->Cout + co0,

@@ -10,18 +10,23 @@ static inline __attribute__((always_inline)) void tile_fixed(const spfwd_tile *t
     for (int x = 0; x < NX; x++)
         for (int v = 0; v < NV; v++) acc[x][v] = _mm256_setzero_ps();
     const int64_t sx = t->x_sx;
-    for (int k = 0; k < t->K; k++) {
-        const float *src = t->x + t->idx[k], *wk = t->w + k * t->w_sk;
-        for (int tap = 0; tap < t->ntaps; tap++) {
-            const float *s = src + t->tap_off[tap], *w = wk + t->tap_w[tap];
-            __m256 wv[4];
-            for (int v = 0; v < NV; v++) wv[v] = _mm256_load_ps(w + 8 * v);
-            for (int x = 0; x < NX; x++) {
-                const __m256 b = _mm256_broadcast_ss(s + x * sx);
-                for (int v = 0; v < NV; v++) acc[x][v] = _mm256_fmadd_ps(b, wv[v], acc[x][v]);
-            }
-        }
-    }
+#define SPFWD_STEP(k, tap)                                                                                             \
+    do {                                                                                                               \
+        const float *s = t->x + t->tap_off[tap] + t->idx[k], *w = t->w + (k) * t->w_sk + t->tap_w[tap];               \
+        __m256 wv[4];                                                                                                  \
+        for (int v = 0; v < NV; v++) wv[v] = _mm256_load_ps(w + 8 * v);                                                \
+        for (int x = 0; x < NX; x++) {                                                                                 \
+            const __m256 b = _mm256_broadcast_ss(s + x * sx);                                                          \
+            for (int v = 0; v < NV; v++) acc[x][v] = _mm256_fmadd_ps(b, wv[v], acc[x][v]);                             \
+        }                                                                                                              \
+    } while (0)
+    if (t->taps_outer)
+        for (int tap = 0; tap < t->ntaps; tap++)
+            for (int k = 0; k < t->K; k++) SPFWD_STEP(k, tap);
+    else
+        for (int k = 0; k < t->K; k++)
+            for (int tap = 0; tap < t->ntaps; tap++) SPFWD_STEP(k, tap);
+#undef SPFWD_STEP
     float buf[8];
     for (int x = 0; x < NX; x++) {
         float *y = t->y + x * t->y_sx;

@@ -15,18 +15,24 @@ static inline __attribute__((always_inline)) void tile_fixed(const spfwd_tile *t
     for (int x = 0; x < NX; x++)
         for (int v = 0; v < NV; v++) acc[x][v] = _mm512_setzero_ps();
     const int64_t sx = t->x_sx;
-    for (int k = 0; k < t->K; k++) {
-        const float *src = t->x + t->idx[k], *wk = t->w + k * t->w_sk;
-        for (int tap = 0; tap < t->ntaps; tap++) {
-            const float *s = src + t->tap_off[tap], *w = wk + t->tap_w[tap];
-            const __m512 w0 = _mm512_load_ps(w), w1 = NV > 1 ? _mm512_load_ps(w + 16) : w0;
-            for (int x = 0; x < NX; x++) {
-                const __m512 b = _mm512_set1_ps(s[x * sx]);
-                acc[x][0] = _mm512_fmadd_ps(b, w0, acc[x][0]);
-                if (NV > 1) acc[x][1] = _mm512_fmadd_ps(b, w1, acc[x][1]);
-            }
-        }
-    }
+    /* one (kept channel, tap) step: the weight row, and per pixel a broadcast into NV FMAs */
+#define SPFWD_STEP(k, tap)                                                                                             \
+    do {                                                                                                               \
+        const float *s = t->x + t->tap_off[tap] + t->idx[k], *w = t->w + (k) * t->w_sk + t->tap_w[tap];               \
+        const __m512 w0 = _mm512_load_ps(w), w1 = NV > 1 ? _mm512_load_ps(w + 16) : w0;                               \
+        for (int x = 0; x < NX; x++) {                                                                                 \
+            const __m512 b = _mm512_set1_ps(s[x * sx]);                                                                \
+            acc[x][0] = _mm512_fmadd_ps(b, w0, acc[x][0]);                                                             \
+            if (NV > 1) acc[x][1] = _mm512_fmadd_ps(b, w1, acc[x][1]);                                                 \
+        }                                                                                                              \
+    } while (0)
+    if (t->taps_outer)
+        for (int tap = 0; tap < t->ntaps; tap++)
+            for (int k = 0; k < t->K; k++) SPFWD_STEP(k, tap);
+    else
+        for (int k = 0; k < t->K; k++)
+            for (int tap = 0; tap < t->ntaps; tap++) SPFWD_STEP(k, tap);
+#undef SPFWD_STEP
     const int full = t->ncols / 16, rest = t->ncols % 16;
     const __mmask16 tail = (__mmask16)((1u << rest) - 1);
     for (int x = 0; x < NX; x++) {

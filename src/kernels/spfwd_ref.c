@@ -8,8 +8,10 @@ void spfwd_tile_ref(const spfwd_tile *t, int bw) {
     for (int x = 0; x < t->nx; x++) {
         for (int c = 0; c < bw; c++) acc[c] = 0.0f;
         const float *px = t->x + x * t->x_sx;
-        for (int k = 0; k < t->K; k++)
-            for (int tap = 0; tap < t->ntaps; tap++) {
+        const int outer = t->taps_outer ? t->ntaps : t->K, inner = t->taps_outer ? t->K : t->ntaps;
+        for (int o = 0; o < outer; o++)
+            for (int i = 0; i < inner; i++) {
+                const int k = t->taps_outer ? i : o, tap = t->taps_outer ? o : i;
                 const float v = px[t->tap_off[tap] + t->idx[k]], *w = t->w + k * t->w_sk + t->tap_w[tap];
                 for (int c = 0; c < bw; c++) acc[c] = fmaf(v, w[c], acc[c]);
             }
