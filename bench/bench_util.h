@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/bench_shapes.h"
+#include "sdgp/conv.h"
 #include "sdgp/status.h"
 
 /* The program's name in the messages below (main sets it). */
@@ -71,6 +72,27 @@ static inline int bench_layers_from_args(int argc, char **argv, const char *prog
     }
     for (int i = 0; i < nl && batch; i++) layers[i].B = batch;
     return nl;
+}
+
+/* The dense baselines of one pass of layer g: oneDNN with every pass direct (*direct), and with
+ * `pass` by Winograd, the others direct (*wino), or NULL where oneDNN has no Winograd kernel for it. */
+static inline void bench_onednn_baselines(const sdgp_conv_geom *g, int threads, sdgp_conv_pass pass, const char *layer,
+                                          sdgp_conv **direct, sdgp_conv **wino) {
+    sdgp_error e;
+    sdgp_conv_algo pd[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT}, pw[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT,
+                                                                                           SDGP_CONV_DIRECT};
+    pw[pass] = SDGP_CONV_WINOGRAD;
+    *direct = *wino = NULL;
+    BENCH_CHECK(sdgp_conv_create_passes(direct, g, 0, threads, pd, NULL, &e), layer, "oneDNN direct");
+    const sdgp_status st = sdgp_conv_create_passes(wino, g, 0, threads, pw, NULL, &e);
+    if (st == SDGP_ERR_UNSUPPORTED) {
+        *wino = NULL;
+    } else if (st != SDGP_OK) {
+        bench_die(layer, "oneDNN Winograd", &e);
+    } else if (sdgp_conv_get_plan(*wino, pass).algo != SDGP_CONV_WINOGRAD) {
+        sdgp_conv_destroy(*wino);
+        *wino = NULL;
+    }
 }
 
 #endif

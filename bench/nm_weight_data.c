@@ -104,19 +104,8 @@ int main(int argc, char **argv) {
         bench_fill(dy, ny, 1 + li);
         bench_fill(w0, nw, 100 + li);
         /* oneDNN: every pass direct; and backward-data by Winograd where oneDNN has it (the other passes direct) */
-        sdgp_conv *direct = NULL, *wino = NULL;
-        const sdgp_conv_algo pd[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT},
-                             pw[3] = {SDGP_CONV_DIRECT, SDGP_CONV_WINOGRAD, SDGP_CONV_DIRECT};
-        BENCH_CHECK(sdgp_conv_create_passes(&direct, &g, 0, threads, pd, NULL, &e), l->name, "oneDNN direct");
-        sdgp_status st = sdgp_conv_create_passes(&wino, &g, 0, threads, pw, NULL, &e);
-        if (st == SDGP_ERR_UNSUPPORTED)
-            wino = NULL;
-        else if (st != SDGP_OK)
-            bench_die(l->name, "oneDNN Winograd", &e);
-        else if (sdgp_conv_get_plan(wino, SDGP_CONV_BACKWARD_DATA).algo != SDGP_CONV_WINOGRAD) {
-            sdgp_conv_destroy(wino);
-            wino = NULL;
-        }
+        sdgp_conv *direct, *wino;
+        bench_onednn_baselines(&g, threads, SDGP_CONV_BACKWARD_DATA, l->name, &direct, &wino);
         sdgp_sparse_wdata *sp[NFORMS] = {0};
         double worst = 0;
         for (int f = 0; sup && f < NFORMS; f++) {

@@ -116,19 +116,8 @@ int main(int argc, char **argv) {
         bench_fill(x, nx, 1 + li);
         bench_fill(dyd, ny, 100 + li);
         /* oneDNN: every pass direct; and backward-weights by Winograd where oneDNN has it (the other passes direct) */
-        sdgp_conv *direct = NULL, *wino = NULL;
-        const sdgp_conv_algo pd[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT},
-                             pw[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_WINOGRAD};
-        BENCH_CHECK(sdgp_conv_create_passes(&direct, &g, 0, threads, pd, NULL, &e), l->name, "oneDNN direct");
-        sdgp_status st = sdgp_conv_create_passes(&wino, &g, 0, threads, pw, NULL, &e);
-        if (st == SDGP_ERR_UNSUPPORTED)
-            wino = NULL;
-        else if (st != SDGP_OK)
-            bench_die(l->name, "oneDNN Winograd", &e);
-        else if (sdgp_conv_get_plan(wino, SDGP_CONV_BACKWARD_WEIGHTS).algo != SDGP_CONV_WINOGRAD) {
-            sdgp_conv_destroy(wino);
-            wino = NULL;
-        }
+        sdgp_conv *direct, *wino;
+        bench_onednn_baselines(&g, threads, SDGP_CONV_BACKWARD_WEIGHTS, l->name, &direct, &wino);
         /* the forms: their plans, compressed tensors and pruning configs */
         sdgp_sparse_wgrad *sp[NFORMS] = {0};
         sdgp_nm_tensor nm[NFORMS];

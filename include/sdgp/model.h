@@ -241,7 +241,8 @@ SDGP_API void sdgp_model_conv_choice(const sdgp_model *m, char *buf, size_t size
 SDGP_API sdgp_status sdgp_model_set_conv_choice(sdgp_model *m, const char *choice, sdgp_error *err);
 
 /* Per-layer times of the last forward/backward (ms), for `sdgp bench layers`: forward conv,
- * backward-data (dense or sparse), pruning, backward-weights, for each conv layer. */
+ * backward-data (dense or sparse), pruning (of the data gradient's dL/dO), backward-weights (with
+ * --prune-wgrad its pruning included), for each conv layer. */
 typedef struct {
     double fwd_ms, bwd_data_ms, prune_ms, bwd_weights_ms;
 } sdgp_layer_times;

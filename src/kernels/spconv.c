@@ -47,9 +47,8 @@ static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
 
 const spconv_kernels *spconv_kernels_for(sdgp_isa isa) { return &kernel_table[isa]; }
 
-sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
-                                   int threads, sdgp_isa *resolved, sdgp_error *err) {
-    if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL %s", who, out ? "geometry" : "output");
+sdgp_status sparse_check_geometry(const char *who, const sdgp_conv_geom *g, int n, int m, sdgp_error *err) {
+    if (!g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL geometry", who);
     sdgp_conv_geom chk;
     sdgp_status st = sdgp_conv_geom_init(&chk, g->B, g->H, g->W, g->Cin, g->Cout, g->kh, g->kw, g->stride, g->pad, err);
     if (st != SDGP_OK) return st;
@@ -58,6 +57,14 @@ sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_
                          chk.Wo);
     if (m < 1 || m > SDGP_NM_MAX_M || n < 1 || n > m)
         return sdgp_fail(err, SDGP_ERR_INVALID, "%s: %d:%d is not an N:M pattern (1 <= n <= m <= %d)", who, n, m, SDGP_NM_MAX_M);
+    return SDGP_OK;
+}
+
+sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                   int threads, sdgp_isa *resolved, sdgp_error *err) {
+    if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL output", who);
+    sdgp_status st = sparse_check_geometry(who, g, n, m, err);
+    if (st != SDGP_OK) return st;
     if (g->groups < 1 || g->Cin % g->groups || g->Cout % g->groups)
         return sdgp_fail(err, SDGP_ERR_INVALID, "%s: groups=%d does not divide Cin=%d and Cout=%d", who, g->groups, g->Cin,
                          g->Cout);

@@ -112,6 +112,9 @@ static inline int spconv_shared_nx(const spconv_kernels *k, int ncols) {
 
 /* The kernels of a resolved ISA path (spconv.c: the one table of micro-kernels and widths). */
 const spconv_kernels *spconv_kernels_for(sdgp_isa isa);
+/* The checks of g, n and m every sparse plan's create starts with, `who` in the messages: g non-NULL
+ * and as sdgp_conv_geom_init makes it (Ho, Wo included), 1 <= n <= m <= SDGP_NM_MAX_M. */
+sdgp_status sparse_check_geometry(const char *who, const sdgp_conv_geom *g, int n, int m, sdgp_error *err);
 /* The checks every sparse plan's create makes, with `who` in the messages: out and g non-NULL, g
  * as sdgp_conv_geom_init makes it, 1 <= n <= m <= SDGP_NM_MAX_M, Cout % m == 0, threads >= 0;
  * then *resolved = sdgp_isa_resolve(isa). */

@@ -50,16 +50,9 @@ sdgp_isa sdgp_sparse_fwd_isa(const sdgp_sparse_fwd *p) { return p->k.isa; }
 
 sdgp_status spfwd_check(const char *who, const sdgp_conv_geom *g, int n, int m, int block, int wtile, sdgp_isa isa,
                         int threads, spfwd_kernels *k, sdgp_error *err) {
-    if (!g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL geometry", who);
-    sdgp_conv_geom chk;
-    sdgp_status st = sdgp_conv_geom_init(&chk, g->B, g->H, g->W, g->Cin, g->Cout, g->kh, g->kw, g->stride, g->pad, err);
+    sdgp_status st = sparse_check_geometry(who, g, n, m, err);
     if (st != SDGP_OK) return st;
-    if (chk.Ho != g->Ho || chk.Wo != g->Wo)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: output %dx%d does not match the geometry (%dx%d)", who, g->Ho, g->Wo,
-                         chk.Ho, chk.Wo);
     if (g->groups > 1) return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: grouped convolutions (groups=%d)", who, g->groups);
-    if (m < 1 || m > SDGP_NM_MAX_M || n < 1 || n > m)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: %d:%d is not an N:M pattern (1 <= n <= m <= %d)", who, n, m, SDGP_NM_MAX_M);
     if (g->Cin % m) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: Cin=%d is not a multiple of m=%d", who, g->Cin, m);
     if (block != 16 && block != 32)
         return sdgp_fail(err, SDGP_ERR_INVALID, "%s: block=%d output channels per mask (16 or 32)", who, block);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/transpose.h"
+#include "kernels/spconv_internal.h"
 #include "kernels/spwgrad_internal.h"
 
 static const spwgrad_kernels kernel_table[SDGP_ISA_COUNT] = {
@@ -40,16 +41,9 @@ sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_ge
                                      int threads, sdgp_error *err) {
     if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL output", WHO);
     *out = NULL;
-    if (!g) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL geometry", WHO);
-    sdgp_conv_geom chk;
-    sdgp_status st = sdgp_conv_geom_init(&chk, g->B, g->H, g->W, g->Cin, g->Cout, g->kh, g->kw, g->stride, g->pad, err);
+    sdgp_status st = sparse_check_geometry(WHO, g, n, m, err);
     if (st != SDGP_OK) return st;
-    if (chk.Ho != g->Ho || chk.Wo != g->Wo)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: output %dx%d does not match the geometry (%dx%d)", WHO, g->Ho, g->Wo,
-                         chk.Ho, chk.Wo);
     if (g->groups > 1) return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: grouped convolutions (groups=%d)", WHO, g->groups);
-    if (m < 1 || m > SDGP_NM_MAX_M || n < 1 || n > m)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: %d:%d is not an N:M pattern (1 <= n <= m <= %d)", WHO, n, m, SDGP_NM_MAX_M);
     if (8 % m)
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "%s: m=%d (the kernel permutes within blocks of 8 rows: m = 1, 2, 4 or 8)",
                          WHO, m);
