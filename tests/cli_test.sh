@@ -85,4 +85,12 @@ PY
   expect 2 "cut.safetensors" -- "$SDGP" eval --checkpoint "$T/cut.safetensors"
 fi
 
+# bench step --interleave: the variant row's ratio is its own dense partner's median over its own, no RSS column
+expect 2 "unknown option or missing value: --interleave" -- "$SDGP" bench layers --interleave
+out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 3 --no-torch --interleave --prune magnitude --nm 2:4 --json 2>&1)
+row=$(tail -1 <<<"$out")
+if grep -q '"interleaved":true' <<<"$row" && ! grep -q ours_rss_mb <<<"$row" &&
+   python3 -c 'import json,sys; r=json.loads(sys.argv[1]); d,v=r["dense_ms"],r["sdgp_ms"]; assert abs(r["speedup"]-d/v) <= 6e-4+d/v*(0.005/d+0.005/v)' "$row" 2>/dev/null; then ok; else
+  bad "bench step --interleave: $out"; fi
+
 finish

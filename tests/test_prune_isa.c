@@ -92,35 +92,39 @@ TEST_CASE(paths_and_threads_bitwise) {
     fprintf(stderr, "  %ld comparisons (best ISA here: %s)\n", compared, sdgp_isa_name(sdgp_isa_best()));
 }
 
-/* Larger tensors, where threads split rows differently, for the hot 2:4 cases. */
+/* Larger tensors, where threads split rows differently, for the hot 2:4 cases; on the row axis also
+ * 16, 32 and 48 channels, whose random-number batches span row groups. */
 TEST_CASE(large_tensor_bitwise) {
-    const int64_t B = 6, P = 100, C = 256;
-    size_t total = (size_t)(B * P * C);
-    float *x = test_xmalloc(total * 4);
-    test_fill_prune_input(x, total, 99);
-    for (int fn = SDGP_PRUNE_RANDOM; fn < SDGP_PRUNE_COUNT; fn++)
-        for (int axis = 0; axis < 2; axis++)
-            for (int scope = 0; scope < 2; scope++) {
-                sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, 2, 4);
-                cfg.axis = (sdgp_axis)axis;
-                cfg.scope = (sdgp_rescale_scope)scope;
-                cfg.isa = SDGP_ISA_REF;
-                cfg.threads = 1;
-                result ref;
-                run(&ref, &cfg, x, B, P, C);
-                for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                    cfg.isa = (sdgp_isa)isa;
-                    cfg.threads = 2;
-                    result r;
-                    run(&r, &cfg, x, B, P, C);
-                    CHECK(same(&ref, &r, total), "%s 2:4 axis %d scope %d: %s x2 threads differs", sdgp_prune_fn_name(cfg.fn), axis, scope,
-                          sdgp_isa_name(cfg.isa));
-                    drop(&r);
+    const int64_t B = 6, P = 100, Cs[] = {256, 16, 32, 48};
+    for (int ci = 0; ci < 4; ci++) {
+        const int64_t C = Cs[ci];
+        size_t total = (size_t)(B * P * C);
+        float *x = test_xmalloc(total * 4);
+        test_fill_prune_input(x, total, 99 + ci);
+        for (int fn = SDGP_PRUNE_RANDOM; fn < SDGP_PRUNE_COUNT; fn++)
+            for (int axis = ci ? SDGP_AXIS_ROW : 0; axis < 2; axis++)
+                for (int scope = 0; scope < 2; scope++) {
+                    sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, 2, 4);
+                    cfg.axis = (sdgp_axis)axis;
+                    cfg.scope = (sdgp_rescale_scope)scope;
+                    cfg.isa = SDGP_ISA_REF;
+                    cfg.threads = 1;
+                    result ref;
+                    run(&ref, &cfg, x, B, P, C);
+                    for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
+                        if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                        cfg.isa = (sdgp_isa)isa;
+                        cfg.threads = 2;
+                        result r;
+                        run(&r, &cfg, x, B, P, C);
+                        CHECK(same(&ref, &r, total), "%s 2:4 axis %d scope %d C %lld: %s x2 threads differs", sdgp_prune_fn_name(cfg.fn), axis, scope,
+                              (long long)C, sdgp_isa_name(cfg.isa));
+                        drop(&r);
+                    }
+                    drop(&ref);
                 }
-                drop(&ref);
-            }
-    free(x);
+        free(x);
+    }
 }
 
 /* Mostly zeros and few distinct values: groups with fewer than n nonzeros and ties at the n-th
@@ -162,35 +166,37 @@ TEST_CASE(sparse_ties_bitwise) {
 
 /* Non-finite input: every path gives the same status (and, for magnitude/random, the same bits). */
 TEST_CASE(non_finite_every_path) {
-    const int64_t B = 2, P = 8, C = 40;
-    size_t total = (size_t)(B * P * C);
-    float *x = test_xmalloc(total * 4);
-    test_fill_prune_input(x, total, 5);
-    x[77] = NAN;
-    x[300] = INFINITY;
-    x[301] = -INFINITY;
-    for (int fn = SDGP_PRUNE_RANDOM; fn < SDGP_PRUNE_COUNT; fn++)
-        for (int axis = 0; axis < 2; axis++) {
-            sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, 2, 4);
-            cfg.axis = (sdgp_axis)axis;
-            cfg.isa = SDGP_ISA_REF;
-            result ref;
-            run(&ref, &cfg, x, B, P, C);
-            int strict = fn == SDGP_PRUNE_MVUE || fn == SDGP_PRUNE_MVUE_APPROX || fn == SDGP_PRUNE_RESCALED;
-            CHECK(ref.st == (strict ? SDGP_ERR_NUMERIC : SDGP_OK), "%s: status %d", sdgp_prune_fn_name(cfg.fn), ref.st);
-            for (int isa = 1; isa < SDGP_ISA_COUNT; isa++) {
-                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                cfg.isa = (sdgp_isa)isa;
-                cfg.threads = 2;
-                result r;
-                run(&r, &cfg, x, B, P, C);
-                CHECK(r.st == ref.st && (strict || same(&ref, &r, total)), "%s axis %d on %s: status %d vs %d", sdgp_prune_fn_name(cfg.fn), axis,
-                      sdgp_isa_name(cfg.isa), r.st, ref.st);
-                drop(&r);
+    for (int64_t C = 40; C <= 48; C += 8) { /* 48: the row axis's batches of 16 channels */
+        const int64_t B = 2, P = 8;
+        size_t total = (size_t)(B * P * C);
+        float *x = test_xmalloc(total * 4);
+        test_fill_prune_input(x, total, 5);
+        x[77] = NAN;
+        x[300] = INFINITY;
+        x[301] = -INFINITY;
+        for (int fn = SDGP_PRUNE_RANDOM; fn < SDGP_PRUNE_COUNT; fn++)
+            for (int axis = 0; axis < 2; axis++) {
+                sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, 2, 4);
+                cfg.axis = (sdgp_axis)axis;
+                cfg.isa = SDGP_ISA_REF;
+                result ref;
+                run(&ref, &cfg, x, B, P, C);
+                int strict = fn == SDGP_PRUNE_MVUE || fn == SDGP_PRUNE_MVUE_APPROX || fn == SDGP_PRUNE_RESCALED;
+                CHECK(ref.st == (strict ? SDGP_ERR_NUMERIC : SDGP_OK), "%s: status %d", sdgp_prune_fn_name(cfg.fn), ref.st);
+                for (int isa = 1; isa < SDGP_ISA_COUNT; isa++) {
+                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                    cfg.isa = (sdgp_isa)isa;
+                    cfg.threads = 2;
+                    result r;
+                    run(&r, &cfg, x, B, P, C);
+                    CHECK(r.st == ref.st && (strict || same(&ref, &r, total)), "%s axis %d on %s: status %d vs %d", sdgp_prune_fn_name(cfg.fn), axis,
+                          sdgp_isa_name(cfg.isa), r.st, ref.st);
+                    drop(&r);
+                }
+                drop(&ref);
             }
-            drop(&ref);
-        }
-    free(x);
+        free(x);
+    }
 }
 
 int main(void) {

@@ -35,6 +35,7 @@ static const bench_model presets[] = {
 
 typedef struct {
     int threads, steps, json, torch;
+    int interleave; /* bench step: each variant row alternates its steps with a dense partner's in one process */
     const char *python, *torch_script;
     sdgp_prune_fn fns[SDGP_PRUNE_COUNT];
     int n_fns;
@@ -96,76 +97,116 @@ static sdgp_model_config model_config(const bench_model *bm, const options *o) {
     return c;
 }
 
-/* In the child: build the model, run warm-up + timed steps on a random batch. */
-static void measure_ours(const sdgp_model_config *mc, int steps, int timing, result *r) {
-    omp_set_num_threads(mc->threads);
+/* One model under measurement in the child: built, its random batch, and each timed step's times. */
+typedef struct {
     sdgp_model *m;
+    const sdgp_model_config *mc;
+    float *x, *dl;
+    int32_t *y;
+    double *t;           /* per timed step, s */
+    double (*lt)[5];     /* per timed step and conv: fwd, bwd-data, prune, bwd-weights, sparse? */
+    int n_conv;
+} step_run;
+
+static int run_open(step_run *s, const sdgp_model_config *mc, int steps, int timing, result *r) {
+    memset(s, 0, sizeof *s);
+    s->mc = mc;
     sdgp_error err;
     double tc = cli_now();
-    if (sdgp_model_create(&m, mc, &err) != SDGP_OK) {
+    if (sdgp_model_create(&s->m, mc, &err) != SDGP_OK) {
         snprintf(r->err, sizeof r->err, "%s", err.msg);
-        return;
+        return 0;
     }
     r->create_s = cli_now() - tc;
-    sdgp_model_conv_choice(m, r->convs, sizeof r->convs);
+    sdgp_model_conv_choice(s->m, r->convs, sizeof r->convs);
     size_t B = (size_t)mc->batch, img = (size_t)mc->height * mc->width_px * mc->channels;
-    float *x = cli_alloc_floats(B * img), *dl = cli_alloc_floats(B * mc->num_classes);
-    int32_t *y = calloc(B, sizeof *y);
-    double *t = calloc((size_t)steps, sizeof *t);
-    uint64_t s = 42;
+    s->x = cli_alloc_floats(B * img), s->dl = cli_alloc_floats(B * mc->num_classes);
+    s->y = calloc(B, sizeof *s->y);
+    s->t = calloc((size_t)steps, sizeof *s->t);
+    s->lt = calloc((size_t)steps * MAX_CONVS, sizeof *s->lt);
+    if (!s->x || !s->dl || !s->y || !s->t || !s->lt) {
+        snprintf(r->err, sizeof r->err, "out of memory");
+        return 0;
+    }
+    uint64_t v = 42;
     for (size_t i = 0; i < B * img; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+        v = v * 6364136223846793005ull + 1442695040888963407ull;
+        s->x[i] = (float)((int32_t)(v >> 32)) * (1.0f / 2147483648.0f);
     }
-    for (size_t i = 0; i < B; i++) y[i] = (int32_t)(i % (size_t)mc->num_classes);
-    sdgp_model_enable_timing(m, timing);
-    int n_conv = sdgp_model_conv_count(m);
-    double(*lt)[5] = calloc((size_t)steps * MAX_CONVS, sizeof *lt);
-    for (int i = -2; i < steps; i++) {
-        double t0 = cli_now();
-        const float *logits = sdgp_model_forward(m, x, 1);
-        sdgp_softmax_xent(dl, NULL, logits, y, (int)B, mc->num_classes, 0.1f);
-        if (sdgp_model_backward(m, dl, (uint64_t)(i + 2), &err) != SDGP_OK) {
-            snprintf(r->err, sizeof r->err, "%s", err.msg);
-            break;
-        }
-        sdgp_model_sgd(m, 0.01f, 0.9f, 5e-4f, 0);
-        if (i < 0) continue;
-        t[i] = cli_now() - t0;
-        for (int l = 0; l < n_conv && l < MAX_CONVS; l++) {
-            const sdgp_layer_times *tm = sdgp_model_conv_times(m, l);
-            lt[i * MAX_CONVS + l][0] = tm->fwd_ms;
-            lt[i * MAX_CONVS + l][1] = tm->bwd_data_ms;
-            lt[i * MAX_CONVS + l][2] = tm->prune_ms;
-            lt[i * MAX_CONVS + l][3] = tm->bwd_weights_ms;
-            lt[i * MAX_CONVS + l][4] = sdgp_model_conv_info(m, l)->sparse_kernel;
-        }
+    for (size_t i = 0; i < B; i++) s->y[i] = (int32_t)(i % (size_t)mc->num_classes);
+    sdgp_model_enable_timing(s->m, timing);
+    s->n_conv = sdgp_model_conv_count(s->m);
+    return 1;
+}
+
+/* Step i (i < 0: warm-up, not recorded). */
+static int run_step(step_run *s, int i, result *r) {
+    sdgp_error err;
+    double t0 = cli_now();
+    const float *logits = sdgp_model_forward(s->m, s->x, 1);
+    sdgp_softmax_xent(s->dl, NULL, logits, s->y, s->mc->batch, s->mc->num_classes, 0.1f);
+    if (sdgp_model_backward(s->m, s->dl, (uint64_t)(i + 2), &err) != SDGP_OK) {
+        snprintf(r->err, sizeof r->err, "%s", err.msg);
+        return 0;
     }
-    if (!r->err[0]) {
-        sdgp_model_sparse_choice(m, r->kernels, sizeof r->kernels);
-        for (int l = 0; l < n_conv && l < MAX_CONVS; l++) {
-            const sdgp_layer_info *li = sdgp_model_conv_info(m, l);
+    sdgp_model_sgd(s->m, 0.01f, 0.9f, 5e-4f, 0);
+    if (i < 0) return 1;
+    s->t[i] = cli_now() - t0;
+    for (int l = 0; l < s->n_conv && l < MAX_CONVS; l++) {
+        const sdgp_layer_times *tm = sdgp_model_conv_times(s->m, l);
+        double *row = s->lt[i * MAX_CONVS + l];
+        row[0] = tm->fwd_ms, row[1] = tm->bwd_data_ms, row[2] = tm->prune_ms, row[3] = tm->bwd_weights_ms;
+        row[4] = sdgp_model_conv_info(s->m, l)->sparse_kernel;
+    }
+    return 1;
+}
+
+/* The medians into r (when no step failed), then everything freed. */
+static void run_close(step_run *s, int steps, result *r) {
+    if (s->m && !r->err[0]) {
+        sdgp_model_sparse_choice(s->m, r->kernels, sizeof r->kernels);
+        for (int l = 0; l < s->n_conv && l < MAX_CONVS; l++) {
+            const sdgp_layer_info *li = sdgp_model_conv_info(s->m, l);
             snprintf(r->kernel_name[l], sizeof r->kernel_name[l], "%s", li->pruned || li->sparse_data ? li->bwd_kernel : "-");
         }
-        r->ms = 1e3 * cli_median(t, steps);
-        r->n_layers = n_conv < MAX_CONVS ? n_conv : MAX_CONVS;
+        r->ms = 1e3 * cli_median(s->t, steps);
+        r->n_layers = s->n_conv < MAX_CONVS ? s->n_conv : MAX_CONVS;
         double *col = calloc((size_t)steps, sizeof *col);
-        for (int l = 0; l < r->n_layers; l++)
+        for (int l = 0; col && l < r->n_layers; l++)
             for (int k = 0; k < 5; k++) {
-                for (int i = 0; i < steps; i++) col[i] = lt[i * MAX_CONVS + l][k];
+                for (int i = 0; i < steps; i++) col[i] = s->lt[i * MAX_CONVS + l][k];
                 r->layer[l][k] = cli_median(col, steps);
             }
         free(col);
     }
-    free(x), free(dl), free(y), free(t), free(lt);
-    sdgp_model_destroy(m);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    r->rss_mb = (double)ru.ru_maxrss / 1024.0;
+    free(s->x), free(s->dl), free(s->y), free(s->t), free(s->lt);
+    sdgp_model_destroy(s->m);
 }
 
-static int run_child_ours(const sdgp_model_config *mc, int steps, int timing, result *r) {
-    memset(r, 0, sizeof *r);
+/* In the child: build the n (1 or 2) models, run 2 warm-up + `steps` timed steps of each on a
+ * random batch. Two models alternate step by step, which goes first alternating too, so the host's
+ * drift (5-15 % within minutes here) falls on both alike; their peak RSS is then not either's. */
+static void measure_ours(const sdgp_model_config *mc, int n, int steps, int timing, result *r) {
+    omp_set_num_threads(mc[0].threads);
+    step_run s[2];
+    int ok = 1, opened = 0;
+    for (; opened < n && ok; opened++) ok = run_open(&s[opened], &mc[opened], steps, timing, &r[opened]);
+    for (int i = -2; i < steps && ok; i++)
+        for (int k = 0; k < n && ok; k++) {
+            const int q = n == 2 && (i & 1) ? 1 - k : k;
+            ok = run_step(&s[q], i, &r[q]);
+        }
+    for (int k = 0; k < opened; k++) run_close(&s[k], steps, &r[k]);
+    for (int k = 0; k < n && !ok; k++) /* the failure's message on both */
+        if (r[k].err[0]) memcpy(r[1 - k].err, r[k].err, sizeof r[k].err);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    for (int k = 0; k < n; k++) r[k].rss_mb = n == 1 ? (double)ru.ru_maxrss / 1024.0 : 0;
+}
+
+/* measure_ours in a child process (each measurement's peak RSS is its own); r[0 .. n). */
+static int run_child_ours(const sdgp_model_config *mc, int n, int steps, int timing, result *r) {
+    memset(r, 0, (size_t)n * sizeof *r);
     int fd[2];
     if (pipe(fd)) return 0;
     fflush(NULL);
@@ -173,24 +214,26 @@ static int run_child_ours(const sdgp_model_config *mc, int steps, int timing, re
     if (pid < 0) return 0;
     if (pid == 0) {
         close(fd[0]);
-        result cr;
-        memset(&cr, 0, sizeof cr);
-        measure_ours(mc, steps, timing, &cr);
-        ssize_t wr = write(fd[1], &cr, sizeof cr);
-        _exit(wr == (ssize_t)sizeof cr ? 0 : 1);
+        result cr[2];
+        memset(cr, 0, sizeof cr);
+        measure_ours(mc, n, steps, timing, cr);
+        ssize_t wr = write(fd[1], cr, (size_t)n * sizeof *cr);
+        _exit(wr == (ssize_t)(n * sizeof *cr) ? 0 : 1);
     }
     close(fd[1]);
-    ssize_t got = 0;
-    while (got < (ssize_t)sizeof *r) {
-        ssize_t n = read(fd[0], (char *)r + got, sizeof *r - (size_t)got);
-        if (n <= 0) break;
-        got += n;
+    ssize_t got = 0, want = (ssize_t)(n * sizeof *r);
+    while (got < want) {
+        ssize_t k = read(fd[0], (char *)r + got, (size_t)(want - got));
+        if (k <= 0) break;
+        got += k;
     }
     close(fd[0]);
     int status;
     waitpid(pid, &status, 0);
-    if (got != (ssize_t)sizeof *r) snprintf(r->err, sizeof r->err, "measuring child died (status %d)", status);
-    return !r->err[0];
+    if (got != want) snprintf(r->err, sizeof r->err, "measuring child died (status %d)", status);
+    for (int k = 0; k < n; k++)
+        if (r[k].err[0]) return 0;
+    return 1;
 }
 
 /* PyTorch: one process per memory format, the faster one counts (its own RSS). */
@@ -261,6 +304,7 @@ static void usage(FILE *f, const char *cmd) {
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
             "  --json                 one JSON object per line\n"
+            "%s"
             "\nregistry models (the PyTorch peer builds the same model, torchvision's for resnet18):\n",
             cmd,
             strcmp(cmd, "step") == 0
@@ -272,7 +316,11 @@ static void usage(FILE *f, const char *cmd) {
             strcmp(cmd, "step") == 0 ? "none" : "magnitude", algos, sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
             sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
             sdgp_model_config_default().prune.mask_block,
-            default_torch_script());
+            default_torch_script(),
+            strcmp(cmd, "step") == 0
+                ? "  --interleave           each variant row's steps alternate with those of a dense partner in one\n"
+                  "                         process: the ratio survives the host's drift; no RSS for the row\n"
+                : "");
     for (int k = 0; k < sdgp_model_zoo_count(); k++) {
         const sdgp_model_info *mi = sdgp_model_zoo(k);
         fprintf(f, "  %-10s %dx%dx%d  %s\n", mi->name, mi->height, mi->width_px, mi->channels, mi->description);
@@ -374,6 +422,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         sdgp_error err;
         if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--no-torch")) o->torch = 0;
+        else if (!strcmp(a, "--interleave") && !layers) o->interleave = 1;
         else if (!v) {
             fprintf(stderr, "sdgp: unknown option or missing value: %s (see --help)\n", a);
             return 0;
@@ -498,7 +547,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         sdgp_model_config mc = model_config(bm, &o);
         mc.recompute = o.recomputes[mi % o.n_rec];
         result ours;
-        if (!run_child_ours(&mc, o.steps, 0, &ours)) {
+        if (!run_child_ours(&mc, 1, o.steps, 0, &ours)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, ours.err);
             return 1;
         }
@@ -547,24 +596,32 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 pc.weights = *wc;
                 pc.sparse = o.train.model.sparse;
                 pc.prune_wgrad = *wg;
-                result sd;
-                if (!run_child_ours(&pc, o.steps, 0, &sd)) {
+                /* --interleave: the variant and a dense partner alternate in one child (RSS not measured) */
+                sdgp_model_config pair[2] = {mc, pc};
+                result rs[2];
+                if (!run_child_ours(o.interleave ? pair : &pc, o.interleave ? 2 : 1, o.steps, 0, rs)) {
                     fprintf(stderr, "sdgp: %s %s %d:%d: %s\n", bm->name, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
-                            sd.err);
+                            rs[0].err);
                     return 1;
                 }
+                const result *sd = &rs[o.interleave ? 1 : 0];
+                const double dense_ms = o.interleave ? rs[0].ms : ours.ms;
+                char rss[48] = "";
+                if (!o.interleave) snprintf(rss, sizeof rss, "\"ours_rss_mb\":%.1f,", sd->rss_mb);
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"recompute\":\"%s\",\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,"
-                           "\"torch_ms\":%.2f,\"vs_torch\":%.3f,\"ours_rss_mb\":%.1f,%s}\n",
+                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"recompute\":\"%s\",\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"interleaved\":%s,"
+                           "\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,%s%s}\n",
                            bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
-                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sdgp_recompute_names[pc.recompute], sdgp_sparse_mode_names[pc.sparse], sd.kernels, ours.ms, sd.ms, ours.ms / sd.ms,
-                           torch.ms, o.torch ? torch.ms / sd.ms : 0, sd.rss_mb, extras);
+                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sdgp_recompute_names[pc.recompute],
+                           sdgp_sparse_mode_names[pc.sparse], sd->kernels, o.interleave ? "true" : "false", dense_ms, sd->ms,
+                           dense_ms / sd->ms, torch.ms, o.torch ? torch.ms / sd->ms : 0, rss, extras);
                 else
-                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s %8.1f ms  vs our dense x%.3f  kernels %s%s", bm->name,
+                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s %8.1f ms  vs our dense%s x%.3f  kernels %s%s", bm->name,
                            sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block,
-                           other ? "  with " : "", other ? extras : "", sd.ms, ours.ms / sd.ms, sd.kernels, o.torch ? "" : "\n");
-                if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd.ms);
+                           other ? "  with " : "", other ? extras : "", sd->ms, o.interleave ? " (interleaved)" : "", dense_ms / sd->ms,
+                           sd->kernels, o.torch ? "" : "\n");
+                if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd->ms);
                 fflush(stdout);
             }
     }
@@ -590,7 +647,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
         const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
         result dense;
-        if (!run_child_ours(&mc, o.steps, 1, &dense)) {
+        if (!run_child_ours(&mc, 1, o.steps, 1, &dense)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, dense.err);
             return 1;
         }
@@ -611,7 +668,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                 pc.weights = *wc;
                 pc.prune_wgrad = *wg;
                 result sp;
-                if (!run_child_ours(&pc, o.steps, 1, &sp)) {
+                if (!run_child_ours(&pc, 1, o.steps, 1, &sp)) {
                     fprintf(stderr, "sdgp: %s: %s\n", bm->name, sp.err);
                     return 1;
                 }

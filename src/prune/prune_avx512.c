@@ -16,6 +16,7 @@
  *                          pairwise ranks.
  * Rescale pass 1 keeps its masks (prune_job.keep) so pass 2 only scales and stores. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "prune/prune_internal.h"
 
@@ -25,6 +26,30 @@ static inline __m512i key16(__m512 x) {
 }
 
 static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+/* Masked loads and stores cost several times plain ones on this CPU (Zen 5; prune_mvue_avx512.c
+ * has the measurement), so whole vectors and the fixed slot runs of 4, 8 and 16 go plain. */
+static inline __m512 load16(const float *p, __mmask16 valid) {
+    return valid == 0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(valid, p);
+}
+
+/* The first `per` lanes of v and of the bytes b (per <= 16; first = the mask of them). */
+static inline void store_first(float *vals, uint8_t *idx, __m512 v, __m128i b, int per, __mmask16 first) {
+    if (per == 8) {
+        _mm256_storeu_ps(vals, _mm512_castps512_ps256(v));
+        _mm_storel_epi64((__m128i *)idx, b);
+    } else if (per == 4) {
+        const int word = _mm_cvtsi128_si32(b);
+        _mm_storeu_ps(vals, _mm512_castps512_ps128(v));
+        memcpy(idx, &word, 4);
+    } else if (per == 16) {
+        _mm512_storeu_ps(vals, v);
+        _mm_storeu_si128((__m128i *)idx, b);
+    } else {
+        _mm512_mask_storeu_ps(vals, first, v);
+        _mm_mask_storeu_epi8(idx, first, b);
+    }
+}
 
 /* The within-group rotations for m | 16: lane l meets lane rot[s][l] = group base + (l + s) % m,
  * and before[s] marks the lanes whose partner has the lower index (wins ties). */
@@ -310,8 +335,7 @@ static inline __attribute__((always_inline)) void vec_rows(const prune_job *j, c
             if (has_out) _mm512_storeu_ps(outr + c, scaled ? y : _mm512_maskz_mov_ps(kp, x));
             if (has_vals) {
                 __m128i lanes = kept_lanes(kp);
-                _mm512_mask_storeu_ps(vals + pos, first, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lanes), y));
-                _mm_mask_storeu_epi8(idx + pos, first, _mm_and_si128(lanes, lane_mod));
+                store_first(vals + pos, idx + pos, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lanes), y), _mm_and_si128(lanes, lane_mod), per, first);
             }
         }
         if (c < C) {
@@ -513,7 +537,7 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) {
                     if (!valid[q]) break;
-                    __m512 x = _mm512_maskz_loadu_ps(valid[q], xr + 16 * q);
+                    __m512 x = load16(xr + 16 * q, valid[q]);
                     __mmask16 kp;
                     if (ranked) {
                         kp = keep[q];
