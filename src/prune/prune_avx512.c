@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "core/avx512_mem.h"
 #include "prune/prune_internal.h"
 
 static inline __m512i key16(__m512 x) {
@@ -27,13 +28,8 @@ static inline __m512i key16(__m512 x) {
 
 static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 
-/* Masked loads and stores cost several times plain ones on this CPU (Zen 5; prune_mvue_avx512.c
- * has the measurement), so whole vectors and the fixed slot runs of 4, 8 and 16 go plain. */
-static inline __m512 load16(const float *p, __mmask16 valid) {
-    return valid == 0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(valid, p);
-}
-
-/* The first `per` lanes of v and of the bytes b (per <= 16; first = the mask of them). */
+/* The first `per` lanes of v and of the bytes b (per <= 16; first = the mask of them): plain stores
+ * for the fixed runs of 4, 8 and 16 (masked ones are slow here: core/avx512_mem.h). */
 static inline void store_first(float *vals, uint8_t *idx, __m512 v, __m128i b, int per, __mmask16 first) {
     if (per == 8) {
         _mm256_storeu_ps(vals, _mm512_castps512_ps256(v));
@@ -426,12 +422,12 @@ static void channel_row(const prune_job *j, int64_t r, double *dense, double *ke
 }
 
 /* Row axis: kept masks of the m rows of group g at channels [c, c + 16). */
-static void row_keep(const prune_job *j, int64_t g, int64_t c, __mmask16 valid, __m512 *x, __mmask16 *kp) {
+static inline __attribute__((always_inline)) void row_keep(const prune_job *j, int64_t g, int64_t c, __mmask16 valid, __m512 *x, __mmask16 *kp) {
     const int n = j->n, m = j->m;
     const int64_t C = j->C;
     __m512i key[SDGP_NM_MAX_M], rank[SDGP_NM_MAX_M];
     for (int k = 0; k < m; k++) {
-        x[k] = _mm512_maskz_loadu_ps(valid, j->x + (g * m + k) * C + c);
+        x[k] = mem_load_ps(valid, j->x + (g * m + k) * C + c);
         key[k] = key16(x[k]);
         rank[k] = _mm512_setzero_si512();
     }
@@ -445,40 +441,45 @@ static void row_keep(const prune_job *j, int64_t g, int64_t c, __mmask16 valid, 
     for (int k = 0; k < m; k++) kp[k] = _mm512_cmplt_epi32_mask(rank[k], _mm512_set1_epi32(n)) & valid;
 }
 
-static void row_groups(const prune_job *j, int64_t g0, int64_t g1) {
+/* Group g's rows at channels [c, c+16), the lanes in `valid`: called with a constant full mask for
+ * whole vectors, so their stores are plain (masked ones are slow here: core/avx512_mem.h). */
+static inline __attribute__((always_inline)) void row_chunk(const prune_job *j, int64_t g, int64_t c, __mmask16 valid) {
     const int n = j->n, m = j->m;
     const int64_t C = j->C;
     __m512 x[SDGP_NM_MAX_M], sv[SDGP_NM_MAX_M];
     __m512i si[SDGP_NM_MAX_M];
     __mmask16 kp[SDGP_NM_MAX_M];
-    for (int64_t g = g0; g < g1; g++)
-        for (int64_t c = 0; c < C; c += 16) {
-            __mmask16 valid = tail_mask(C - c);
-            row_keep(j, g, c, valid, x, kp);
-            __m512i cnt = _mm512_setzero_si512();
-            for (int s = 0; s < n; s++) {
-                sv[s] = _mm512_setzero_ps();
-                si[s] = _mm512_setzero_si512();
-            }
-            for (int k = 0; k < m; k++) {
-                const int64_t r = g * m + k;
-                __m512 y = j->scale ? _mm512_maskz_mul_ps(kp[k], x[k], _mm512_maskz_loadu_ps(valid, j->scale + (r / j->P) * j->scale_bstride + c))
-                                    : _mm512_maskz_mov_ps(kp[k], x[k]);
-                if (j->out) _mm512_mask_storeu_ps(j->out + r * C + c, valid, y);
-                /* slot s takes the s-th kept row: only rows s .. m-n+s can be it */
-                for (int s = k - (m - n) > 0 ? k - (m - n) : 0; s <= k && s < n; s++) {
-                    __mmask16 sel = _mm512_mask_cmpeq_epi32_mask(kp[k], cnt, _mm512_set1_epi32(s));
-                    sv[s] = _mm512_mask_mov_ps(sv[s], sel, y);
-                    si[s] = _mm512_mask_mov_epi32(si[s], sel, _mm512_set1_epi32(k));
-                }
-                cnt = _mm512_mask_add_epi32(cnt, kp[k], cnt, _mm512_set1_epi32(1));
-            }
-            if (j->vals)
-                for (int s = 0; s < n; s++) {
-                    _mm512_mask_storeu_ps(j->vals + (g * n + s) * C + c, valid, sv[s]);
-                    _mm_mask_storeu_epi8(j->idx + (g * n + s) * C + c, valid, _mm512_cvtepi32_epi8(si[s]));
-                }
+    row_keep(j, g, c, valid, x, kp);
+    __m512i cnt = _mm512_setzero_si512();
+    for (int s = 0; s < n; s++) {
+        sv[s] = _mm512_setzero_ps();
+        si[s] = _mm512_setzero_si512();
+    }
+    for (int k = 0; k < m; k++) {
+        const int64_t r = g * m + k;
+        __m512 y = j->scale ? _mm512_maskz_mul_ps(kp[k], x[k], mem_load_ps(valid, j->scale + (r / j->P) * j->scale_bstride + c))
+                            : _mm512_maskz_mov_ps(kp[k], x[k]);
+        if (j->out) _mm512_mask_storeu_ps(j->out + r * C + c, valid, y);
+        /* slot s takes the s-th kept row: only rows s .. m-n+s can be it */
+        for (int s = k - (m - n) > 0 ? k - (m - n) : 0; s <= k && s < n; s++) {
+            __mmask16 sel = _mm512_mask_cmpeq_epi32_mask(kp[k], cnt, _mm512_set1_epi32(s));
+            sv[s] = _mm512_mask_mov_ps(sv[s], sel, y);
+            si[s] = _mm512_mask_mov_epi32(si[s], sel, _mm512_set1_epi32(k));
         }
+        cnt = _mm512_mask_add_epi32(cnt, kp[k], cnt, _mm512_set1_epi32(1));
+    }
+    if (j->vals)
+        for (int s = 0; s < n; s++) {
+            _mm512_mask_storeu_ps(j->vals + (g * n + s) * C + c, valid, sv[s]);
+            _mm_mask_storeu_epi8(j->idx + (g * n + s) * C + c, valid, _mm512_cvtepi32_epi8(si[s]));
+        }
+}
+
+static void row_groups(const prune_job *j, int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t c = 0; c < j->C; c += 16)
+            if (j->C - c >= 16) row_chunk(j, g, c, 0xffff);
+            else row_chunk(j, g, c, tail_mask(j->C - c));
 }
 
 static int avx512_prune(const prune_job *j, int64_t t0, int64_t t1) {
@@ -537,7 +538,7 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) {
                     if (!valid[q]) break;
-                    __m512 x = load16(xr + 16 * q, valid[q]);
+                    __m512 x = mem_load_ps(valid[q], xr + 16 * q);
                     __mmask16 kp;
                     if (ranked) {
                         kp = keep[q];
@@ -574,7 +575,7 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
     for (int64_t g = rb / m; g * m < re; g++)
         for (int64_t c = 0; c < C; c += 16) {
             __mmask16 valid = tail_mask(C - c);
-            row_keep(j, g, c, valid, x, kp);
+    row_keep(j, g, c, valid, x, kp);
             for (int k = 0; k < m; k++)
                 if (g * m + k >= rb && g * m + k < re) acc16(dense + c, kept + c, x[k], kp[k], valid);
         }

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "core/avx512_mem.h"
 #include "prune/prune_internal.h"
 
 /* ---- Philox4x32-10 on 16 counters: groups g0 .. g0+15, draw block 0 ---- */
@@ -443,15 +444,13 @@ static inline __attribute__((always_inline)) int decide(const prune_job *j, cons
 }
 
 /* The batches below are called with a constant mask (all lanes) wherever a batch is whole, so the
- * compiler emits plain loads and stores: masked ones cost far more on this CPU (Zen 5, MVUE 2:4 on
- * the row axis, 64 x 256 x 256, 1 thread: masked loads and stores 3.4-3.9 ns per float, plain
- * loads 1.8, both plain 0.9; `sdgp bench prune --fn mvue --axis row`). */
+ * compiler emits plain loads and stores: masked ones cost far more on this CPU (core/avx512_mem.h). */
 
 /* Row axis: rows 4g .. 4g+3 at channels [c, c+16), the lanes in `valid`. Returns as decide. */
 static inline __attribute__((always_inline)) int row_batch(const prune_job *j, const __m512i w[4], int64_t g, int64_t c, __mmask16 valid) {
     __m512 e[4], y[4];
     for (int k = 0; k < 4; k++)
-        e[k] = valid == 0xffff ? _mm512_loadu_ps(j->x + (4 * g + k) * j->C + c) : _mm512_maskz_loadu_ps(valid, j->x + (4 * g + k) * j->C + c);
+        e[k] = mem_load_ps(valid, j->x + (4 * g + k) * j->C + c);
     const int r = decide(j, w, y, e);
     if (r >= 0) store_rows(j, g, c, valid, y);
     return r;
@@ -464,7 +463,7 @@ static inline __attribute__((always_inline)) int flat_batch(const prune_job *j, 
     for (int q = 0; q < 4; q++) {
         const int left = ng - 4 * q;
         const __mmask16 v = left >= 4 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << (4 * left)) - 1) : 0;
-        a[q] = v == 0xffff ? _mm512_loadu_ps(j->x + 4 * (gi + 4 * q)) : _mm512_maskz_loadu_ps(v, j->x + 4 * (gi + 4 * q));
+        a[q] = mem_load_ps(v, j->x + 4 * (gi + 4 * q));
     }
     to_elements(e, a);
     const int r = decide(j, w, y, e);
