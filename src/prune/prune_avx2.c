@@ -1,6 +1,7 @@
 /* AVX2 pruning kernels: magnitude and rescaled magnitude (both passes); channel axis with m | 8
  * (8 lanes = 8/m groups, ranks by in-group rotations, as in prune_avx512.c) and the row axis for
- * any m (8 channels per vector, pairwise ranks). Random, MVUE and other shapes use the reference.
+ * any m (8 channels per vector, pairwise ranks). Random and MVUE with m = 4 are in
+ * prune_mvue_avx2.c; other shapes use the reference.
  *
  * AVX2 has no mask registers and no compress: masks are vectors of all-ones lanes, and the
  * compressed slots are gathered by vpermps with an index built from the 8-bit movemask by
@@ -175,7 +176,10 @@ static void row_groups(const prune_job *j, int64_t g0, int64_t g1) {
 }
 
 static int avx2_prune(const prune_job *j, int64_t t0, int64_t t1) {
-    if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED) return prune_ref_prune(j, t0, t1);
+    if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED) {
+        int r = prune_avx2_sampled(j, t0, t1);
+        return r >= 0 ? r : prune_ref_prune(j, t0, t1);
+    }
     if (j->axis == SDGP_AXIS_ROW) {
         row_groups(j, t0, t1);
         return 0;
