@@ -65,7 +65,8 @@ INLINE void philox(__m256i w[CHAINS][4], sdgp_philox_key key, uint64_t g0, __m25
 
 /* ---- small helpers ---- */
 
-INLINE __m256i cmp_ps(__m256 a, __m256 b, const int pred) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, pred)); }
+/* a macro: clang needs the predicate as a constant where the intrinsic expands */
+#define cmp_ps(a, b, pred) _mm256_castps_si256(_mm256_cmp_ps((a), (b), (pred)))
 INLINE __m256 sel_ps(__m256 v, __m256i m) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
 INLINE __m256i lanes_below(int cnt) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 
