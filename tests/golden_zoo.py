@@ -150,7 +150,8 @@ def run_seed(name, seed, kind, width, hwc, batch, prune="none", nm="2:4", extra=
         our_loss = float(open(os.path.join(d, "loss.txt")).read())
         G.check(f"{name}: logits", np.fromfile(os.path.join(d, "logits.bin"), np.float32).reshape(batch, 10),
               logits.detach().numpy(), 1e-4)
-        G.check(f"{name}: loss", [our_loss], [loss.item()], 1e-5)
+        if not fp64:
+            G.check(f"{name}: loss", [our_loss], [loss.item()], 1e-5)
         grads = {p: t.grad.numpy() for p, t in tensors.items() if t.grad is not None}
         ours = {p: load(d, "grad", p, g.shape) for p, g in grads.items()}
         G.check(f"{name}: gradients compared", [len(grads)], [sum(1 for _ in model.parameters())], 0.0)
@@ -162,6 +163,11 @@ def run_seed(name, seed, kind, width, hwc, batch, prune="none", nm="2:4", extra=
         else:
             r64 = replay(d, name, kind, width, C, x, y, conv_names, prune, nm, torch.float64)
             ref = {p: t.grad.numpy() for p, t in r64[1].items() if t.grad is not None}
+            # the loss as the gradients: as close to float64 as PyTorch's float32 is (the rounding of the
+            # forward alone moves it by 1e-5 here: AVX2 oneDNN on RegNetX, 1.0-1.3e-5 from PyTorch fp32)
+            loss64 = r64[3].item()
+            if not abs(our_loss - loss64) <= 3 * abs(loss.item() - loss64) + 1e-5 * abs(loss64):
+                G.problems.append(f"{name}: loss {our_loss:.7f} vs float64 {loss64:.7f}, PyTorch fp32 {loss.item():.7f}")
             flat = lambda g: np.concatenate([g[p].ravel().astype(np.float64) for p in ref])  # noqa: E731
             ours_err, torch_err = l2_err(flat(ours), flat(ref)), l2_err(flat(grads), flat(ref))
             if not ours_err <= 3 * torch_err + 1e-4:
