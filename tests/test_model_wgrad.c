@@ -65,8 +65,8 @@ TEST_CASE(wgrad_kernel_choice_runs_and_round_trips) {
     CHECK(test_rel_err(a, d, n) < 1e-4, "kernel vs oneDNN on the same pruned dL/dO: rel err %g", test_rel_err(a, d, n));
     /* Not checked: that the bits differ from oneDNN's. Both sum the kept positions of a channel in
      * order in one chain per lane, and oneDNN's AVX2 kernel does so at these shapes: the same bits
-     * (the zeros of the dense pruned tensor add exactly +0). The round trips below tell the paths
-     * apart where their orders differ. */
+     * (the zeros of the dense pruned tensor add exactly +0). Which path runs is the layer info's
+     * (checked above); the kernel's own bits are tests/test_sparse_wgrad.c's. */
 
     /* a text without the part: oneDNN everywhere, its bits; back to the kernel: its bits */
     CHECK(sdgp_model_set_sparse_choice(m, on, &err) == SDGP_OK && sdgp_model_set_sparse_choice(m, "--------", &err) == SDGP_OK,
