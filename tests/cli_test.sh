@@ -41,6 +41,7 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
     --prune magnitude --nm 2:4 --log "$T/log.jsonl" --checkpoint "$T/run.safetensors" --threads 2 --quiet
   expect 0 '"event":"epoch".*"test_acc"' -- cat "$T/log.jsonl"
   expect 0 "test accuracy .* step 12" -- "$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2
+  expect 0 "evaluated in [0-9.]+ s \([0-9]+ images/s\), kernels -" -- "$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2
   # a checkpoint written before the later settings existed (their cfg.* keys removed; the CRC covers the
   # tensors only) loads as the run it was: the same evaluation, bit for bit
   /usr/bin/python3 - "$T/run.safetensors" "$T/old.safetensors" <<'PY'
@@ -56,8 +57,9 @@ h = json.dumps(head, separators=(",", ":")).encode()
 h += b" " * (-len(h) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + blob[8 + n:])
 PY
-  new_eval=$("$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2 --conv-algo direct --conv-workspace 0 2>&1)
-  old_eval=$("$SDGP" eval --checkpoint "$T/old.safetensors" --threads 2 2>&1)
+  # (the first line: the result; the second has the evaluation's time)
+  new_eval=$("$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2 --conv-algo direct --conv-workspace 0 2>&1 | head -1)
+  old_eval=$("$SDGP" eval --checkpoint "$T/old.safetensors" --threads 2 2>&1 | head -1)
   if [ "$old_eval" = "$new_eval" ]; then ok; else bad "older checkpoint: '$old_eval' vs '$new_eval'"; fi
   expect 0 "test accuracy" -- "$SDGP" train --resume "$T/run.safetensors" --max-steps 16 --quiet
   expect 2 "past this run's end" -- "$SDGP" train --resume "$T/run.safetensors" --max-steps 8 --quiet

@@ -268,14 +268,16 @@ static int eval_run(int argc, char **argv, const sdgp_dist *dist) {
     }
     opened_checkpoint oc;
     int rc = open_checkpoint(&oc, path, argc, argv, "--json", who);
-    double loss = 0, acc = 0;
+    double loss = 0, acc = 0, eval_s = 0;
     sdgp_error err;
     if (!rc) {
         sdgp_augment aug = oc.cfg.augment;
         memcpy(aug.mean, oc.state.mean, sizeof aug.mean);
         memcpy(aug.std, oc.state.std, sizeof aug.std);
+        const double t0 = cli_now();
         sdgp_status st = sdgp_evaluate_dist(oc.model, &oc.test, &aug, oc.cfg.tta, oc.cfg.label_smoothing, dist, &loss,
                                             &acc, &err);
+        eval_s = cli_now() - t0;
         if (st != SDGP_OK) {
             fprintf(stderr, "sdgp: %s%s\n", who, err.msg);
             rc = exit_code(st);
@@ -284,6 +286,12 @@ static int eval_run(int argc, char **argv, const sdgp_dist *dist) {
     if (!rc && (!dist || dist->rank == 0)) {
         printf("test accuracy %.2f%% (loss %.4f) on %lld images of %s, step %lld%s\n", 100 * acc, loss,
                (long long)oc.test.count, oc.cfg.data, (long long)oc.state.step, oc.cfg.tta ? ", with flip TTA" : "");
+        /* the evaluation alone (not the data's and checkpoint's loading): what sparse forward kernels
+         * change; on a line of its own, so the result line stays comparable between runs */
+        char kernels[512];
+        sdgp_model_sparse_choice(oc.model, kernels, sizeof kernels);
+        printf("evaluated in %.3f s (%.0f images/s), kernels %s\n", eval_s, (double)oc.test.count / fmax(eval_s, 1e-9),
+               kernels[0] ? kernels : "dense");
         char text[512]; /* %.17g: the doubles exactly, so that runs compare bitwise */
         snprintf(text, sizeof text, "{\"step\":%lld,\"data\":\"%s\",\"images\":%lld,\"correct\":%lld,\"test_acc\":%.17g,"
                  "\"test_loss\":%.17g,\"tta\":%d,\"batch_size\":%d,\"ranks\":%d}\n", (long long)oc.state.step, oc.cfg.data,

@@ -12,7 +12,7 @@ static const spwgrad_kernels kernel_table[SDGP_ISA_COUNT] = {
     /* AVX-512: 2 x 8 zmm accumulators + 8 input rows + index, value, permute of 32 registers;
      * AVX2: 2 x 4 ymm (one vector of 16 is two) + 4 input rows + 3 of 16 */
     [SDGP_ISA_REF] = {SDGP_ISA_REF, spwgrad_tile_ref, 16, 2, 8},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spwgrad_tile_avx2, 8, 1, 4},
+    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spwgrad_tile_avx2, 8, 1, 4, spwgrad_rows_avx2},
     [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, spwgrad_tile_avx512, 16, 2, 8},
 };
 
@@ -23,6 +23,9 @@ void sdgp_sparse_wgrad_destroy(sdgp_sparse_wgrad *p) {
     free(p->dwt);
     free(p->zrow);
     free(p->tbuf);
+    free(p->xpad);
+    free(p->dwr);
+    free(p->ent);
     free(p);
 }
 
@@ -66,6 +69,20 @@ sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_ge
     p->taps = g->kh * g->kw;
     p->cop = (g->Cout + 15) / 16 * 16;
     p->xt_sc = SPWGRAD_RUN;
+    if (p->k.rows) { /* the rows form, unless its offsets do not fit 32 bits */
+        if (spwgrad_rows_setup(p)) {
+            *out = p;
+            return SDGP_OK;
+        }
+        const int oom = p->xpad || p->dwr || p->ent;
+        free(p->xpad), free(p->dwr), free(p->ent);
+        p->xpad = p->dwr = NULL, p->ent = NULL;
+        if (oom) {
+            sdgp_sparse_wgrad_destroy(p);
+            return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the padded input", WHO);
+        }
+        p->k.rows = NULL;
+    }
     int c0, c1, cmax = 0;
     for (int t = 0; t < p->threads; t++) {
         channel_range(g->Cin, p->threads, t, &c0, &c1);
@@ -167,6 +184,11 @@ static int64_t run_thread(const sdgp_sparse_wgrad *p, const float *x, const sdgp
     return bad;
 }
 
+static sdgp_status bad_slot(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, int64_t bad, sdgp_error *err) {
+    return sdgp_fail(err, SDGP_ERR_INVALID, "%s: dL/dO slot (row %lld, channel %lld) has index %d >= m=%d", WHO,
+                     (long long)(bad / p->g.Cout), (long long)(bad % p->g.Cout), dy->index[bad], p->m);
+}
+
 sdgp_status sdgp_sparse_wgrad_run(sdgp_sparse_wgrad *p, float *dw, const float *x, const sdgp_nm_tensor *dy,
                                   sdgp_error *err) {
     if (!p || !dw || !x || !dy)
@@ -179,6 +201,10 @@ sdgp_status sdgp_sparse_wgrad_run(sdgp_sparse_wgrad *p, float *dw, const float *
                          WHO, dy->axis == SDGP_AXIS_ROW ? "row" : "channel", dy->n, dy->m, (long long)dy->rows,
                          (long long)dy->C, p->n, p->m, (long long)p->rows, g->Cout);
     if (!dy->values || !dy->index) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: dL/dO has no buffers", WHO);
+    if (p->k.rows) {
+        const int64_t bad = spwgrad_rows_run(p, dw, x, dy);
+        return bad == INT64_MAX ? SDGP_OK : bad_slot(p, dy, bad, err);
+    }
     int64_t bad = INT64_MAX;
 #pragma omp parallel num_threads(p->threads) reduction(min : bad)
     /* a team smaller than asked (nested parallelism) runs the missing threads' ranges too */
@@ -186,9 +212,7 @@ sdgp_status sdgp_sparse_wgrad_run(sdgp_sparse_wgrad *p, float *dw, const float *
         const int64_t b = run_thread(p, x, dy, t);
         if (b < bad) bad = b;
     }
-    if (bad != INT64_MAX) /* every thread read every slot: any thread count names the same one */
-        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: dL/dO slot (row %lld, channel %lld) has index %d >= m=%d", WHO,
-                         (long long)(bad / g->Cout), (long long)(bad % g->Cout), dy->index[bad], p->m);
+    if (bad != INT64_MAX) return bad_slot(p, dy, bad, err); /* every thread read every slot: any thread count names the same one */
     /* [taps][Cin][cop] -> OIHW */
     const int64_t per_tap = (int64_t)g->Cin * p->cop;
 #pragma omp parallel for schedule(static) num_threads(p->threads)

@@ -46,6 +46,41 @@ typedef struct {
 
 typedef void (*spwgrad_tile_fn)(const spwgrad_tile *t);
 
+/* The rows form (a row-wise product, AVX2's entry in the table): one output channel k, nt taps of one
+ * kernel row, nv vectors of 8 input channels, over the entries of k's kept slots of one run:
+ *
+ *   acc[a*acc_st + 8*v + l] = fma chain, from its value (from 0 when fresh), over entries e < ne (in
+ *                             order) of  value(ent[e]) * x[offset(ent[e]) + toff[a] + 8*v + l]
+ *
+ * An entry is a uint64: the value's bits in the low 32, the float offset of its row's input pixel at
+ * tap (0, 0) in the zero-padded input in the high 32. Each entry is one broadcast; each loaded input
+ * vector feeds one FMA, but every loaded value feeds nt*nv of them and the output row stays in
+ * registers for a whole run: the kernel is bound by loads (one per FMA), not by permutes.
+ * - Reads: ent[0 .. ne-1]; x at offset + toff[a] + 0 .. 8*nv-1 for every entry (past the pixel's
+ *   channels into the next pixel or the buffer's 8-float tail: those lanes land in acc's lanes that
+ *   are never read back); acc unless fresh.
+ * - Writes: acc[a*acc_st + i], a < nt, i < 8*nv.
+ * - nt in 1..3, nv in 1..4.
+ * - Sum order: one fp32 FMA chain per element, entries in slot order: the permute form's order, so the
+ *   two forms give the same bits. */
+typedef struct {
+    const float *x;
+    const uint64_t *ent;
+    int ne;
+    const int64_t *toff;
+    int nt, nv, fresh;
+    float *acc;
+    int64_t acc_st;
+} spwgrad_rows_tile;
+
+typedef void (*spwgrad_rows_fn)(const spwgrad_rows_tile *t);
+void spwgrad_rows_avx2(const spwgrad_rows_tile *t);
+
+/* spwgrad_rows.c: the rows form's buffers (0: out of memory, or offsets past 32 bits with nothing
+ * allocated); dW from x and dY, the first bad slot as run_slots says (then dW is not written). */
+int spwgrad_rows_setup(sdgp_sparse_wgrad *p);
+int64_t spwgrad_rows_run(sdgp_sparse_wgrad *p, float *dw, const float *x, const sdgp_nm_tensor *dy);
+
 /* One ISA's micro-kernel and its blocking: rows per permute (the vector width: 16 or 8), r vectors
  * of 16 output channels x nc input channels per call (what fits the accumulators and the input rows
  * in the register file). The packing is the ISA's gathered-rows transpose (core/transpose.h). */
@@ -53,6 +88,7 @@ typedef struct {
     sdgp_isa isa;
     spwgrad_tile_fn tile;
     int block, r, nc;
+    spwgrad_rows_fn rows; /* the rows form instead of the permute form (NULL: permute) */
 } spwgrad_kernels;
 
 void spwgrad_tile_ref(const spwgrad_tile *t);
@@ -73,6 +109,13 @@ struct sdgp_sparse_wgrad {
     unsigned char *tbuf;  /* per thread: the packed input of its channels, the run's values and picks
                            * ([slots][cop], zero past Cout), its row pointers */
     size_t tbytes, o_val, o_pick, o_rows;
+    /* the rows form (k.rows): the zero-padded input [B][H+2pad][W+2pad][Cin] (+ 8 floats), the sums
+     * [Cout][taps][cinp], per thread the entries of its output channels' slots of a run */
+    float *xpad, *dwr;
+    int Hp, Wp;
+    int64_t cinp;
+    uint64_t *ent;
+    int64_t ent_per_thread;
 };
 
 #endif
