@@ -5,7 +5,8 @@
  * 7x7 stride 2, 3x1, 1x1, 3x3 stride 2 and 3; Cin 1, 2, 3, not a multiple of 16 and above 64; Cout
  * 1, 5, odd, above 64; rows from m up to 2048, not multiples of 16, 64 or 256; 1x1 images; every
  * ISA path the CPU has with 1, 2 and 3 threads, all bitwise equal (the header's promise), AUTO
- * too; dw fully overwritten (poisoned with NaN before each run); a plan run twice on other data.
+ * too; dw fully overwritten (poisoned with NaN before each run); a plan run twice on other data, and
+ * with the caller's workspace.
  * Zero-value slots, groups with fewer than n nonzeros, an all-zero dY and big magnitudes.
  * Refusals: NULL arguments, bad n:m, m not dividing 8 (unsupported), negative threads, unknown
  * ISA, grouped geometries, an inconsistent geometry, B*Ho*Wo not a multiple of m, dY of another
@@ -239,6 +240,27 @@ TEST_CASE(sparse_wgrad_plan_reuse) {
         CHECK(err <= TOL, "%d threads: second run: rel err %.3g (channel %d)", threads, err, co);
         CHECK(sdgp_sparse_wgrad_run(p, dwb, x2, &t2, &e) == SDGP_OK, "run 3: %s", e.msg);
         CHECK(test_bitwise_equal(dwa, dwb, nw * 4), "%d threads: running twice gives other bits", threads);
+        /* the caller's workspace (garbage in it: the run must not read what it did not write), its
+         * refusals, and back to the plan's own: the same bits each time */
+        const size_t wsb = sdgp_sparse_wgrad_workspace_bytes(p);
+        CHECK(wsb == 0 || wsb >= (size_t)4 * 11 * 9 * 40 * sizeof(float), "workspace %zu bytes: not the padded input", wsb);
+        unsigned char *ws = NULL;
+        REQUIRE(posix_memalign((void **)&ws, 64, wsb + 64) == 0, "workspace");
+        memset(ws, 0xff, wsb + 64);
+        if (wsb) {
+            CHECK(sdgp_sparse_wgrad_set_workspace(p, ws, wsb - 1, &e) == SDGP_ERR_INVALID && strstr(e.msg, "needs"), "small: %s", e.msg);
+            CHECK(sdgp_sparse_wgrad_set_workspace(p, ws + 4, wsb, &e) == SDGP_ERR_INVALID && strstr(e.msg, "aligned"), "align: %s", e.msg);
+        }
+        CHECK(sdgp_sparse_wgrad_set_workspace(p, ws, wsb, &e) == SDGP_OK, "set: %s", e.msg);
+        poison(dwb, nw);
+        CHECK(sdgp_sparse_wgrad_run(p, dwb, x2, &t2, &e) == SDGP_OK, "run 4: %s", e.msg);
+        CHECK(test_bitwise_equal(dwa, dwb, nw * 4), "%d threads: the caller's workspace gives other bits", threads);
+        CHECK(sdgp_sparse_wgrad_set_workspace(p, NULL, 0, &e) == SDGP_OK, "unset: %s", e.msg);
+        memset(ws, 0xff, wsb + 64); /* no longer the plan's */
+        poison(dwb, nw);
+        CHECK(sdgp_sparse_wgrad_run(p, dwb, x2, &t2, &e) == SDGP_OK, "run 5: %s", e.msg);
+        CHECK(test_bitwise_equal(dwa, dwb, nw * 4), "%d threads: its own workspace again gives other bits", threads);
+        free(ws);
         sdgp_sparse_wgrad_destroy(p);
     }
     sdgp_nm_free(&t1), sdgp_nm_free(&t2);

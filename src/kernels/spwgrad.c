@@ -23,7 +23,7 @@ void sdgp_sparse_wgrad_destroy(sdgp_sparse_wgrad *p) {
     free(p->dwt);
     free(p->zrow);
     free(p->tbuf);
-    free(p->xpad);
+    free(p->xpad_own);
     free(p->dwr);
     free(p->ent);
     free(p);
@@ -74,12 +74,10 @@ sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_ge
             *out = p;
             return SDGP_OK;
         }
-        const int oom = p->xpad || p->dwr || p->ent;
-        free(p->xpad), free(p->dwr), free(p->ent);
-        p->xpad = p->dwr = NULL, p->ent = NULL;
+        const int oom = p->xpad_floats > 0;
         if (oom) {
             sdgp_sparse_wgrad_destroy(p);
-            return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the padded input", WHO);
+            return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the sums", WHO);
         }
         p->k.rows = NULL;
     }
@@ -184,6 +182,22 @@ static int64_t run_thread(const sdgp_sparse_wgrad *p, const float *x, const sdgp
     return bad;
 }
 
+size_t sdgp_sparse_wgrad_workspace_bytes(const sdgp_sparse_wgrad *p) {
+    return p && p->k.rows ? (size_t)p->xpad_floats * sizeof(float) : 0;
+}
+
+sdgp_status sdgp_sparse_wgrad_set_workspace(sdgp_sparse_wgrad *p, void *ws, size_t bytes, sdgp_error *err) {
+    if (!p) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL plan", WHO);
+    if (ws && (bytes < sdgp_sparse_wgrad_workspace_bytes(p) || (uintptr_t)ws % 64))
+        return sdgp_fail(err, SDGP_ERR_INVALID, "%s: workspace of %zu bytes at %p: needs %zu, 64-byte aligned", WHO, bytes, ws,
+                         sdgp_sparse_wgrad_workspace_bytes(p));
+    if (!p->k.rows) return SDGP_OK;
+    free(p->xpad_own);
+    p->xpad_own = NULL;
+    p->xpad = ws; /* NULL: the plan's own, made at the next run */
+    return SDGP_OK;
+}
+
 static sdgp_status bad_slot(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, int64_t bad, sdgp_error *err) {
     return sdgp_fail(err, SDGP_ERR_INVALID, "%s: dL/dO slot (row %lld, channel %lld) has index %d >= m=%d", WHO,
                      (long long)(bad / p->g.Cout), (long long)(bad % p->g.Cout), dy->index[bad], p->m);
@@ -202,6 +216,12 @@ sdgp_status sdgp_sparse_wgrad_run(sdgp_sparse_wgrad *p, float *dw, const float *
                          (long long)dy->C, p->n, p->m, (long long)p->rows, g->Cout);
     if (!dy->values || !dy->index) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: dL/dO has no buffers", WHO);
     if (p->k.rows) {
+        if (!p->xpad) {
+            if (posix_memalign((void **)&p->xpad_own, 64, (size_t)p->xpad_floats * sizeof(float))) p->xpad_own = NULL;
+            if (!(p->xpad = p->xpad_own))
+                return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the padded input (%lld MB)", WHO,
+                                 (long long)(p->xpad_floats >> 18));
+        }
         const int64_t bad = spwgrad_rows_run(p, dw, x, dy);
         return bad == INT64_MAX ? SDGP_OK : bad_slot(p, dy, bad, err);
     }

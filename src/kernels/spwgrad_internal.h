@@ -76,8 +76,9 @@ typedef struct {
 typedef void (*spwgrad_rows_fn)(const spwgrad_rows_tile *t);
 void spwgrad_rows_avx2(const spwgrad_rows_tile *t);
 
-/* spwgrad_rows.c: the rows form's buffers (0: out of memory, or offsets past 32 bits with nothing
- * allocated); dW from x and dY, the first bad slot as run_slots says (then dW is not written). */
+/* spwgrad_rows.c: the rows form's buffers but the padded input (0: out of memory, or offsets past 32
+ * bits with nothing allocated); dW from x and dY into p->xpad's padded copy, the first bad slot as
+ * run_slots says (then dW is not written). */
 int spwgrad_rows_setup(sdgp_sparse_wgrad *p);
 int64_t spwgrad_rows_run(sdgp_sparse_wgrad *p, float *dw, const float *x, const sdgp_nm_tensor *dy);
 
@@ -109,9 +110,11 @@ struct sdgp_sparse_wgrad {
     unsigned char *tbuf;  /* per thread: the packed input of its channels, the run's values and picks
                            * ([slots][cop], zero past Cout), its row pointers */
     size_t tbytes, o_val, o_pick, o_rows;
-    /* the rows form (k.rows): the zero-padded input [B][H+2pad][W+2pad][Cin] (+ 8 floats), the sums
-     * [Cout][taps][cinp], per thread the entries of its output channels' slots of a run */
-    float *xpad, *dwr;
+    /* the rows form (k.rows): the zero-padded input [B][H+2pad][W+2pad][Cin] (+ 8 floats: xpad_floats;
+     * the caller's workspace or xpad_own, made at the first run), the sums [Cout][taps][cinp], per
+     * thread the entries of its output channels' slots of a run */
+    float *xpad, *xpad_own, *dwr;
+    int64_t xpad_floats;
     int Hp, Wp;
     int64_t cinp;
     uint64_t *ent;

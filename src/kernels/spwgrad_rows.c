@@ -34,11 +34,10 @@ int spwgrad_rows_setup(sdgp_sparse_wgrad *p) {
         if (k1 - k0 > kmax) kmax = k1 - k0;
     }
     p->ent_per_thread = (int64_t)kmax * (ROWS_RUN / p->m * p->n);
-    /* 64-byte aligned: with Cin a multiple of 8 no input vector crosses a cache line */
-    if (posix_memalign((void **)&p->xpad, 64, (size_t)(xcount + 8) * sizeof(float))) p->xpad = NULL;
+    p->xpad_floats = xcount + 8; /* (64-byte aligned, made at the first run or the caller's) */
     if (posix_memalign((void **)&p->dwr, 64, (size_t)g->Cout * p->taps * p->cinp * sizeof(float))) p->dwr = NULL;
     p->ent = malloc((size_t)p->ent_per_thread * p->threads * sizeof(uint64_t));
-    return p->xpad && p->dwr && p->ent;
+    return p->dwr && p->ent;
 }
 
 /* x into the zero-padded copy (the 8-float tail zeroed too: the last pixel's vectors read into it). */

@@ -48,18 +48,23 @@ sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos,
 }
 
 sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
-    /* One workspace for all convs: the layers run one after another. */
+    /* One workspace for all convs and the sparse weight-gradient plans (the AVX2 path's padded
+     * input): the layers and their passes run one after another. */
     size_t ws = 64;
     for (int i = 0; i < m->n_convs; i++) {
-        size_t b = sdgp_conv_workspace_bytes(m->ops[m->conv_ops[i]].dnnl);
+        const op *o = &m->ops[m->conv_ops[i]];
+        const size_t b = sdgp_conv_workspace_bytes(o->dnnl), w = sdgp_sparse_wgrad_workspace_bytes(o->wgrad);
         if (b > ws) ws = b;
+        if (w > ws) ws = w;
     }
     ws = (ws + 63) / 64 * 64;
     if (ws != m->conv_ws_bytes) {
         void *buf = aligned_alloc(64, ws);
         if (!buf) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: conv workspace of %zu bytes", ws);
-        for (int i = 0; i < m->n_convs; i++) { /* first give each conv its own: the old buffer goes */
-            sdgp_status st = sdgp_conv_set_workspace(m->ops[m->conv_ops[i]].dnnl, NULL, err);
+        for (int i = 0; i < m->n_convs; i++) { /* first give each its own: the old buffer goes */
+            op *o = &m->ops[m->conv_ops[i]];
+            sdgp_status st = sdgp_conv_set_workspace(o->dnnl, NULL, err);
+            if (st == SDGP_OK && o->wgrad) st = sdgp_sparse_wgrad_set_workspace(o->wgrad, NULL, 0, err);
             if (st != SDGP_OK) {
                 free(buf);
                 return st;
@@ -70,7 +75,9 @@ sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
         m->conv_ws_bytes = ws;
     }
     for (int i = 0; i < m->n_convs; i++) {
-        sdgp_status st = sdgp_conv_set_workspace(m->ops[m->conv_ops[i]].dnnl, m->conv_ws, err);
+        op *o = &m->ops[m->conv_ops[i]];
+        sdgp_status st = sdgp_conv_set_workspace(o->dnnl, m->conv_ws, err);
+        if (st == SDGP_OK && o->wgrad) st = sdgp_sparse_wgrad_set_workspace(o->wgrad, m->conv_ws, m->conv_ws_bytes, err);
         if (st != SDGP_OK) return st;
     }
     return SDGP_OK;
