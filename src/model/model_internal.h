@@ -249,7 +249,7 @@ sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err);
 /* model_conv_tune.c: conv o's oneDNN convolution under the configuration (algos NULL; MEASURED
  * starts DIRECT) or with these per-pass algorithms, its layer info refreshed; the text of
  * sdgp_model_conv_choice parsed into per-pass algorithms (one row per conv); the one workspace
- * of all convs, (re)sized to the largest they need and shared. */
+ * of all convs and weight-gradient plans, (re)sized to the largest they need and shared. */
 sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos, sdgp_error *err);
 sdgp_status model_conv_choice_parse(const sdgp_model *m, const char *text, sdgp_conv_algo (*algos)[3], sdgp_error *err);
 sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err);
