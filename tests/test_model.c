@@ -307,7 +307,8 @@ TEST_CASE(resnet18_trains) {
         /* evaluation mode (running statistics; BatchNorm without ReLU, add+ReLU, average pool) on
          * images the 30 steps saw (the first 960): far above chance (0.1). After 30 steps the running
          * statistics still lag, and the figure moves with the ISA's rounding (AVX2 host: 0.36 dense, 0.56
-         * at 2:4; above 0.4 on the AVX-512 host the test was written on), so the bound is 2.5x chance, not a training target. */
+         * at 2:4; above 0.4 on the AVX-512 host the test was written on), so the bound is 2.5x chance,
+         * not a training target. */
         sdgp_dataset seen = fmnist;
         seen.count = 960;
         sdgp_augment norm = {{0.286f}, {0.353f}, 0, 0, 0};

@@ -33,13 +33,6 @@ sdgp_isa sdgp_sparse_wgrad_isa(const sdgp_sparse_wgrad *p) { return p ? p->k.isa
 
 static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
-/* Input channels of thread t of T: contiguous ranges, so that every dW element has one owner, its
- * sums the same order for any T, and each thread packs only the input channels it reads. */
-static void channel_range(int Cin, int T, int t, int *c0, int *c1) {
-    *c0 = (int)((int64_t)Cin * t / T);
-    *c1 = (int)((int64_t)Cin * (t + 1) / T);
-}
-
 sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
                                      int threads, sdgp_error *err) {
     if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL output", WHO);
@@ -74,8 +67,7 @@ sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_ge
             *out = p;
             return SDGP_OK;
         }
-        const int oom = p->xpad_floats > 0;
-        if (oom) {
+        if (p->xpad_floats > 0) { /* the offsets fit: the sums' allocation failed */
             sdgp_sparse_wgrad_destroy(p);
             return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the sums", WHO);
         }
@@ -83,7 +75,7 @@ sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_ge
     }
     int c0, c1, cmax = 0;
     for (int t = 0; t < p->threads; t++) {
-        channel_range(g->Cin, p->threads, t, &c0, &c1);
+        spwgrad_range(g->Cin, p->threads, t, &c0, &c1); /* input channels */
         if (c1 - c0 > cmax) cmax = c1 - c0;
     }
     p->vs = (int64_t)SPWGRAD_RUN / m * n * 16;
@@ -131,7 +123,7 @@ static int64_t run_slots(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, i
 static int64_t run_thread(const sdgp_sparse_wgrad *p, const float *x, const sdgp_nm_tensor *dy, int t) {
     const sdgp_conv_geom *g = &p->g;
     int c0, c1;
-    channel_range(g->Cin, p->threads, t, &c0, &c1);
+    spwgrad_range(g->Cin, p->threads, t, &c0, &c1); /* input channels */
     if (c0 == c1) return INT64_MAX;
     unsigned char *buf = p->tbuf + p->tbytes * t;
     float *xt = (float *)buf, *val = (float *)(buf + p->o_val);

@@ -46,6 +46,14 @@ typedef struct {
 
 typedef void (*spwgrad_tile_fn)(const spwgrad_tile *t);
 
+/* Thread t of T's share of count channels (input channels in the permute form, output channels in
+ * the rows form): contiguous ranges, so that every dW element has one owner, its sums the same order
+ * for any T, and each thread packs only what it reads. */
+static inline void spwgrad_range(int count, int T, int t, int *c0, int *c1) {
+    *c0 = (int)((int64_t)count * t / T);
+    *c1 = (int)((int64_t)count * (t + 1) / T);
+}
+
 /* The rows form (a row-wise product, AVX2's entry in the table): one output channel k, nt taps of one
  * kernel row, nv vectors of 8 input channels, over the entries of k's kept slots of one run:
  *

@@ -15,12 +15,6 @@
 #define ROWS_NT 3 /* taps of a kernel row per call */
 #define ROWS_RUN 128 /* rows per run: its entries are reused by every block of input channels */
 
-/* Output channels of thread t of T. */
-static void out_range(int Cout, int T, int t, int *k0, int *k1) {
-    *k0 = (int)((int64_t)Cout * t / T);
-    *k1 = (int)((int64_t)Cout * (t + 1) / T);
-}
-
 int spwgrad_rows_setup(sdgp_sparse_wgrad *p) {
     const sdgp_conv_geom *g = &p->g;
     p->Hp = g->H + 2 * g->pad;
@@ -30,7 +24,7 @@ int spwgrad_rows_setup(sdgp_sparse_wgrad *p) {
     if (xcount + 8 > (int64_t)UINT32_MAX) return 0; /* entry offsets are 32 bits: the permute form runs */
     int k0, k1, kmax = 0;
     for (int t = 0; t < p->threads; t++) {
-        out_range(g->Cout, p->threads, t, &k0, &k1);
+        spwgrad_range(g->Cout, p->threads, t, &k0, &k1);
         if (k1 - k0 > kmax) kmax = k1 - k0;
     }
     p->ent_per_thread = (int64_t)kmax * (ROWS_RUN / p->m * p->n);
@@ -92,7 +86,7 @@ static int64_t pack_entries(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy
 static int64_t run_thread(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, int t) {
     const sdgp_conv_geom *g = &p->g;
     int k0, k1;
-    out_range(g->Cout, p->threads, t, &k0, &k1);
+    spwgrad_range(g->Cout, p->threads, t, &k0, &k1);
     if (k0 == k1) return INT64_MAX;
     uint64_t *ent = p->ent + p->ent_per_thread * t;
     int64_t toff[ROWS_NT], bad = INT64_MAX;
