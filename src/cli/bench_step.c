@@ -311,8 +311,9 @@ static void usage(FILE *f, const char *cmd) {
                 ? "One training step of our engine (dense, and with SDGP when --prune is given) against PyTorch's\n"
                   "dense step: times, the ratio of throughputs and peak RSS, all measured in this run."
                 : "Per conv layer (the paper's Figure 9): forward (dense -> the variant's: with --sparse-weights\n"
-                  "block16/block32, the sparse-weight kernel), dense backward-data, sparse backward-data, pruning and\n"
-                  "backward-weights times, from timed training steps.",
+                  "block16/block32, the sparse-weight kernel), dense backward-data, sparse backward-data, pruning, and\n"
+                  "backward-weights (dense -> the variant's: with --prune-wgrad, its N:M kernel when it is chosen)\n"
+                  "times, from timed training steps.",
             strcmp(cmd, "step") == 0 ? "none" : "magnitude", algos, sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
             sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
             sdgp_model_config_default().prune.mask_block,
@@ -677,14 +678,14 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                     if (o.json)
                         printf("{\"model\":\"%s\",\"layer\":\"conv%d\",\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"%s\",\"nm\":\"%d:%d\","
                                "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"kernel\":\"%s\",\"fwd_ms\":%.3f,\"fwd_variant_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,"
-                               "\"bwd_data_sparse_ms\":%.3f,\"prune_ms\":%.3f,\"bwd_weights_ms\":%.3f}\n",
+                               "\"bwd_data_sparse_ms\":%.3f,\"prune_ms\":%.3f,\"bwd_weights_ms\":%.3f,\"bwd_weights_variant_ms\":%.3f}\n",
                                bm->name, l, o.threads, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
-                               sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sp.kernel_name[l], d[0], s[0], d[1], l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
+                               sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sp.kernel_name[l], d[0], s[0], d[1], l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3], s[3]);
                     else
                         printf("%-24s conv%d  %s  %s %d:%d  fwd %7.2f -> %7.2f  bwd-data dense %7.2f  %-8s %7.2f (+prune %5.2f)  "
-                               "bwd-weights %7.2f ms\n",
+                               "bwd-weights %7.2f -> %7.2f ms\n",
                                bm->name, l, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], s[0], d[1], sp.kernel_name[l],
-                               l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3]);
+                               l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3], s[3]);
                 }
             }
     }

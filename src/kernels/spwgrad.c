@@ -62,12 +62,12 @@ sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_ge
     p->taps = g->kh * g->kw;
     p->cop = (g->Cout + 15) / 16 * 16;
     p->xt_sc = SPWGRAD_RUN;
-    if (p->k.rows) { /* the rows form, unless its offsets do not fit 32 bits */
+    if (p->k.rows) { /* the rows form, unless its pixel indices do not fit 32 bits */
         if (spwgrad_rows_setup(p)) {
             *out = p;
             return SDGP_OK;
         }
-        if (p->xpad_floats > 0) { /* the offsets fit: the sums' allocation failed */
+        if (p->xpad_floats > 0) { /* the indices fit: the sums' allocation failed */
             sdgp_sparse_wgrad_destroy(p);
             return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the sums", WHO);
         }

@@ -58,23 +58,24 @@ static inline void spwgrad_range(int count, int T, int t, int *c0, int *c1) {
  * kernel row, nv vectors of 8 input channels, over the entries of k's kept slots of one run:
  *
  *   acc[a*acc_st + 8*v + l] = fma chain, from its value (from 0 when fresh), over entries e < ne (in
- *                             order) of  value(ent[e]) * x[offset(ent[e]) + toff[a] + 8*v + l]
+ *                             order) of  value(ent[e]) * x[pixel(ent[e])*ps + toff[a] + 8*v + l]
  *
- * An entry is a uint64: the value's bits in the low 32, the float offset of its row's input pixel at
- * tap (0, 0) in the zero-padded input in the high 32. Each entry is one broadcast; each loaded input
+ * An entry is a uint64: the value's bits in the low 32, the index of its row's input pixel at tap
+ * (0, 0) in one block of the zero-padded input (ps floats per pixel) in the high 32. Each entry is one
+ * broadcast and one multiply; each loaded input
  * vector feeds one FMA, but every loaded value feeds nt*nv of them and the output row stays in
  * registers for a whole run: the kernel is bound by loads (one per FMA), not by permutes.
- * - Reads: ent[0 .. ne-1]; x at offset + toff[a] + 0 .. 8*nv-1 for every entry (past the pixel's
- *   channels into the next pixel or the buffer's 8-float tail: those lanes land in acc's lanes that
- *   are never read back); acc unless fresh.
+ * - Reads: ent[0 .. ne-1]; x at pixel*ps + toff[a] + 0 .. 8*nv-1 for every entry (32-byte aligned:
+ *   x, ps and toff are multiples of 8 floats); acc unless fresh.
  * - Writes: acc[a*acc_st + i], a < nt, i < 8*nv.
- * - nt in 1..3, nv in 1..4.
+ * - nt in 1..3, nv in 1..4, 8*nv <= ps.
  * - Sum order: one fp32 FMA chain per element, entries in slot order: the permute form's order, so the
  *   two forms give the same bits. */
 typedef struct {
     const float *x;
     const uint64_t *ent;
     int ne;
+    int64_t ps;
     const int64_t *toff;
     int nt, nv, fresh;
     float *acc;
@@ -84,8 +85,8 @@ typedef struct {
 typedef void (*spwgrad_rows_fn)(const spwgrad_rows_tile *t);
 void spwgrad_rows_avx2(const spwgrad_rows_tile *t);
 
-/* spwgrad_rows.c: the rows form's buffers but the padded input (0: out of memory, or offsets past 32
- * bits with nothing allocated); dW from x and dY into p->xpad's padded copy, the first bad slot as
+/* spwgrad_rows.c: the rows form's buffers but the padded input (0: out of memory, or pixel indices
+ * past 32 bits with nothing allocated); dW from x and dY into p->xpad's padded copy, the first bad slot as
  * run_slots says (then dW is not written). */
 int spwgrad_rows_setup(sdgp_sparse_wgrad *p);
 int64_t spwgrad_rows_run(sdgp_sparse_wgrad *p, float *dw, const float *x, const sdgp_nm_tensor *dy);
@@ -118,8 +119,9 @@ struct sdgp_sparse_wgrad {
     unsigned char *tbuf;  /* per thread: the packed input of its channels, the run's values and picks
                            * ([slots][cop], zero past Cout), its row pointers */
     size_t tbytes, o_val, o_pick, o_rows;
-    /* the rows form (k.rows): the zero-padded input [B][H+2pad][W+2pad][Cin] (+ 8 floats: xpad_floats;
-     * the caller's workspace or xpad_own, made at the first run), the sums [Cout][taps][cinp], per
+    /* the rows form (k.rows): the zero-padded input in blocks of 32 channels,
+     * [cinp/32][B][H+2pad][W+2pad][32] (xpad_floats; the last block narrower; the caller's workspace
+     * or xpad_own, made at the first run), the sums [Cout][taps][cinp], per
      * thread the entries of its output channels' slots of a run */
     float *xpad, *xpad_own, *dwr;
     int64_t xpad_floats;

@@ -18,7 +18,7 @@ static inline __attribute__((always_inline)) void rows_fixed(const spwgrad_rows_
     for (int e = 0; e < t->ne; e++) {
         const uint64_t en = t->ent[e];
         const __m256 val = _mm256_castsi256_ps(_mm256_set1_epi32((int)(uint32_t)en));
-        const int64_t off = (int64_t)(en >> 32);
+        const int64_t off = (int64_t)(en >> 32) * t->ps;
         for (int a = 0; a < NT; a++)
             for (int v = 0; v < NV; v++) acc[a][v] = _mm256_fmadd_ps(val, _mm256_loadu_ps(x[a] + off + 8 * v), acc[a][v]);
     }
