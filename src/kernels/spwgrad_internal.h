@@ -54,32 +54,32 @@ static inline void spwgrad_range(int count, int T, int t, int *c0, int *c1) {
     *c1 = (int)((int64_t)count * (t + 1) / T);
 }
 
-/* The rows form (a row-wise product, AVX2's entry in the table): one output channel k, nt taps of one
- * kernel row, nv vectors of 8 input channels, over the entries of k's kept slots of one run:
+/* The rows form (a row-wise product, AVX2's entry in the table): one output channel k, nr kernel rows
+ * x nj taps of each, nv vectors of 8 input channels, over the entries of k's kept slots of one run:
  *
- *   acc[a*acc_st + 8*v + l] = fma chain, from its value (from 0 when fresh), over entries e < ne (in
- *                             order) of  value(ent[e]) * x[pixel(ent[e])*ps + toff[a] + 8*v + l]
+ *   acc[r*acc_rs + j*acc_st + 8*v + l] = fma chain, from its value (from 0 when fresh), over entries
+ *       e < ne (in order) of  value(ent[e]) * x[roff[r] + (pixel(ent[e]) + j)*ps + 8*v + l]
  *
+ * with ps = 8*nv floats per pixel (one block of the zero-padded input, whose pixels are contiguous).
  * An entry is a uint64: the value's bits in the low 32, the index of its row's input pixel at tap
- * (0, 0) in one block of the zero-padded input (ps floats per pixel) in the high 32. Each entry is one
- * broadcast and one multiply; each loaded input
- * vector feeds one FMA, but every loaded value feeds nt*nv of them and the output row stays in
+ * (0, 0) in the high 32. Each entry is one broadcast and one multiply; each loaded input
+ * vector feeds one FMA, but every loaded value feeds nr*nj*nv of them and the output stays in
  * registers for a whole run: the kernel is bound by loads (one per FMA), not by permutes.
- * - Reads: ent[0 .. ne-1]; x at pixel*ps + toff[a] + 0 .. 8*nv-1 for every entry (32-byte aligned:
- *   x, ps and toff are multiples of 8 floats); acc unless fresh.
- * - Writes: acc[a*acc_st + i], a < nt, i < 8*nv.
- * - nt in 1..3, nv in 1..4, 8*nv <= ps.
+ * - Reads: ent[0 .. ne-1]; x at roff[r] + (pixel + j)*ps + 0 .. ps-1 for every entry (32-byte
+ *   aligned: x, roff and ps are multiples of 8 floats); acc unless fresh.
+ * - Writes: acc[r*acc_rs + j*acc_st + i], r < nr, j < nj, i < ps.
+ * - nr, nj in 1..3, nv in 1..4, nr*nj*nv <= 12 (the accumulators); ps == 8*nv.
  * - Sum order: one fp32 FMA chain per element, entries in slot order: the permute form's order, so the
  *   two forms give the same bits. */
 typedef struct {
     const float *x;
+    int64_t ps;
     const uint64_t *ent;
     int ne;
-    int64_t ps;
-    const int64_t *toff;
-    int nt, nv, fresh;
+    const int64_t *roff;
+    int nr, nj, nv, fresh;
     float *acc;
-    int64_t acc_st;
+    int64_t acc_st, acc_rs;
 } spwgrad_rows_tile;
 
 typedef void (*spwgrad_rows_fn)(const spwgrad_rows_tile *t);

@@ -13,7 +13,8 @@
 #include "kernels/spwgrad_internal.h"
 
 #define ROWS_NV 4 /* vectors of 8 input channels per call */
-#define ROWS_NT 3 /* taps of a kernel row per call */
+#define ROWS_NT 3 /* taps of a kernel row per call, and kernel rows per call */
+#define ROWS_ACC 12 /* accumulators (ymm registers) per call */
 #define ROWS_RUN 128 /* rows per run: its entries are reused by every block of input channels */
 
 int spwgrad_rows_setup(sdgp_sparse_wgrad *p) {
@@ -35,10 +36,12 @@ int spwgrad_rows_setup(sdgp_sparse_wgrad *p) {
     return p->dwr && p->ent;
 }
 
+static int imin(int a, int b) { return a < b ? a : b; }
+
 /* Floats per pixel in the padded copy's block of input channels from c0 (a multiple of 32): 32, or
  * the last block's channels rounded up to 8. */
 static int block_width(const sdgp_sparse_wgrad *p, int c0) {
-    return p->cinp - c0 < 8 * ROWS_NV ? (int)(p->cinp - c0) : 8 * ROWS_NV;
+    return imin((int)(p->cinp - c0), 8 * ROWS_NV);
 }
 
 /* x into the zero-padded copy, blocked: [Cin/32][B][H+2pad][W+2pad][32] (the last block narrower,
@@ -118,7 +121,7 @@ static int64_t run_thread(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, 
     if (k0 == k1) return INT64_MAX;
     uint64_t *ent = p->ent + p->ent_per_thread * t;
     const int64_t pixels = (int64_t)g->B * p->Hp * p->Wp;
-    int64_t toff[ROWS_NT], bad = INT64_MAX;
+    int64_t roff[ROWS_NT], bad = INT64_MAX;
     uint32_t rowoff[ROWS_RUN];
     for (int64_t r0 = 0; r0 < p->rows; r0 += ROWS_RUN) {
         const int nr = (int)(p->rows - r0 < ROWS_RUN ? p->rows - r0 : ROWS_RUN), ns = nr / p->m * p->n;
@@ -127,22 +130,27 @@ static int64_t run_thread(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, 
         if (b < bad) bad = b;
         for (int c0 = 0; c0 < g->Cin; c0 += 8 * ROWS_NV) {
             const int bw = block_width(p, c0), nv = bw / 8;
+            /* kernel rows per call: as many as the 12 accumulators hold (all 3 of a 3x3 kernel for
+             * 8 input channels, 2 for 16), so that each entry's broadcast feeds more FMAs */
+            const int njmax = imin(g->kw, ROWS_NT), nrmax = imin(imin(g->kh, ROWS_NT), ROWS_ACC / (njmax * nv));
             for (int k = k0; k < k1; k++)
-                for (int i = 0; i < g->kh; i++)
+                for (int i0 = 0; i0 < g->kh; i0 += nrmax)
                     for (int j0 = 0; j0 < g->kw; j0 += ROWS_NT) {
-                        const int nt = g->kw - j0 < ROWS_NT ? g->kw - j0 : ROWS_NT;
-                        for (int a = 0; a < nt; a++) toff[a] = ((int64_t)i * p->Wp + j0 + a) * bw;
+                        const int nkr = imin(g->kh - i0, nrmax), nj = imin(g->kw - j0, njmax);
+                        for (int r = 0; r < nkr; r++) roff[r] = (int64_t)(i0 + r) * p->Wp * bw;
                         spwgrad_rows_tile tl = {
-                            .x = p->xpad + c0 * pixels,
+                            .x = p->xpad + c0 * pixels + (int64_t)j0 * bw,
                             .ps = bw,
                             .ent = ent + (int64_t)(k - k0) * ns,
                             .ne = ns,
-                            .toff = toff,
-                            .nt = nt,
+                            .roff = roff,
+                            .nr = nkr,
+                            .nj = nj,
                             .nv = nv,
                             .fresh = r0 == 0,
-                            .acc = p->dwr + ((int64_t)k * p->taps + i * g->kw + j0) * p->cinp + c0,
+                            .acc = p->dwr + ((int64_t)k * p->taps + i0 * g->kw + j0) * p->cinp + c0,
                             .acc_st = p->cinp,
+                            .acc_rs = (int64_t)g->kw * p->cinp,
                         };
                         p->k.rows(&tl);
                     }
