@@ -57,7 +57,7 @@ static void pad_input(const sdgp_sparse_wgrad *p, const float *x) {
         const int h = (int)(l % p->Hp) - g->pad;
         const float *src = h >= 0 && h < g->H ? x + ((l / p->Hp) * g->H + h) * (int64_t)g->W * g->Cin : NULL;
         for (int c0 = 0; c0 < g->Cin; c0 += 8 * ROWS_NV) {
-            const int bw = block_width(p, c0), nc = g->Cin - c0 < bw ? g->Cin - c0 : bw;
+            const int bw = block_width(p, c0), nc = imin(g->Cin - c0, bw);
             float *dst = p->xpad + c0 * pixels + l * p->Wp * bw;
             for (int w = 0; w < p->Wp; w++, dst += bw) {
                 const int wi = w - g->pad;
