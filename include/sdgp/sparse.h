@@ -189,9 +189,9 @@ SDGP_API sdgp_status sdgp_sparse_wgrad_run(sdgp_sparse_wgrad *p, float *dw, cons
                                            sdgp_error *err);
 /* Scratch memory of a run besides the plan: the AVX2 path's zero-padded copy of X (B x (H+2 pad) x
  * (W+2 pad) x Cin floats, Cin rounded up to 8; 0 for the other paths). By default the plan allocates
- * it at its first run and keeps it; set_workspace gives it the caller's buffer instead (64-byte aligned, at least
- * workspace_bytes), so that plans that never run at the same time (a model's layers) share one;
- * NULL returns to the plan's own. The plan never frees the caller's buffer. */
+ * it at its first run and keeps it; set_workspace gives it the caller's buffer instead (64-byte
+ * aligned, at least workspace_bytes), so that plans that never run at the same time (a model's
+ * layers) share one; NULL returns to the plan's own. The plan never frees the caller's buffer. */
 SDGP_API size_t sdgp_sparse_wgrad_workspace_bytes(const sdgp_sparse_wgrad *p);
 SDGP_API sdgp_status sdgp_sparse_wgrad_set_workspace(sdgp_sparse_wgrad *p, void *ws, size_t bytes, sdgp_error *err);
 

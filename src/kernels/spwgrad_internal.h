@@ -60,7 +60,8 @@ static inline void spwgrad_range(int count, int T, int t, int *c0, int *c1) {
  *   acc[r*acc_rs + j*acc_st + 8*v + l] = fma chain, from its value (from 0 when fresh), over entries
  *       e < ne (in order) of  value(ent[e]) * x[roff[r] + (pixel(ent[e]) + j)*ps + 8*v + l]
  *
- * with ps = 8*nv floats per pixel (one block of the zero-padded input, whose pixels are contiguous).
+ * with ps = 8*nv floats per pixel (one block of the zero-padded input, whose pixels are contiguous:
+ * the block's width, so the kernel derives it from nv).
  * An entry is a uint64: the value's bits in the low 32, the index of its row's input pixel at tap
  * (0, 0) in the high 32. Each entry is one broadcast and one multiply; each loaded input
  * vector feeds one FMA, but every loaded value feeds nr*nj*nv of them and the output stays in
@@ -68,12 +69,11 @@ static inline void spwgrad_range(int count, int T, int t, int *c0, int *c1) {
  * - Reads: ent[0 .. ne-1]; x at roff[r] + (pixel + j)*ps + 0 .. ps-1 for every entry (32-byte
  *   aligned: x, roff and ps are multiples of 8 floats); acc unless fresh.
  * - Writes: acc[r*acc_rs + j*acc_st + i], r < nr, j < nj, i < ps.
- * - nr, nj in 1..3, nv in 1..4, nr*nj*nv <= 12 (the accumulators); ps == 8*nv.
+ * - nr, nj in 1..3, nv in 1..4, nr*nj*nv <= 12 (the accumulators).
  * - Sum order: one fp32 FMA chain per element, entries in slot order: the permute form's order, so the
  *   two forms give the same bits. */
 typedef struct {
     const float *x;
-    int64_t ps;
     const uint64_t *ent;
     int ne;
     const int64_t *roff;

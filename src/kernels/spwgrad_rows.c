@@ -140,7 +140,6 @@ static int64_t run_thread(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, 
                         for (int r = 0; r < nkr; r++) roff[r] = (int64_t)(i0 + r) * p->Wp * bw;
                         spwgrad_rows_tile tl = {
                             .x = p->xpad + c0 * pixels + (int64_t)j0 * bw,
-                            .ps = bw,
                             .ent = ent + (int64_t)(k - k0) * ns,
                             .ne = ns,
                             .roff = roff,
