@@ -4,7 +4,8 @@
  * kept), 1:8, 2:8, 3:8, 4:8, 5:8, 8:8 (the header's m = 1, 2, 4, 8); 3x3 pad 0/1/2, 5x5 stride 2,
  * 7x7 stride 2, 3x1, 1x1, 3x3 stride 2 and 3; Cin 1, 2, 3, not a multiple of 16 and above 64; Cout
  * 1, 5, odd, above 64; rows from m up to 2048, not multiples of 16, 64 or 256; 1x1 images; every
- * ISA path the CPU has with 1, 2 and 3 threads, all bitwise equal (the header's promise), AUTO
+ * ISA path the CPU has with 1, 2 and 3 threads, and with 1 and 2 in the permute form forced
+ * (spwgrad_create_permute_form: AVX2's permute kernel), all bitwise equal (the header's promise), AUTO
  * too; dw fully overwritten (poisoned with NaN before each run); a plan run twice on other data, and
  * with the caller's workspace.
  * Zero-value slots, groups with fewer than n nonzeros, an all-zero dY and big magnitudes.
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "kernels/spwgrad_internal.h"
 #include "sdgp/conv.h"
 #include "sdgp/prune.h"
 #include "sdgp/sparse.h"
@@ -97,12 +99,13 @@ static int prune_rows(float *pruned, sdgp_nm_tensor *t, const float *dyd, const 
     return ok;
 }
 
+/* permute: the permute form even where the ISA has the rows form (AVX2's permute micro-kernel) */
 static int run_wgrad(float *dw, const float *x, const sdgp_nm_tensor *t, const sdgp_conv_geom *g, int n, int m,
-                     sdgp_isa isa, int threads) {
+                     sdgp_isa isa, int threads, int permute) {
     sdgp_sparse_wgrad *p = NULL;
     sdgp_error e;
-    int ok = sdgp_sparse_wgrad_create(&p, g, n, m, isa, threads, &e) == SDGP_OK;
-    CHECK(ok && p, "create (%s, %d threads): %s", sdgp_isa_name(isa), threads, e.msg);
+    int ok = (permute ? spwgrad_create_permute_form : sdgp_sparse_wgrad_create)(&p, g, n, m, isa, threads, &e) == SDGP_OK;
+    CHECK(ok && p, "create (%s, %d threads%s): %s", sdgp_isa_name(isa), threads, permute ? ", permute form" : "", e.msg);
     if (!ok || !p) return 0;
     CHECK(sdgp_sparse_wgrad_isa(p) == isa, "plan runs %s, asked %s", sdgp_isa_name(sdgp_sparse_wgrad_isa(p)), sdgp_isa_name(isa));
     poison(dw, (size_t)g->Cout * g->Cin * g->kh * g->kw);
@@ -178,12 +181,14 @@ TEST_CASE(sparse_wgrad_matches_naive_every_isa_and_thread_count) {
         int have_first = 0;
         for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
             if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-            for (int threads = 1; threads <= 3; threads++) {
-                if (!run_wgrad(dw, x, &t, &g, s.n, s.m, (sdgp_isa)isa, threads)) continue;
+            /* threads 1-3 as the plan chooses its form, then 1-2 with the permute form forced */
+            for (int run = 0; run < 5; run++) {
+                const int threads = run < 3 ? run + 1 : run - 2, permute = run >= 3;
+                if (!run_wgrad(dw, x, &t, &g, s.n, s.m, (sdgp_isa)isa, threads, permute)) continue;
                 int co;
                 const double err = worst_channel_err(dw, want, &g, &co);
-                CHECK(err <= TOL, "%s isa %s, %d threads: rel L2 err %.3g in output channel %d against the naive loop", what,
-                      sdgp_isa_name((sdgp_isa)isa), threads, err, co);
+                CHECK(err <= TOL, "%s isa %s, %d threads%s: rel L2 err %.3g in output channel %d against the naive loop",
+                      what, sdgp_isa_name((sdgp_isa)isa), threads, permute ? " (permute form)" : "", err, co);
                 if (getenv("SDGP_TEST_VERBOSE"))
                     fprintf(stderr, "%s isa %s %d threads: worst channel rel err %.3g\n", what, sdgp_isa_name((sdgp_isa)isa),
                             threads, err);
@@ -191,8 +196,8 @@ TEST_CASE(sparse_wgrad_matches_naive_every_isa_and_thread_count) {
                     memcpy(first, dw, nw * 4), have_first = 1;
                     continue;
                 }
-                CHECK(test_bitwise_equal(dw, first, nw * 4), "%s isa %s, %d threads: differs from ref 1 thread (rel %.3g)", what,
-                      sdgp_isa_name((sdgp_isa)isa), threads, rel_l2(dw, first, nw));
+                CHECK(test_bitwise_equal(dw, first, nw * 4), "%s isa %s, %d threads%s: differs from ref 1 thread (rel %.3g)",
+                      what, sdgp_isa_name((sdgp_isa)isa), threads, permute ? " (permute form)" : "", rel_l2(dw, first, nw));
             }
         }
         /* AUTO runs what sdgp_isa_resolve picks, with the same bits */
@@ -297,7 +302,7 @@ TEST_CASE(sparse_wgrad_zero_slots_and_big_values) {
         for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
             if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
             for (int threads = 1; threads <= 2; threads++) {
-                if (!run_wgrad(dw, x, &t, &g, 2, 4, (sdgp_isa)isa, threads)) continue;
+                if (!run_wgrad(dw, x, &t, &g, 2, 4, (sdgp_isa)isa, threads, 0)) continue;
                 int co;
                 const double err = worst_channel_err(dw, want, &g, &co);
                 CHECK(err <= TOL, "%s, isa %s, %d threads: rel err %.3g in output channel %d", names[variant],

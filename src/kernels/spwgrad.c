@@ -33,8 +33,9 @@ sdgp_isa sdgp_sparse_wgrad_isa(const sdgp_sparse_wgrad *p) { return p ? p->k.isa
 
 static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
-sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
-                                     int threads, sdgp_error *err) {
+/* allow_rows 0: the permute form even where the ISA has the rows form (spwgrad_create_permute_form) */
+static sdgp_status create_plan(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa, int threads,
+                               int allow_rows, sdgp_error *err) {
     if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL output", WHO);
     *out = NULL;
     sdgp_status st = sparse_check_geometry(WHO, g, n, m, err);
@@ -62,6 +63,7 @@ sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_ge
     p->taps = g->kh * g->kw;
     p->cop = (g->Cout + 15) / 16 * 16;
     p->xt_sc = SPWGRAD_RUN;
+    if (!allow_rows) p->k.rows = NULL;
     if (p->k.rows) { /* the rows form, unless its pixel indices do not fit 32 bits */
         if (spwgrad_rows_setup(p)) {
             *out = p;
@@ -94,6 +96,16 @@ sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_ge
     }
     *out = p;
     return SDGP_OK;
+}
+
+sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                     int threads, sdgp_error *err) {
+    return create_plan(out, g, n, m, isa, threads, 1, err);
+}
+
+sdgp_status spwgrad_create_permute_form(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                        int threads, sdgp_error *err) {
+    return create_plan(out, g, n, m, isa, threads, 0, err);
 }
 
 /* The run's slots (from slot row s0, ns of them) as the kernel reads them: values and picks (the

@@ -85,6 +85,12 @@ typedef struct {
 typedef void (*spwgrad_rows_fn)(const spwgrad_rows_tile *t);
 void spwgrad_rows_avx2(const spwgrad_rows_tile *t);
 
+/* sdgp_sparse_wgrad_create with the permute form even where the ISA's table has a rows form: on
+ * AVX2 the rows form runs whenever its pixel indices fit 32 bits, so only this reaches AVX2's permute
+ * micro-kernel in the tests. */
+sdgp_status spwgrad_create_permute_form(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                        int threads, sdgp_error *err);
+
 /* spwgrad_rows.c: the rows form's buffers but the padded input (0: out of memory, or pixel indices
  * past 32 bits with nothing allocated); dW from x and dY into p->xpad's padded copy, the first bad slot as
  * run_slots says (then dW is not written). */
