@@ -57,26 +57,30 @@ void spfwd_tile_avx2(const spfwd_tile *t, int bw) {
     }
 }
 
-/* The data gradient's GEMM (contract: spdata_tile, spfwd_internal.h): the AVX-512 loop in ymm
- * registers; AVX2 has no two-table permute, so a column vector takes its compact sums by two
- * vpermps (slots 0-7, 8-15), a blend on bit 3 of the slot, and a blend for the masked add. */
+/* The data gradient's GEMM (contract: spdata_tile, spfwd_internal.h). AVX2 has no two-table
+ * permute, so a column vector takes its compact sums by two vpermps (slots 0-7, 8-15), a blend on
+ * bit 3 of the slot, and a blend for the masked add. Unlike the AVX-512 kernel, the columns are not
+ * held in registers across the blocks: with them (NX x NA ymm) live, the product over a block
+ * fitted only 2 rows and GCC fed its FMAs from memory, 6 loads per 4 FMAs. Here the block's product
+ * has the registers to itself, NX x NC compact sums for up to 6 rows (12 at NC = 1), and each block
+ * adds into the rows of m, which stay in L1. The additions are the same, in the same order. */
 static inline __attribute__((always_inline)) void data_fixed(const spdata_tile *t, int64_t x0, const int NX, const int NA,
                                                              const int NC) {
     const int w = 8 * NA, cw = 8 * NC;
-    __m256i colmask[4];
-    for (int a = 0; a < NA; a++) {
-        const __m256i lane = _mm256_add_epi32(_mm256_set1_epi32(8 * a), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        colmask[a] = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols), lane);
-    }
-    __m256 acc[4][4];
-    for (int x = 0; x < NX; x++)
-        for (int a = 0; a < NA; a++)
-            acc[x][a] = t->acc ? _mm256_maskload_ps(t->m + (x0 + x) * t->m_sx + 8 * a, colmask[a]) : _mm256_setzero_ps();
+    const int full = t->ncols / 8; /* whole column vectors; the one after them is masked */
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * full), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    float *m0 = t->m + x0 * t->m_sx;
+    if (!t->acc)
+        for (int x = 0; x < NX; x++)
+            for (int a = 0; a < NA; a++) {
+                if (a < full) _mm256_storeu_ps(m0 + x * t->m_sx + 8 * a, _mm256_setzero_ps());
+                else if (a == full) _mm256_maskstore_ps(m0 + x * t->m_sx + 8 * a, tail, _mm256_setzero_ps());
+            }
     const int64_t sx = t->v_sx;
     for (int b = 0; b < t->nb; b++) {
         const int kn = b == t->nb - 1 ? t->last_k : t->bw;
         const float *v = t->v + x0 * sx + b * t->bw, *u = t->u + (int64_t)b * t->bw * cw;
-        __m256 comp[4][2];
+        __m256 comp[12][2];
         for (int x = 0; x < NX; x++) comp[x][0] = comp[x][1] = _mm256_setzero_ps();
         for (int k = 0; k < kn; k++) {
             const __m256 u0 = _mm256_load_ps(u + k * cw), u1 = NC > 1 ? _mm256_load_ps(u + k * cw + 8) : u0;
@@ -87,32 +91,43 @@ static inline __attribute__((always_inline)) void data_fixed(const spdata_tile *
             }
         }
         const int32_t *perm = t->perm + b * w;
-        for (int a = 0; a < NA; a++) {
+        for (int a = 0; a < NA && a <= full; a++) {
+            if (a == full && t->ncols == 8 * full) break;
             const __m256i idx = _mm256_loadu_si256((const __m256i *)(perm + 8 * a));
             const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)));
             if (_mm256_testz_ps(keep, keep)) continue;
             const __m256 hi = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)); /* bit 3 -> the sign: slot >= 8 */
             for (int x = 0; x < NX; x++) {
+                float *mx = m0 + x * t->m_sx + 8 * a;
                 __m256 pv = _mm256_permutevar8x32_ps(comp[x][0], idx);
                 if (NC > 1) pv = _mm256_blendv_ps(pv, _mm256_permutevar8x32_ps(comp[x][1], idx), hi);
-                acc[x][a] = _mm256_blendv_ps(acc[x][a], _mm256_add_ps(acc[x][a], pv), keep);
+                const __m256 old = a < full ? _mm256_loadu_ps(mx) : _mm256_maskload_ps(mx, tail);
+                const __m256 sum = _mm256_blendv_ps(old, _mm256_add_ps(old, pv), keep);
+                if (a < full) _mm256_storeu_ps(mx, sum);
+                else _mm256_maskstore_ps(mx, tail, sum);
             }
         }
     }
-    for (int x = 0; x < NX; x++)
-        for (int a = 0; a < NA; a++) _mm256_maskstore_ps(t->m + (x0 + x) * t->m_sx + 8 * a, colmask[a], acc[x][a]);
 }
 
-/* rows per register tile: (NA + NC) x NX accumulators in about 13 of the 16 registers */
-#define DATA_ROWS(NA, NC) ((NA) + (NC) >= 5 ? 2 : (NA) + (NC) == 4 ? 3 : 4)
+/* rows per call: NX x NC compact sums + NC weight vectors + a broadcast in the 16 registers */
+#define DATA_ROWS(NC) ((NC) > 1 ? 6 : 12)
 #define DATA_CASES(NA, NC)                                                                                             \
-    for (int64_t x0 = 0; x0 < t->nx; x0 += DATA_ROWS(NA, NC)) {                                                        \
+    for (int64_t x0 = 0; x0 < t->nx; x0 += DATA_ROWS(NC)) {                                                            \
         const int64_t left = t->nx - x0;                                                                               \
-        switch (left < DATA_ROWS(NA, NC) ? left : DATA_ROWS(NA, NC)) {                                                 \
+        switch (left < DATA_ROWS(NC) ? left : DATA_ROWS(NC)) {                                                         \
         case 1: data_fixed(t, x0, 1, NA, NC); break;                                                                   \
         case 2: data_fixed(t, x0, 2, NA, NC); break;                                                                   \
         case 3: data_fixed(t, x0, 3, NA, NC); break;                                                                   \
-        default: data_fixed(t, x0, 4, NA, NC); break;                                                                  \
+        case 4: data_fixed(t, x0, 4, NA, NC); break;                                                                   \
+        case 5: data_fixed(t, x0, 5, NA, NC); break;                                                                   \
+        case 6: data_fixed(t, x0, 6, NA, NC); break;                                                                   \
+        case 7: data_fixed(t, x0, 7, NA, NC); break;                                                                   \
+        case 8: data_fixed(t, x0, 8, NA, NC); break;                                                                   \
+        case 9: data_fixed(t, x0, 9, NA, NC); break;                                                                   \
+        case 10: data_fixed(t, x0, 10, NA, NC); break;                                                                 \
+        case 11: data_fixed(t, x0, 11, NA, NC); break;                                                                 \
+        default: data_fixed(t, x0, 12, NA, NC); break;                                                                 \
         }                                                                                                              \
     }
 
