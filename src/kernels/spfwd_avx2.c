@@ -67,14 +67,14 @@ void spfwd_tile_avx2(const spfwd_tile *t, int bw) {
 static inline __attribute__((always_inline)) void data_fixed(const spdata_tile *t, int64_t x0, const int NX, const int NA,
                                                              const int NC) {
     const int w = 8 * NA, cw = 8 * NC;
-    const int full = t->ncols / 8; /* whole column vectors; the one after them is masked */
+    const int full = t->ncols / 8, nvec = (t->ncols + 7) / 8; /* whole column vectors; then at most one masked */
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * full), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     float *m0 = t->m + x0 * t->m_sx;
     if (!t->acc)
         for (int x = 0; x < NX; x++)
-            for (int a = 0; a < NA; a++) {
+            for (int a = 0; a < nvec; a++) {
                 if (a < full) _mm256_storeu_ps(m0 + x * t->m_sx + 8 * a, _mm256_setzero_ps());
-                else if (a == full) _mm256_maskstore_ps(m0 + x * t->m_sx + 8 * a, tail, _mm256_setzero_ps());
+                else _mm256_maskstore_ps(m0 + x * t->m_sx + 8 * a, tail, _mm256_setzero_ps());
             }
     const int64_t sx = t->v_sx;
     for (int b = 0; b < t->nb; b++) {
@@ -91,8 +91,7 @@ static inline __attribute__((always_inline)) void data_fixed(const spdata_tile *
             }
         }
         const int32_t *perm = t->perm + b * w;
-        for (int a = 0; a < NA && a <= full; a++) {
-            if (a == full && t->ncols == 8 * full) break;
+        for (int a = 0; a < nvec; a++) {
             const __m256i idx = _mm256_loadu_si256((const __m256i *)(perm + 8 * a));
             const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)));
             if (_mm256_testz_ps(keep, keep)) continue;
