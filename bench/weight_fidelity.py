@@ -3,6 +3,8 @@
 # sparse forward kernel asks before it is built (issue 16). A kernel is FMA-bound only when one mask is shared
 # by a block of output channels (one loaded input value then feeds P FMAs), so the forms are:
 #   tap        a mask per (output channel, tap) over m input channels (sdgp's --weight-groups tap)
+#   cout       a mask per (input channel, tap) over m output channels: as fine as tap, along the other axis (a
+#              direct kernel vectorised over pixels shares each loaded input vector by the kept output channels)
 #   kernel     a mask per output channel for the whole kernel (--weight-groups kernel)
 #   oc-block P a mask per (block of P output channels, tap), ranked by the L2 norm over the block
 #   oc-kern. P a mask per block of P output channels for the whole kernel (L2 over the block and the taps)
@@ -43,7 +45,9 @@ def read_checkpoint(path):
 
 
 def project(w, form, P, soft):
-    """W~ of w (O, C, kh, kw), n:m along C."""
+    """W~ of w (O, C, kh, kw), n:m along C (cout: along O)."""
+    if form == 'cout':
+        return project(w.transpose(0, 1), 'tap', 1, soft).transpose(0, 1)
     O, C, kh, kw = w.shape
     if form in ('tap', 'kernel'):
         P = 1
@@ -91,8 +95,8 @@ with torch.no_grad():
     base_acc = (model(x).argmax(1) == y).double().mean().item() * 100
 for h in hooks:
     h.remove()
-layers = [i for i, cb in enumerate(model.convs) if i > 0 and cb.conv.in_channels % M == 0]
-forms = [('tap', 1), ('kernel', 1), ('oc-block', 4), ('oc-block', 16), ('oc-kernel', 4), ('oc-kernel', 16)]
+layers = [i for i, cb in enumerate(model.convs) if i > 0 and cb.conv.in_channels % M == 0 and cb.conv.out_channels % M == 0]
+forms = [('tap', 1), ('cout', 1), ('kernel', 1), ('oc-block', 4), ('oc-block', 16), ('oc-kernel', 4), ('oc-kernel', 16)]
 lines = []
 
 
@@ -101,7 +105,7 @@ def emit(s=''):
     lines.append(s)
 
 
-emit(f'# Weight fidelity, {N}:{M} along input channels: {a.checkpoint} (ResNet-9 w={width}, dense accuracy on '
+emit(f'# Weight fidelity, {N}:{M} along input channels (cout: along output channels): {a.checkpoint} (ResNet-9 w={width}, dense accuracy on '
      f'{a.images} test images {base_acc:.2f} %)')
 emit()
 emit('| form | P | kind | output cosine per layer (' + ', '.join(f'conv{i}' for i in layers) + ') | rel. L2 error, min-max '

@@ -42,6 +42,8 @@ G = Cases(SEEDS)
 
 def project_weights(w, kind, group, n, m, scale=1.0):
     """The S-STE / SR-STE projection of docs/sparse-weights.md, written from the formulas (float64)."""
+    if group == "cout":  # the tap rule along output channels: project the transposed tensor
+        return project_weights(w.transpose(0, 1), kind, "tap", n, m, scale).transpose(0, 1).contiguous()
     O, I = w.shape[:2]
     w4 = w.double().reshape(O, I // m, m, -1)  # (out, group, unit, tap)
     if group == "tap":
@@ -192,6 +194,12 @@ run_case("resnet9 sste 2:4 block16 groups", "resnet9", 0.25, (16, 16, 3), 8,
          extra={"sparse-weights": "sste", "weight-groups": "block16"})
 run_case("resnet9 sste 2:4 block32 groups, the sparse-weight forward kernel", "resnet9", 0.25, (16, 16, 3), 8,
          extra={"sparse-weights": "sste", "weight-groups": "block32", "sparse-kernel": "on"})
+run_case("resnet9 sste 2:4 cout groups (along output channels)", "resnet9", 0.25, (16, 16, 3), 8,
+         extra={"sparse-weights": "sste", "weight-groups": "cout"})
+run_case("resnet9 sste 2:4 cout groups, the cout forward kernel", "resnet9", 0.25, (16, 16, 3), 8,
+         extra={"sparse-weights": "sste", "weight-groups": "cout", "sparse-kernel": "on"})
+run_case("resnet9 srste 2:4 cout groups", "resnet9", 0.25, (16, 16, 3), 8,
+         extra={"sparse-weights": "srste", "srste-lambda": "0.01", "weight-groups": "cout"})
 run_case("resnet9 sste 2:4 + SDGP magnitude 2:4 sparse kernel", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4",
          {"sparse-weights": "sste", "sparse-kernel": "on"})
 sys.exit(G.finish())

@@ -555,6 +555,10 @@ TEST_CASE(sparse_weights_by_hand) {
     float s2[8];
     sdgp_weights_project(s2, w2, 1, 4, 2, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_TAP, 2, 4, 2.0f);
     CHECK(test_bitwise_equal(s2, want2, sizeof s2), "S-STE per tap, scaled");
+    /* COUT is TAP along the other axis: 4 output channels x 1 input channel x 2 taps in the same memory
+     * (tap 0 over the output channels {4, -3, 2, 1}, tap 1 {0.5, -2, 1, 3}) gives the same numbers */
+    sdgp_weights_project(s2, w2, 4, 1, 2, SDGP_WEIGHTS_SSTE, SDGP_WGROUP_COUT, 2, 4, 2.0f);
+    CHECK(test_bitwise_equal(s2, want2, sizeof s2), "S-STE per (input channel, tap) along output channels");
 
     /* KERNEL, 2 taps: units (3,4) |5|, (0,1) |1|, (1,0) |1|, (0,2) |2|: keep units 0 and 3, t = 1:
      * (3,4)(1 - 1/5) = (2.4, 3.2) and (0,2)(1 - 1/2) = (0, 1). beta = <w,s>/<s,s> = 22/17. */
@@ -623,7 +627,7 @@ TEST_CASE(sparse_weights_counts_and_threads) {
     float *w = test_xmalloc(count * sizeof(float)), *a = test_xmalloc(count * sizeof(float)),
           *b = test_xmalloc(count * sizeof(float));
     test_fill_normal(w, count, 11);
-    for (int group = SDGP_WGROUP_TAP; group <= SDGP_WGROUP_BLOCK32; group++)
+    for (int group = SDGP_WGROUP_TAP; group <= SDGP_WGROUP_COUT; group++)
         for (int kind = SDGP_WEIGHTS_SSTE; kind <= SDGP_WEIGHTS_SRSTE; kind++) {
             omp_set_num_threads(1);
             sdgp_weights_project(a, w, cout, cin, taps, kind, group, 4, 32, 1.0f);
@@ -631,13 +635,15 @@ TEST_CASE(sparse_weights_counts_and_threads) {
             sdgp_weights_project(b, w, cout, cin, taps, kind, group, 4, 32, 1.0f);
             CHECK(test_bitwise_equal(a, b, count * sizeof(float)), "%s/%s: 1 vs 2 threads", sdgp_weights_kind_names[kind],
                   sdgp_weights_group_names[group]);
+            /* a group: 32 consecutive input channels at (co, t), or for COUT 32 output channels at (ci, t) */
+            int along_cout = group == SDGP_WGROUP_COUT, other = along_cout ? cin : cout, along = along_cout ? cout : cin;
             size_t bad = 0, grown = 0;
-            for (int co = 0; co < cout; co++)
+            for (int o = 0; o < other; o++)
                 for (int t = 0; t < taps; t++)
-                    for (int g0 = 0; g0 < cin; g0 += 32) {
+                    for (int g0 = 0; g0 < along; g0 += 32) {
                         int nz = 0;
                         for (int i = g0; i < g0 + 32; i++) {
-                            size_t at = ((size_t)co * cin + i) * taps + t;
+                            size_t at = (along_cout ? (size_t)i * cin + o : (size_t)o * cin + i) * taps + t;
                             nz += a[at] != 0;
                             grown += fabsf(a[at]) > fabsf(w[at]) || (a[at] != 0 && (a[at] > 0) != (w[at] > 0));
                         }

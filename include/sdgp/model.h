@@ -79,7 +79,7 @@ SDGP_API sdgp_status sdgp_prune_domain_parse(const char *name, sdgp_prune_domain
 typedef struct {
     sdgp_weights_kind kind;
     int n, m;                 /* n:m along input channels (kept in this order: config field "nm-weights") */
-    sdgp_weights_group group; /* per (output channel, tap) or per output channel for the whole kernel */
+    sdgp_weights_group group; /* what one mask covers (sdgp_weights_group, include/sdgp/nn.h) */
     float lambda;             /* SR-STE's decay of the pruned weights (2e-4) */
     int first_layer;          /* also the first conv (default 0: dense) */
     int classifier;           /* also the linear classifier (default 0: dense) */
@@ -187,7 +187,8 @@ typedef struct {
                              * "sparse-weights" (exact dL/dO, sparse W~), "pruned+sparse-weights" */
     int winograd;          /* some pass of its dense convolution runs oneDNN's Winograd kernel */
     int sparse_weights;    /* its forward uses N:M sparse weights (sdgp_weights_cfg) */
-    int sparse_forward;    /* its forward runs a sparse-weight kernel (block masks; sdgp_sparse_fwd_*): 1 direct, 2 Winograd */
+    int sparse_forward;    /* its forward runs a sparse-weight kernel (sdgp_sparse_fwd_*): 1 direct, 2 Winograd (block
+                            * masks), 3 the cout form's */
     int sparse_data;       /* its data gradient runs the sparse-weight kernel (block masks; sdgp_sparse_wdata_*) */
     int sparse_wgrad;      /* --prune-wgrad: its weight gradient runs the N:M kernel (sdgp_sparse_wgrad_*) */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
@@ -208,9 +209,10 @@ SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 
 /* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'w'
  * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, 'u' left unpruned by
- * SDGP_SPARSE_FASTEST, '-' not pruned (e.g. "-sdwwsss"). With block-masked sparse weights
- * (--weight-groups block16 | block32) a second part follows after '/', the forward's kernel per
- * conv layer: 's' the sparse-weight kernel, 'd' oneDNN on W~, '-' neither applies (e.g.
+ * SDGP_SPARSE_FASTEST, '-' not pruned (e.g. "-sdwwsss"). With block-masked or cout-form sparse
+ * weights (--weight-groups block16 | block32 | cout) a second part follows after '/', the forward's
+ * kernel per conv layer: 's' the sparse-weight kernel, 'w' the same in the Winograd domain, 'c' the
+ * cout form's kernel, 'd' oneDNN on W~, '-' none applies (e.g.
  * "-sdwwsss/-sdsssss"); a text without it runs every forward dense. With --prune-wgrad on a form the
  * N:M weight-gradient kernel takes (m | 8, one mask per channel) a last part follows after '|', per
  * conv layer: 'm' that kernel, '-' oneDNN on the dense pruned tensor (e.g. "-sdwwsss|mm-----"); a

@@ -169,9 +169,11 @@ SDGP_API float sdgp_schedule_lr(const sdgp_schedule *s, int64_t step);
  * taps together (BLOCK16: a unit is one input channel's taps in all 16 output channels, its size
  * the L2 norm over them; the last block holds what remains of cout; the form a GEMM kernel can
  * skip at speed, bench/nm_weight_gemm_micro.c), or of 32 (BLOCK32: the same over 32 output channels,
- * the form whose GEMM is FMA-bound). In each group the n largest units are kept (ties: the
- * lower channel), t is the (n+1)-th largest size (0 when n == m), and
- *   S-STE:  out = scale * w * max(0, 1 - t / size)   (TAP: scale * sign(w) * max(|w| - t, 0))
+ * the form whose GEMM is FMA-bound). COUT turns TAP's groups around: m consecutive output channels
+ * at each (input channel, tap), a unit one weight (a direct kernel vectorised over pixels shares
+ * each loaded input vector by the n kept output channels of a group). In each group the n largest
+ * units are kept (ties: the lower channel), t is the (n+1)-th largest size (0 when n == m), and
+ *   S-STE:  out = scale * w * max(0, 1 - t / size)   (TAP, COUT: scale * sign(w) * max(|w| - t, 0))
  *   SR-STE: out = scale * w for the kept units
  * and every other unit is 0. S-STE is continuous in w: a unit that enters or leaves the kept set
  * does so at value 0. */
@@ -180,15 +182,17 @@ typedef enum {
     SDGP_WGROUP_TAP = 0,
     SDGP_WGROUP_KERNEL = 1,
     SDGP_WGROUP_BLOCK16 = 2,
-    SDGP_WGROUP_BLOCK32 = 3
+    SDGP_WGROUP_BLOCK32 = 3,
+    SDGP_WGROUP_COUT = 4
 } sdgp_weights_group;
 /* Names, indexed by the enums and NULL-terminated: "dense", "sste", "srste"; "tap", "kernel", "block16",
- * "block32". */
+ * "block32", "cout". */
 extern SDGP_API const char *const sdgp_weights_kind_names[];
 extern SDGP_API const char *const sdgp_weights_group_names[];
-/* out (cout*cin*taps) from w, as above; 1 <= n <= m, cin % m == 0 (checked by the model).
+/* out (cout*cin*taps) from w, as above; 1 <= n <= m, cin % m == 0 (COUT: cout % m == 0; checked by
+ * the model).
  * DENSE copies w times scale. Bitwise independent of the thread count. */
-/* Output channels sharing one mask: 1 for TAP and KERNEL, 16 or 32 for the blocks. */
+/* Output channels sharing one mask: 1 for TAP, KERNEL and COUT, 16 or 32 for the blocks. */
 SDGP_API int sdgp_weights_group_block(sdgp_weights_group group);
 SDGP_API void sdgp_weights_project(float *out, const float *w, int cout, int cin, int taps, sdgp_weights_kind kind,
                                    sdgp_weights_group group, int n, int m, float scale);

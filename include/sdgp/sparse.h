@@ -137,6 +137,20 @@ SDGP_API int sdgp_sparse_fwd_wino_supports(const sdgp_conv_geom *g);
 SDGP_API sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, int block,
                                                  int tile, sdgp_isa isa, int threads, sdgp_error *err);
 
+/* The same product for weights with N:M masks along *output* channels (--weight-groups cout): at
+ * each (input channel, tap), at most n of every m consecutive output channels have a nonzero
+ * weight. The plan transposes X to channel-major with images innermost, so one loaded vector of 8
+ * images feeds the n kept output channels of its group: n/m of the multiplies. Stride 1, no groups,
+ * 1 <= n <= 4, n < m <= 8, m dividing Cout (sdgp_sparse_fwd_cout_supports; else
+ * SDGP_ERR_UNSUPPORTED). Pack and run as above (pack: SDGP_ERR_INVALID, naming the output channels,
+ * input channel and tap, when a group keeps more than n); the plan holds the transposed input and
+ * output (sizes in src/kernels/README.md). One fp32 FMA chain per output element, input channels
+ * in chunks and subsets in order: bitwise the same for every thread count and ISA path, but not the
+ * direct kernel's order. AVX-512 machines run the AVX2 micro-kernel (sdgp_sparse_fwd_isa says so). */
+SDGP_API int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m);
+SDGP_API sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
+                                                 int threads, sdgp_error *err);
+
 /* ---- N:M sparse-weight data gradient: dL/dX of Y = conv(X, W) for block-masked weights ----
  * The backward-data product of the forward above, for the same weights (the same block form:
  * `block` consecutive output channels share one N:M mask over the input channels), by Winograd's

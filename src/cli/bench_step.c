@@ -296,7 +296,7 @@ static void usage(FILE *f, const char *cmd) {
             "  --sdgp-domain LIST     where SDGP prunes 3x3 layers: pixel | winograd | auto, or a list [%s]\n"
             "  --mask-block LIST      rows sharing one N:M mask (1: a mask per row), or a list, e.g. 1,4,8 [%d]\n"
             "  --sparse-weights K     variant rows with N:M weights: dense | sste | srste [dense]\n"
-            "  --nm-weights N:M       their pattern [2:4]; --weight-groups tap | kernel | block16 | block32 [tap]\n"
+            "  --nm-weights N:M       their pattern [2:4]; --weight-groups tap | kernel | block16 | block32 | cout [tap]\n"
             "  --prune-wgrad FN       variant rows with the weight gradient's dL/dO pruned: none | mvue | ... [none]\n"
             "  --nm-wgrad N:M         its pattern [2:4]; --wgrad-block Q: output channels sharing its row mask [1]\n"
             "  --sparse-kernel MODE   SDGP rows (step): auto | on | off | fastest, as in training [auto]\n"

@@ -43,6 +43,7 @@ void sdgp_sparse_fwd_destroy(sdgp_sparse_fwd *p) {
     free(p->row_runs);
     free(p->col_runs);
     spfwd_wino_free(p);
+    spcout_free(p->cout);
     free(p);
 }
 
@@ -190,6 +191,7 @@ static int pack_block(sdgp_sparse_fwd *p, const float *w, int b, uint8_t *nz_in,
 
 sdgp_status sdgp_sparse_fwd_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err) {
     if (!p || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward pack: NULL %s", p ? "weights" : "plan");
+    if (p->cout) return spcout_pack(p, w, err);
     /* the first bad (block, group), as block * Cin + group: the same message for any thread count */
     int64_t bad = INT64_MAX;
 #pragma omp parallel for schedule(static) num_threads(p->threads) reduction(min : bad)
@@ -259,8 +261,8 @@ static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int b, 
 sdgp_status sdgp_sparse_fwd_run(sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err) {
     if (!p || !y || !x) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: NULL %s", !p ? "plan" : !y ? "output" : "input");
     if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: no weights packed");
-    if (p->wtile) {
-        spfwd_wino_run(p, y, x);
+    if (p->wtile || p->cout) {
+        p->cout ? spcout_run(p, y, x) : spfwd_wino_run(p, y, x);
         return SDGP_OK;
     }
     const int64_t rows = (int64_t)p->g.B * p->g.Ho, bands = (rows + p->band - 1) / p->band;

@@ -145,6 +145,9 @@ struct sdgp_sparse_fwd {
     float *up;             /* U: [(r+2)^2 elements][nblk][K][bw], the kept rows of G g G^T */
     unsigned char *tbuf;   /* per thread: r+2 V_e (rows x Cin) then r+2 M (rows x bw) */
     size_t tbytes, o_m;
+    /* masks along output channels (sdgp_sparse_fwd_create_cout, spcout.c): the other fields above
+     * but g, n, m, threads, k.isa and packed are unused */
+    struct spcout *cout;
 };
 
 /* spfwd.c, shared with the data gradient: the arguments' checks (who names the caller in messages)
@@ -184,5 +187,11 @@ sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err);
 void spfwd_wino_pack_block(sdgp_sparse_fwd *p, int blk, const float *wc);
 void spfwd_wino_run(const sdgp_sparse_fwd *p, float *y, const float *x);
 void spfwd_wino_free(sdgp_sparse_fwd *p);
+
+/* spcout.c: the cout form's pack, product (y, x NHWC) and freeing. */
+struct spcout;
+sdgp_status spcout_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err);
+void spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x);
+void spcout_free(struct spcout *c);
 
 #endif

@@ -173,7 +173,7 @@ int model_conv(model_builder *b, int in, const model_conv_spec *spec) {
     o->p_rmean = p_rm;
     o->p_rvar = p_rv;
     o->out = out;
-    if (model_weights_sparse_layer(m, conv_index)) model_weights_add(b, o, C, name);
+    if (model_weights_sparse_layer(m, conv_index)) model_weights_add(b, o, C, cout, name);
     return out;
 }
 
@@ -253,7 +253,7 @@ int model_linear(model_builder *b, int in, int out_features, int bias, const cha
     op *o = &b->m->ops[b->m->n_ops - 1];
     o->p_lw = p_w;
     o->p_lb = p_b;
-    if (model_weights_sparse_layer(b->m, -1)) model_weights_add(b, o, (int)wshape[1], name);
+    if (model_weights_sparse_layer(b->m, -1)) model_weights_add(b, o, (int)wshape[1], out_features, name);
     return out;
 }
 
@@ -426,7 +426,7 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         if (st != SDGP_OK) return st;
     }
     const sdgp_weights_cfg *wc = &cfg->weights;
-    if ((unsigned)wc->kind > SDGP_WEIGHTS_SRSTE || (unsigned)wc->group > SDGP_WGROUP_BLOCK32)
+    if ((unsigned)wc->kind > SDGP_WEIGHTS_SRSTE || (unsigned)wc->group > SDGP_WGROUP_COUT)
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown sparse-weights kind %d or group %d", (int)wc->kind, (int)wc->group);
     if (wc->kind != SDGP_WEIGHTS_DENSE && (wc->m < 1 || wc->m > SDGP_NM_MAX_M || wc->n < 1 || wc->n > wc->m))
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: sparse weights %d:%d is not an N:M pattern (1 <= n <= m <= %d)", wc->n,
@@ -488,8 +488,7 @@ void sdgp_model_destroy(sdgp_model *m) {
         sdgp_conv_destroy(m->ops[k].dnnl);
         if (m->ops[k].bwd && m->ops[k].bwd->destroy) m->ops[k].bwd->destroy(m->ops[k].bwd_plan);
         sdgp_sparse_wgrad_destroy(m->ops[k].wgrad);
-        sdgp_sparse_fwd_destroy(m->ops[k].spfwd[0]);
-        sdgp_sparse_fwd_destroy(m->ops[k].spfwd[1]);
+        for (int i = 0; i < MODEL_FWD_NIMPL - 1; i++) sdgp_sparse_fwd_destroy(m->ops[k].spfwd[i]);
     }
     free(m->conv_ws); /* after the convs that used it */
     free(m->param_arena);

@@ -109,7 +109,8 @@ static void wino_destroy(void *plan) { sdgp_sparse_wino_destroy(plan); }
 /* ---- sparse-weights: block-masked W~ (S-STE / SR-STE, --weight-groups block16 | block32) by the
  * sparse-weight kernel in the Winograd domain F(4x4), on the exact or the pixel-pruned dL/dO ---- */
 static int wdata_supports(const sdgp_model *m, const op *o) {
-    return model_fwd_supported(m, o) && sdgp_sparse_wdata_supports(&o->geom);
+    /* block masks only: the cout form's data gradient keeps a mask per output row of its product */
+    return model_fwd_supported(m, o) && sdgp_weights_group_block(m->cfg.weights.group) > 1 && sdgp_sparse_wdata_supports(&o->geom);
 }
 static sdgp_status wdata_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_weights_cfg *w = &m->cfg.weights;

@@ -1,7 +1,9 @@
-/* The forward product of a conv with block-masked N:M weights (--weight-groups block16 | block32):
- * one of an ordered list of implementations (MODEL_FWD_*): oneDNN's dense forward on W~, the
- * sparse-weight kernel (src/kernels/spfwd.c), which runs the product over each block's kept input
- * channels only, or the same in the Winograd domain (spfwd_wino.c; 3x3 stride-1 layers). Per layer,
+/* The forward product of a conv with block-masked N:M weights (--weight-groups block16 | block32)
+ * or masks along output channels (cout): one of an ordered list of implementations (MODEL_FWD_*):
+ * oneDNN's dense forward on W~, the sparse-weight kernel (src/kernels/spfwd.c), which runs the
+ * product over each block's kept input channels only, the same in the Winograd domain
+ * (spfwd_wino.c; 3x3 stride-1 layers), or for the cout form the kernel vectorised over images that
+ * feeds each loaded input to a group's kept output channels only (spcout.c; stride 1). Per layer,
  * by --sparse-kernel as for the data gradient: on = a sparse kernel wherever one runs (Winograd
  * where the layer has it: fewer multiplies by 2.25x), off = dense, auto and fastest = the fastest
  * of all, timed at start with the packing included (never slower than dense). The choice is part of
@@ -18,11 +20,12 @@
 
 int model_fwd_supported(const sdgp_model *m, const op *o) {
     const sdgp_weights_cfg *w = &m->cfg.weights;
-    return o->kind == OP_CONV && o->sparse_w && o->geom.groups == 1 && sdgp_weights_group_block(w->group) > 1 &&
-           w->n < w->m;
+    if (o->kind != OP_CONV || !o->sparse_w || o->geom.groups != 1 || w->n >= w->m) return 0;
+    return w->group == SDGP_WGROUP_COUT ? sdgp_sparse_fwd_cout_supports(&o->geom, w->n, w->m)
+                                        : sdgp_weights_group_block(w->group) > 1;
 }
 
-static const char impl_letter[MODEL_FWD_NIMPL] = {'d', 's', 'w'};
+static const char impl_letter[MODEL_FWD_NIMPL] = {'d', 's', 'w', 'c'};
 
 /* The implementation a choice letter names, -1 for none ('-' and unknown letters). */
 static int impl_of_letter(char c) {
@@ -32,9 +35,13 @@ static int impl_of_letter(char c) {
 
 static sdgp_sparse_fwd *impl_plan(const op *o, int impl) { return impl == MODEL_FWD_DENSE ? NULL : o->spfwd[impl - 1]; }
 
-/* Whether the layer can run impl (its plan may not exist yet: plans are made on demand). */
-static int impl_supported(const op *o, int impl) {
-    return impl == MODEL_FWD_DENSE || (o->fwd_ok && (impl == MODEL_FWD_DIRECT || sdgp_sparse_fwd_wino_supports(&o->geom)));
+/* Whether the layer can run impl (its plan may not exist yet: plans are made on demand): the block
+ * kernels for block masks, the cout kernel for the cout form. */
+static int impl_supported(const sdgp_model *m, const op *o, int impl) {
+    if (impl == MODEL_FWD_DENSE) return 1;
+    if (!o->fwd_ok) return 0;
+    if (m->cfg.weights.group == SDGP_WGROUP_COUT) return impl == MODEL_FWD_COUT;
+    return impl == MODEL_FWD_DIRECT || (impl == MODEL_FWD_WINO && sdgp_sparse_fwd_wino_supports(&o->geom));
 }
 
 /* impl's plan, made if missing (the Winograd one holds U, 4x the kept weights: 19 MB at 512
@@ -43,6 +50,7 @@ static sdgp_status impl_make(const sdgp_model *m, op *o, int impl, sdgp_error *e
     if (impl == MODEL_FWD_DENSE || o->spfwd[impl - 1]) return SDGP_OK;
     const sdgp_weights_cfg *w = &m->cfg.weights;
     const int block = sdgp_weights_group_block(w->group);
+    if (impl == MODEL_FWD_COUT) return sdgp_sparse_fwd_create_cout(&o->spfwd[2], &o->geom, w->n, w->m, m->cfg.prune.isa, m->cfg.threads, err);
     return impl == MODEL_FWD_WINO
                ? sdgp_sparse_fwd_create_wino(&o->spfwd[1], &o->geom, w->n, w->m, block, 4, m->cfg.prune.isa, m->cfg.threads, err)
                : sdgp_sparse_fwd_create(&o->spfwd[0], &o->geom, w->n, w->m, block, m->cfg.prune.isa, m->cfg.threads, err);
@@ -106,10 +114,13 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
         op *o = &m->ops[m->conv_ops[i]];
         o->fwd_ok = model_fwd_supported(m, o);
         if (!o->fwd_ok || m->cfg.sparse == SDGP_SPARSE_OFF) continue;
-        int impl = impl_supported(o, MODEL_FWD_WINO) ? MODEL_FWD_WINO : MODEL_FWD_DIRECT;
+        /* under on: the kernel with the fewest multiplies the layer has */
+        int impl = impl_supported(m, o, MODEL_FWD_COUT) ? MODEL_FWD_COUT
+                   : impl_supported(m, o, MODEL_FWD_WINO) ? MODEL_FWD_WINO
+                                                          : MODEL_FWD_DIRECT;
         if (m->cfg.sparse != SDGP_SPARSE_ON) /* auto, fastest: time them all */
             for (int k = MODEL_FWD_DIRECT; k < MODEL_FWD_NIMPL && st == SDGP_OK; k++)
-                if (impl_supported(o, k)) st = impl_make(m, o, k, err);
+                if (impl_supported(m, o, k)) st = impl_make(m, o, k, err);
         if (st == SDGP_OK) st = impl_make(m, o, impl, err);
         if (st != SDGP_OK) break;
         if (m->cfg.sparse != SDGP_SPARSE_ON) {
@@ -144,7 +155,7 @@ sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, 
     for (int i = 0; i < m->n_convs; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
         const int impl = impl_of_letter(choice[i]);
-        int ok = choice[i] == '-' || (impl >= 0 && impl_supported(o, impl)); /* '-': dense */
+        int ok = choice[i] == '-' || (impl >= 0 && impl_supported(m, o, impl)); /* '-': dense */
         if (!ok) return sdgp_fail(err, SDGP_ERR_FORMAT, "forward kernel choice '%.*s': layer %d cannot be '%c'", (int)len, choice, i, choice[i]);
     }
     /* the plans first (making one can fail: then nothing has changed but a plan more) */

@@ -100,12 +100,12 @@ struct op {
     int sparse_w;                   /* the products use w_eff, the projection of the weights */
     int p_sbeta;                    /* S-STE: the "<layer>.sste_beta" parameter (-1: none) */
     float *w_eff;                   /* the projected weights, refreshed by each forward */
-    /* block-masked weights: the sparse forward (model_fwd.c): whether the layer has one, the plans
-     * of the direct and Winograd implementations (made on demand, freed when not in use), and
+    /* block-masked or cout-form weights: the sparse forward (model_fwd.c): whether the layer has
+     * one, the plans of the sparse implementations (made on demand, freed when not in use), and
      * which implementation runs */
     int fwd_ok;
-    sdgp_sparse_fwd *spfwd[2];
-    int fwd_impl;                   /* MODEL_FWD_DENSE (oneDNN on w_eff), MODEL_FWD_DIRECT or MODEL_FWD_WINO */
+    sdgp_sparse_fwd *spfwd[3];      /* MODEL_FWD_DIRECT, _WINO, _COUT */
+    int fwd_impl;                   /* MODEL_FWD_DENSE (oneDNN on w_eff) or one of those */
     int fwd_packed;                 /* the running plan holds this step's W~ */
     /* OP_SCALE */
     float scale;
@@ -261,8 +261,9 @@ void model_fill_random(float *p, size_t n, uint64_t s);
 /* Whether a conv (conv_index >= 0) or the classifier (-1) gets sparse weights. */
 int model_weights_sparse_layer(const sdgp_model *m, int conv_index);
 /* Marks op o (weights cout x cin x taps) sparse and adds S-STE's beta parameter; an error when m
- * does not divide cin. */
-void model_weights_add(model_builder *b, op *o, int cin, const char *name);
+ * does not divide the channels its groups run along (cin, or cout for --weight-groups cout; per
+ * conv group). */
+void model_weights_add(model_builder *b, op *o, int cin, int cout, const char *name);
 /* After the parameters are initialised: w_eff buffers, and beta from the initial weights. */
 sdgp_status model_weights_setup(sdgp_model *m, sdgp_error *err);
 /* W~ of every sparse layer from the current weights (each forward). */
@@ -274,9 +275,10 @@ static inline const float *model_op_weights(const sdgp_model *m, const op *o) {
     return o->sparse_w ? o->w_eff : m->params[o->kind == OP_LINEAR ? o->p_lw : o->p_w].data;
 }
 
-/* model_fwd.c: the forward of convs with block-masked sparse weights, dense or a sparse kernel.
- * Its implementations, in the order of op.spfwd after dense; their letters are the choice text. */
-enum { MODEL_FWD_DENSE, MODEL_FWD_DIRECT, MODEL_FWD_WINO, MODEL_FWD_NIMPL };
+/* model_fwd.c: the forward of convs with block-masked or cout-form sparse weights, dense or a
+ * sparse kernel. Its implementations, in the order of op.spfwd after dense; their letters are the
+ * choice text. */
+enum { MODEL_FWD_DENSE, MODEL_FWD_DIRECT, MODEL_FWD_WINO, MODEL_FWD_COUT, MODEL_FWD_NIMPL };
 int model_fwd_supported(const sdgp_model *m, const op *o);
 /* z = conv(x) with o's weights as its forward runs them. */
 void model_fwd_product(sdgp_model *m, op *o, float *z, const float *x);

@@ -12,14 +12,18 @@ int model_weights_sparse_layer(const sdgp_model *m, int conv_index) {
     return conv_index > 0 || w->first_layer;
 }
 
-void model_weights_add(model_builder *b, op *o, int cin, const char *name) {
-    if (o->kind == OP_CONV) cin /= o->geom.groups; /* groups of m along each conv group's input channels */
+void model_weights_add(model_builder *b, op *o, int cin, int cout, const char *name) {
+    if (o->kind == OP_CONV) { /* groups of m within each conv group's channels */
+        cin /= o->geom.groups;
+        cout /= o->geom.groups;
+    }
     const sdgp_weights_cfg *w = &b->m->cfg.weights;
     if (b->st != SDGP_OK) return;
-    if (cin % w->m != 0) {
+    int along_cout = w->group == SDGP_WGROUP_COUT, channels = along_cout ? cout : cin;
+    if (channels % w->m != 0) {
         b->st = sdgp_fail(b->err, SDGP_ERR_INVALID,
-                          "model: %s has %d input channels, not a multiple of m=%d (--nm-weights %d:%d)%s", name, cin,
-                          w->m, w->n, w->m,
+                          "model: %s has %d %s channels, not a multiple of m=%d (--nm-weights %d:%d --weight-groups %s)%s", name,
+                          channels, along_cout ? "output" : "input", w->m, w->n, w->m, sdgp_weights_group_names[w->group],
                           o->kind == OP_LINEAR ? "; leave the classifier dense" : o->conv_index == 0 ? "; leave the first conv dense" : "");
         return;
     }

@@ -7,7 +7,7 @@
 #include "sdgp/prune.h"
 
 const char *const sdgp_weights_kind_names[] = {"dense", "sste", "srste", NULL};
-const char *const sdgp_weights_group_names[] = {"tap", "kernel", "block16", "block32", NULL};
+const char *const sdgp_weights_group_names[] = {"tap", "kernel", "block16", "block32", "cout", NULL};
 
 /* Marks the n largest of size[0..m) in keep (ties: the lower index; a NaN size counts as the
  * largest, as in magnitude pruning, so it is kept and shows up downstream) and returns the
@@ -28,6 +28,20 @@ static double select_top(const double *size, int n, int m, unsigned char *keep) 
     return next;
 }
 
+/* One group of m scalar weights, w[i * stride] (a unit is one weight, its size |w|): S-STE's soft
+ * threshold sign(w) max(|w| - t, 0) or SR-STE's hard mask on the kept ones, 0 elsewhere. */
+static void project_scalars(float *out, const float *w, size_t stride, int n, int m, int sste, float scale) {
+    double size[SDGP_NM_MAX_M] = {0};
+    unsigned char keep[SDGP_NM_MAX_M];
+    for (int i = 0; i < m; i++) size[i] = fabs((double)w[i * stride]);
+    float th = (float)select_top(size, n, m, keep);
+    for (int i = 0; i < m; i++) {
+        float v = w[i * stride], kept = 0.0f;
+        if (keep[i]) kept = !sste || isnan(v) ? v : copysignf(fmaxf(fabsf(v) - th, 0.0f), v);
+        out[i * stride] = scale * kept;
+    }
+}
+
 void sdgp_weights_project(float *out, const float *w, int cout, int cin, int taps, sdgp_weights_kind kind,
                           sdgp_weights_group group, int n, int m, float scale) {
     size_t per_out = (size_t)cin * (size_t)taps;
@@ -39,23 +53,21 @@ void sdgp_weights_project(float *out, const float *w, int cout, int cin, int tap
     if (group == SDGP_WGROUP_TAP) {
         /* Output channels are independent: any split over threads gives the same bits. */
 #pragma omp parallel for schedule(static) if ((size_t)cout * per_out >= (1u << 16))
-        for (int co = 0; co < cout; co++) {
-            double size[SDGP_NM_MAX_M];
-            unsigned char keep[SDGP_NM_MAX_M];
-            const float *wo = w + (size_t)co * per_out;
-            float *oo = out + (size_t)co * per_out;
+        for (int co = 0; co < cout; co++)
             for (int g = 0; g < cin; g += m)
                 for (int t = 0; t < taps; t++) {
-                    for (int i = 0; i < m; i++) size[i] = fabs((double)wo[(size_t)(g + i) * taps + t]);
-                    float th = (float)select_top(size, n, m, keep);
-                    for (int i = 0; i < m; i++) {
-                        size_t at = (size_t)(g + i) * taps + t;
-                        float v = wo[at], kept = 0.0f;
-                        if (keep[i]) kept = !sste || isnan(v) ? v : copysignf(fmaxf(fabsf(v) - th, 0.0f), v);
-                        oo[at] = scale * kept;
-                    }
+                    size_t at = (size_t)co * per_out + (size_t)g * taps + t;
+                    project_scalars(out + at, w + at, (size_t)taps, n, m, sste, scale);
                 }
-        }
+        return;
+    }
+    if (group == SDGP_WGROUP_COUT) {
+        /* The TAP rule along the other axis: groups of m output channels at each (input channel,
+         * tap). Groups of output channels are independent: any split gives the same bits. */
+#pragma omp parallel for schedule(static) if ((size_t)cout * per_out >= (1u << 16))
+        for (int g = 0; g < cout; g += m)
+            for (size_t at = (size_t)g * per_out; at < (size_t)(g + 1) * per_out; at++)
+                project_scalars(out + at, w + at, per_out, n, m, sste, scale);
         return;
     }
     /* KERNEL, BLOCK16 and BLOCK32: a unit is one input channel's taps in every output channel of a

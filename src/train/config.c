@@ -135,7 +135,7 @@ static const field fields[] = {
      "dense | sste | srste: N:M weights in the forward (S-STE soft threshold, SR-STE hard mask)"},
     {"nm-weights", F_NM, OFF(model.weights.n), 0, 0, 0, NULL, "N:M of the sparse weights, along input channels"},
     {"weight-groups", F_ENUM, OFF(model.weights.group), 0, 0, 0, sdgp_weights_group_names,
-     "tap | kernel | block16 | block32: a mask per (output channel, tap), per output channel for all taps, or per block of 16 or 32 output channels for all taps"},
+     "tap | kernel | block16 | block32 | cout: a mask per (output channel, tap), per output channel for all taps, per block of 16 or 32 output channels for all taps, or per (input channel, tap) along output channels"},
     {"srste-lambda", F_FLOAT, OFF(model.weights.lambda), 0, 0, 1, NULL, "SR-STE: decay of the pruned weights"},
     {"sparse-weights-first", F_BOOL, OFF(model.weights.first_layer), 0, 0, 1, NULL, "also the first conv's weights"},
     {"sparse-weights-classifier", F_BOOL, OFF(model.weights.classifier), 0, 0, 1, NULL, "also the classifier's weights"},

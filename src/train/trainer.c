@@ -313,17 +313,18 @@ static void report_layers(run *r) {
     if (w->kind != SDGP_WEIGHTS_DENSE) {
         /* what one mask covers, indexed by sdgp_weights_group */
         static const char *const mask_per[] = {"(output channel, tap)", "output channel", "block of 16 output channels",
-                                               "block of 32 output channels"};
-        fprintf(r->out, "sparse weights: %s %d:%d along input channels, a mask per %s%s; layers:",
-                sdgp_weights_kind_names[w->kind], w->n, w->m, mask_per[w->group],
+                                               "block of 32 output channels", "(input channel, tap)"};
+        fprintf(r->out, "sparse weights: %s %d:%d along %s channels, a mask per %s%s; layers:",
+                sdgp_weights_kind_names[w->kind], w->n, w->m, w->group == SDGP_WGROUP_COUT ? "output" : "input", mask_per[w->group],
                 w->kind == SDGP_WEIGHTS_SRSTE ? "" : ", beta per tensor frozen at initialisation");
         for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
             fprintf(r->out, " %s=%s%s", li->layer,
-                    !li->sparse_weights ? "dense" : li->sparse_forward == 2 ? "sparse+winograd" : li->sparse_forward ? "sparse+kernel" : "sparse",
+                    !li->sparse_weights ? "dense" : li->sparse_forward == 3 ? "sparse+cout" : li->sparse_forward == 2 ? "sparse+winograd"
+                                    : li->sparse_forward ? "sparse+kernel" : "sparse",
                     li->sparse_data ? "+data" : "");
         }
-        fprintf(r->out, " classifier=%s (forward: the sparse-weight kernel where marked +kernel or +winograd, else oneDNN on "
+        fprintf(r->out, " classifier=%s (forward: the sparse-weight kernel where marked +kernel, +winograd or +cout, else oneDNN on "
                 "W~; data gradient: the sparse-weight kernel where marked +data, else as below or oneDNN on W~)\n",
                 w->classifier ? "sparse" : "dense");
     }

@@ -1,0 +1,225 @@
+/* The sparse-weight forward for N:M masks along output channels (--weight-groups cout): plan,
+ * packing, the transposes in and out, tiles and threading (micro-kernels: spcout_<isa>.c; contract:
+ * spcout_internal.h; design and measurements: README.md, "The cout form").
+ *
+ * At each (input channel, tap), n of every m consecutive output channels keep their weight. Vectorised
+ * over images, one loaded input vector then feeds the n kept output channels of a group: the entries
+ * of a group are sorted by which n rows they feed, and each subset's loop keeps those rows'
+ * accumulators in registers. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/transpose.h"
+#include "kernels/spcout_internal.h"
+#include "kernels/spfwd_internal.h"
+
+static const spcout_tile_fn tile_table[SDGP_ISA_COUNT] = {
+    [SDGP_ISA_REF] = spcout_tile_ref,
+    [SDGP_ISA_AVX2] = spcout_tile_avx2,
+    [SDGP_ISA_AVX512] = spcout_tile_avx2, /* no AVX-512 micro-kernel yet: its machines run AVX2's */
+};
+
+int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m) {
+    if (!g || g->groups > 1 || g->stride != 1 || n < 1 || n >= m || n > SPCOUT_MAX_N || m > SPCOUT_MAX_M || g->Cout % m)
+        return 0;
+    if (g->kh * g->kw > SPFWD_MAX_TAPS) return 0;
+    /* entry offsets are int32 floats into Xt's channels of one vector of images */
+    const int64_t plane = (int64_t)(g->H + 2 * g->pad) * (g->W + 2 * g->pad) * SPCOUT_VL;
+    return plane * g->Cin < INT32_MAX;
+}
+
+void spcout_free(spcout *c) {
+    if (!c) return;
+    free(c->Xt);
+    free(c->Yt);
+    free(c->ent);
+    free(c->run);
+    free(c->scratch);
+    free(c);
+}
+
+static void *alloc64(size_t bytes) {
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
+}
+
+sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa, int threads,
+                                        sdgp_error *err) {
+    const char *who = "sparse-weight forward (cout)";
+    if (!out) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: NULL output", who);
+    *out = NULL;
+    sdgp_status st = sparse_check_geometry(who, g, n, m, err);
+    if (st != SDGP_OK) return st;
+    if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: threads=%d < 0", who, threads);
+    if (!sdgp_sparse_fwd_cout_supports(g, n, m))
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
+                         "%s: needs stride 1, no groups, n <= %d, m <= %d dividing Cout, at most %d taps (got %d:%d, Cout=%d, "
+                         "stride %d, groups %d, %dx%d)",
+                         who, SPCOUT_MAX_N, SPCOUT_MAX_M, SPFWD_MAX_TAPS, n, m, g->Cout, g->stride, g->groups, g->kh, g->kw);
+    sdgp_isa resolved;
+    if ((st = sdgp_isa_resolve(isa, &resolved, err)) != SDGP_OK) return st;
+
+    sdgp_sparse_fwd *p = calloc(1, sizeof *p);
+    spcout *c = calloc(1, sizeof *c);
+    if (!p || !c) {
+        free(p), free(c);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory", who);
+    }
+    p->g = *g;
+    p->n = n;
+    p->m = m;
+    p->threads = threads ? threads : omp_get_max_threads();
+    p->k.isa = resolved == SDGP_ISA_AVX512 ? SDGP_ISA_AVX2 : resolved; /* the kernel that runs */
+    p->cout = c;
+    c->tile = tile_table[resolved];
+    c->n = n;
+    c->m = m;
+    c->es = 1 + n;
+    c->groups = g->Cout / m;
+    c->chunks = (g->Cin + SPCOUT_CHUNK - 1) / SPCOUT_CHUNK;
+    c->nbv = (g->B + 15) / 16 * 2;
+    c->Hp = g->H + 2 * g->pad;
+    c->Wp = g->W + 2 * g->pad;
+    c->plane_x = (int64_t)c->Hp * c->Wp * SPCOUT_VL;
+    c->plane_y = (int64_t)g->Ho * g->Wo * SPCOUT_VL;
+    memset(c->sub_index, -1, sizeof c->sub_index);
+    for (int bits = 0; bits < 1 << m; bits++)
+        if (__builtin_popcount((unsigned)bits) == n) c->sub_bits[c->nsub] = (uint8_t)bits, c->sub_index[bits] = (int16_t)c->nsub++;
+    const size_t taps = (size_t)g->kh * g->kw, xt = (size_t)c->nbv * g->Cin * c->plane_x,
+                 yt = (size_t)c->nbv * g->Cout * c->plane_y;
+    c->Xt = alloc64(xt * sizeof(float));
+    c->Yt = alloc64(yt * sizeof(float));
+    c->ent = malloc((size_t)g->Cout / m * g->Cin * taps * c->es * sizeof(float));
+    c->run = malloc((size_t)c->groups * c->chunks * (c->nsub + 1) * sizeof(int32_t));
+    c->scratch = malloc((size_t)p->threads * SPCOUT_CHUNK * taps);
+    if (!c->Xt || !c->Yt || !c->ent || !c->run || !c->scratch) {
+        sdgp_sparse_fwd_destroy(p);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the transposed input and output (%zu MB)", who,
+                         (xt + yt) * sizeof(float) >> 20);
+    }
+    memset(c->Xt, 0, xt * sizeof(float)); /* the padding and the images past B stay zero */
+    *out = p;
+    return SDGP_OK;
+}
+
+/* Group gr's entries of one chunk, sorted by subset; 0, or 1 + the first (input channel * taps +
+ * tap) whose group keeps more than n output channels. */
+static int64_t pack_chunk(const sdgp_sparse_fwd *p, const float *w, int gr, int ch, uint8_t *sub) {
+    const sdgp_conv_geom *g = &p->g;
+    const spcout *c = p->cout;
+    const int taps = g->kh * g->kw, ci0 = ch * SPCOUT_CHUNK, nci = g->Cin - ci0 < SPCOUT_CHUNK ? g->Cin - ci0 : SPCOUT_CHUNK;
+    const int64_t row = (int64_t)g->Cin * taps; /* floats between output channels in OIHW */
+    const float *wg = w + (int64_t)gr * c->m * row;
+    int32_t *run = c->run + ((size_t)gr * c->chunks + ch) * (c->nsub + 1);
+    float *ent = c->ent + ((int64_t)gr * g->Cin + ci0) * taps * c->es;
+    int count[128] = {0};
+    for (int j = 0; j < nci * taps; j++) {
+        const int64_t at = (int64_t)ci0 * taps + j;
+        int bits = 0, nnz = 0;
+        for (int i = 0; i < c->m; i++)
+            if (wg[i * row + at] != 0.0f) bits |= 1 << i, nnz++;
+        if (nnz > c->n) return 1 + at;
+        /* fewer than n: the lowest zero rows fill the subset (their weights are 0) */
+        for (int i = 0; nnz < c->n; i++)
+            if (!(bits >> i & 1)) bits |= 1 << i, nnz++;
+        count[sub[j] = (uint8_t)c->sub_index[bits]]++;
+    }
+    run[0] = 0;
+    for (int s = 0; s < c->nsub; s++) run[s + 1] = run[s] + count[s], count[s] = run[s];
+    for (int j = 0; j < nci * taps; j++) {
+        const int s = sub[j], bits = c->sub_bits[s], ci = ci0 + j / taps, t = j % taps;
+        float *e = ent + (int64_t)count[s]++ * c->es;
+        const int32_t off = (int32_t)(ci * c->plane_x + ((int64_t)(t / g->kw) * c->Wp + t % g->kw) * SPCOUT_VL);
+        memcpy(e, &off, sizeof off);
+        for (int i = 0, r = 0; i < c->m; i++)
+            if (bits >> i & 1) e[1 + r++] = wg[i * row + (int64_t)ci * taps + t];
+    }
+    return 0;
+}
+
+sdgp_status spcout_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err) {
+    const spcout *c = p->cout;
+    const int taps = p->g.kh * p->g.kw;
+    int64_t bad = INT64_MAX; /* the first bad (group, channel, tap): the same message for any thread count */
+#pragma omp parallel for schedule(static) num_threads(p->threads) reduction(min : bad)
+    for (int gr = 0; gr < c->groups; gr++) {
+        uint8_t *sub = c->scratch + (size_t)omp_get_thread_num() * SPCOUT_CHUNK * taps;
+        for (int ch = 0; ch < c->chunks; ch++) {
+            const int64_t r = pack_chunk(p, w, gr, ch, sub);
+            if (r && (int64_t)gr * p->g.Cin * taps + r - 1 < bad) bad = (int64_t)gr * p->g.Cin * taps + r - 1;
+            if (r) break;
+        }
+    }
+    p->packed = bad == INT64_MAX;
+    if (p->packed) return SDGP_OK;
+    const int gr = (int)(bad / ((int64_t)p->g.Cin * taps)), at = (int)(bad % ((int64_t)p->g.Cin * taps));
+    return sdgp_fail(err, SDGP_ERR_INVALID,
+                     "sparse-weight forward (cout) pack: output channels %d-%d keep more than %d weights at input channel %d, "
+                     "tap %d (the weights are not %d:%d along output channels)",
+                     gr * c->m, gr * c->m + c->m - 1, c->n, at / taps, at % taps, c->n, c->m);
+}
+
+/* X (NHWC) into Xt and Yt into Y (NHWC): one 8 x C block transpose per (vector of images, pixel). */
+static void transpose_in(const sdgp_sparse_fwd *p, const float *x, transpose_fn tr) {
+    const sdgp_conv_geom *g = &p->g;
+    const spcout *c = p->cout;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
+    for (int bv = 0; bv < c->nbv; bv++)
+        for (int h = 0; h < g->H; h++) {
+            const int b0 = bv * SPCOUT_VL, nb = g->B - b0 < SPCOUT_VL ? g->B - b0 : SPCOUT_VL;
+            for (int w = 0; nb > 0 && w < g->W; w++)
+                tr(c->Xt + (int64_t)bv * g->Cin * c->plane_x + ((int64_t)(h + g->pad) * c->Wp + w + g->pad) * SPCOUT_VL, c->plane_x,
+                   x + (((int64_t)b0 * g->H + h) * g->W + w) * g->Cin, (int64_t)g->H * g->W * g->Cin, nb, g->Cin);
+        }
+}
+
+static void transpose_out(const sdgp_sparse_fwd *p, float *y, transpose_fn tr) {
+    const sdgp_conv_geom *g = &p->g;
+    const spcout *c = p->cout;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
+    for (int bv = 0; bv < c->nbv; bv++)
+        for (int h = 0; h < g->Ho; h++) {
+            const int b0 = bv * SPCOUT_VL, nb = g->B - b0 < SPCOUT_VL ? g->B - b0 : SPCOUT_VL;
+            for (int w = 0; nb > 0 && w < g->Wo; w++)
+                tr(y + (((int64_t)b0 * g->Ho + h) * g->Wo + w) * g->Cout, (int64_t)g->Ho * g->Wo * g->Cout,
+                   c->Yt + (int64_t)bv * g->Cout * c->plane_y + ((int64_t)h * g->Wo + w) * SPCOUT_VL, c->plane_y, g->Cout, nb);
+        }
+}
+
+/* One tile: output row h, columns w0 .. w0+J-1, image vectors bv .. bv+1, every output channel:
+ * chunks outside, so a chunk's input rows stay in L1 across the groups. */
+static void run_tile(const sdgp_sparse_fwd *p, int bv, int h, int w0, int J) {
+    const sdgp_conv_geom *g = &p->g;
+    const spcout *c = p->cout;
+    const int taps = g->kh * g->kw;
+    const int64_t xb = (int64_t)g->Cin * c->plane_x, yb = (int64_t)g->Cout * c->plane_y;
+    spcout_tile t = {.x = c->Xt + bv * xb + ((int64_t)h * c->Wp + w0) * SPCOUT_VL, .xb = xb, .sub_bits = c->sub_bits,
+                     .nsub = c->nsub, .ldr = c->plane_y, .yb = yb, .m = c->m, .K = c->n, .J = J};
+    float *y0 = c->Yt + bv * yb + ((int64_t)h * g->Wo + w0) * SPCOUT_VL;
+    for (int ch = 0; ch < c->chunks; ch++)
+        for (int gr = 0; gr < c->groups; gr++) {
+            t.y = y0 + (int64_t)gr * c->m * c->plane_y;
+            t.run = c->run + ((size_t)gr * c->chunks + ch) * (c->nsub + 1);
+            t.e = c->ent + ((int64_t)gr * g->Cin + (int64_t)ch * SPCOUT_CHUNK) * taps * c->es;
+            t.first = ch == 0;
+            c->tile(&t);
+        }
+}
+
+void spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x) {
+    const sdgp_conv_geom *g = &p->g;
+    const spcout *c = p->cout;
+    const transpose_fn tr = transpose_for(p->k.isa);
+    transpose_in(p, x, tr);
+    const int ntw = (g->Wo + SPCOUT_TW - 1) / SPCOUT_TW, npairs = c->nbv / 2;
+    /* units: (pair of image vectors, output row); each output element is one unit's, in one order */
+#pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
+    for (int bp = 0; bp < npairs; bp++)
+        for (int h = 0; h < g->Ho; h++)
+            for (int t = 0; t < ntw; t++) {
+                const int w0 = t * SPCOUT_TW, J = g->Wo - w0 < SPCOUT_TW ? g->Wo - w0 : SPCOUT_TW;
+                run_tile(p, 2 * bp, h, w0, J);
+            }
+    transpose_out(p, y, tr);
+}
