@@ -4,6 +4,7 @@
  * that do not fill a tile, chunks that do not fill 16 input channels, padding 0-2, 1x1 to 5x5, n:m
  * from 1:4 to 4:8; bitwise equality across threads and ISA paths; weights that are not of the form
  * and geometries the kernel does not take are refused with a message. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@ typedef struct {
     int B, H, W, Cin, Cout, k, pad, n, m;
 } shape;
 
+/* threads 2 runs in a caller's workspace full of NaNs (as a shared one left by other layers): the
+ * plan must write every zero it reads. */
 static int run_cout(float *y, const float *x, const float *w, const sdgp_conv_geom *g, const shape *s, sdgp_isa isa, int threads) {
     sdgp_sparse_fwd *p = NULL;
     sdgp_error e;
@@ -27,10 +30,21 @@ static int run_cout(float *y, const float *x, const float *w, const sdgp_conv_ge
     CHECK(sdgp_sparse_fwd_isa(p) == runs, "plan runs %s, asked %s", sdgp_isa_name(sdgp_sparse_fwd_isa(p)), sdgp_isa_name(isa));
     ok = sdgp_sparse_fwd_pack(p, w, &e) == SDGP_OK;
     CHECK(ok, "pack: %s", e.msg);
+    const size_t ws_bytes = sdgp_sparse_fwd_workspace_bytes(p);
+    float *ws = NULL;
+    if (threads == 2) {
+        ws = aligned_alloc(64, (ws_bytes + 63) / 64 * 64);
+        for (size_t i = 0; ws && i < ws_bytes / sizeof(float); i++) ws[i] = NAN;
+        CHECK(ws && sdgp_sparse_fwd_set_workspace(p, ws, ws_bytes, &e) == SDGP_OK, "set_workspace: %s", e.msg);
+        CHECK(sdgp_sparse_fwd_set_workspace(p, ws, ws_bytes - 4, &e) == SDGP_ERR_INVALID && strstr(e.msg, "needs"),
+              "a workspace too small must be refused: %s", e.msg);
+        CHECK(sdgp_sparse_fwd_set_workspace(p, ws, ws_bytes, &e) == SDGP_OK, "set_workspace: %s", e.msg);
+    }
     /* twice: the second run must not depend on what the first left in the plan's buffers */
     ok = ok && sdgp_sparse_fwd_run(p, y, x, &e) == SDGP_OK && sdgp_sparse_fwd_run(p, y, x, &e) == SDGP_OK;
     CHECK(ok, "run: %s", e.msg);
-    sdgp_sparse_fwd_destroy(p);
+    sdgp_sparse_fwd_destroy(p); /* never frees the caller's workspace */
+    free(ws);
     return ok;
 }
 

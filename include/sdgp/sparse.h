@@ -143,13 +143,21 @@ SDGP_API sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sd
  * images feeds the n kept output channels of its group: n/m of the multiplies. Stride 1, no groups,
  * 1 <= n <= 4, n < m <= 8, m dividing Cout (sdgp_sparse_fwd_cout_supports; else
  * SDGP_ERR_UNSUPPORTED). Pack and run as above (pack: SDGP_ERR_INVALID, naming the output channels,
- * input channel and tap, when a group keeps more than n); the plan holds the transposed input and
- * output (sizes in src/kernels/README.md). One fp32 FMA chain per output element, input channels
+ * input channel and tap, when a group keeps more than n). Its run needs a workspace for the transposed
+ * input and output (sdgp_sparse_fwd_workspace_bytes, below). One fp32 FMA chain per output element, input channels
  * in chunks and subsets in order: bitwise the same for every thread count and ISA path, but not the
  * direct kernel's order. AVX-512 machines run the AVX2 micro-kernel (sdgp_sparse_fwd_isa says so). */
 SDGP_API int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m);
 SDGP_API sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
                                                  int threads, sdgp_error *err);
+/* Scratch memory of a run besides the plan: the cout form's transposed input and output (about the
+ * layer's input and output, batch rounded up to 16, padding included; 0 for the other forms). By
+ * default the plan allocates it at its first run and keeps it; set_workspace gives it the caller's
+ * buffer instead (64-byte aligned, at least workspace_bytes), so that plans that never run at the
+ * same time (a model's layers) share one; NULL returns to the plan's own. The plan never frees the
+ * caller's buffer. */
+SDGP_API size_t sdgp_sparse_fwd_workspace_bytes(const sdgp_sparse_fwd *p);
+SDGP_API sdgp_status sdgp_sparse_fwd_set_workspace(sdgp_sparse_fwd *p, void *ws, size_t bytes, sdgp_error *err);
 
 /* ---- N:M sparse-weight data gradient: dL/dX of Y = conv(X, W) for block-masked weights ----
  * The backward-data product of the forward above, for the same weights (the same block form:

@@ -7,6 +7,7 @@
  * of a group are sorted by which n rows they feed, and each subset's loop keeps those rows'
  * accumulators in registers. */
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,17 +32,27 @@ int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m) {
 
 void spcout_free(spcout *c) {
     if (!c) return;
-    free(c->Xt);
-    free(c->Yt);
+    free(c->own);
     free(c->ent);
     free(c->run);
     free(c->scratch);
     free(c);
 }
 
-static void *alloc64(size_t bytes) {
-    void *p = NULL;
-    return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
+size_t sdgp_sparse_fwd_workspace_bytes(const sdgp_sparse_fwd *p) { return p && p->cout ? p->cout->ws_bytes : 0; }
+
+sdgp_status sdgp_sparse_fwd_set_workspace(sdgp_sparse_fwd *p, void *ws, size_t bytes, sdgp_error *err) {
+    if (!p) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: NULL plan");
+    if (ws && (bytes < sdgp_sparse_fwd_workspace_bytes(p) || (uintptr_t)ws % 64))
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: workspace of %zu bytes at %p: needs %zu, 64-byte aligned",
+                         bytes, ws, sdgp_sparse_fwd_workspace_bytes(p));
+    spcout *c = p->cout;
+    if (!c) return SDGP_OK;
+    free(c->own);
+    c->own = NULL;
+    c->Xt = ws; /* NULL: the plan's own, made at the next run */
+    c->Yt = ws ? (float *)((char *)ws + c->xt_bytes) : NULL;
+    return SDGP_OK;
 }
 
 sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa, int threads,
@@ -86,19 +97,16 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     memset(c->sub_index, -1, sizeof c->sub_index);
     for (int bits = 0; bits < 1 << m; bits++)
         if (__builtin_popcount((unsigned)bits) == n) c->sub_bits[c->nsub] = (uint8_t)bits, c->sub_index[bits] = (int16_t)c->nsub++;
-    const size_t taps = (size_t)g->kh * g->kw, xt = (size_t)c->nbv * g->Cin * c->plane_x,
-                 yt = (size_t)c->nbv * g->Cout * c->plane_y;
-    c->Xt = alloc64(xt * sizeof(float));
-    c->Yt = alloc64(yt * sizeof(float));
+    const size_t taps = (size_t)g->kh * g->kw;
+    c->xt_bytes = ((size_t)c->nbv * g->Cin * c->plane_x * sizeof(float) + 63) / 64 * 64;
+    c->ws_bytes = c->xt_bytes + (size_t)c->nbv * g->Cout * c->plane_y * sizeof(float);
     c->ent = malloc((size_t)g->Cout / m * g->Cin * taps * c->es * sizeof(float));
     c->run = malloc((size_t)c->groups * c->chunks * (c->nsub + 1) * sizeof(int32_t));
     c->scratch = malloc((size_t)p->threads * SPCOUT_CHUNK * taps);
-    if (!c->Xt || !c->Yt || !c->ent || !c->run || !c->scratch) {
+    if (!c->ent || !c->run || !c->scratch) {
         sdgp_sparse_fwd_destroy(p);
-        return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the transposed input and output (%zu MB)", who,
-                         (xt + yt) * sizeof(float) >> 20);
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the packed weights", who);
     }
-    memset(c->Xt, 0, xt * sizeof(float)); /* the padding and the images past B stay zero */
     *out = p;
     return SDGP_OK;
 }
@@ -160,10 +168,35 @@ sdgp_status spcout_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err) {
                      gr * c->m, gr * c->m + c->m - 1, c->n, at / taps, at % taps, c->n, c->m);
 }
 
+/* Xt's zeros, each run (the workspace may be shared): the padding of every channel, and whole
+ * channels of a vector that is not full of images (its transposes write only the images < B). */
+static void zero_padding(const sdgp_sparse_fwd *p) {
+    const sdgp_conv_geom *g = &p->g;
+    const spcout *c = p->cout;
+    const size_t row = (size_t)c->Wp * SPCOUT_VL * sizeof(float), side = (size_t)g->pad * SPCOUT_VL * sizeof(float);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
+    for (int bv = 0; bv < c->nbv; bv++)
+        for (int ci = 0; ci < g->Cin; ci++) {
+            float *plane = c->Xt + ((int64_t)bv * g->Cin + ci) * c->plane_x;
+            if (g->B - bv * SPCOUT_VL < SPCOUT_VL) {
+                memset(plane, 0, (size_t)c->plane_x * sizeof(float));
+                continue;
+            }
+            memset(plane, 0, (size_t)g->pad * row);
+            memset(plane + (int64_t)(g->H + g->pad) * c->Wp * SPCOUT_VL, 0, (size_t)(c->Hp - g->H - g->pad) * row);
+            for (int h = g->pad; side && h < g->H + g->pad; h++) {
+                float *r = plane + (int64_t)h * c->Wp * SPCOUT_VL;
+                memset(r, 0, side);
+                memset(r + (int64_t)(g->W + g->pad) * SPCOUT_VL, 0, (size_t)(c->Wp - g->W - g->pad) * SPCOUT_VL * sizeof(float));
+            }
+        }
+}
+
 /* X (NHWC) into Xt and Yt into Y (NHWC): one 8 x C block transpose per (vector of images, pixel). */
 static void transpose_in(const sdgp_sparse_fwd *p, const float *x, transpose_fn tr) {
     const sdgp_conv_geom *g = &p->g;
     const spcout *c = p->cout;
+    zero_padding(p);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
     for (int bv = 0; bv < c->nbv; bv++)
         for (int h = 0; h < g->H; h++) {
@@ -207,9 +240,16 @@ static void run_tile(const sdgp_sparse_fwd *p, int bv, int h, int w0, int J) {
         }
 }
 
-void spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x) {
+sdgp_status spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err) {
     const sdgp_conv_geom *g = &p->g;
-    const spcout *c = p->cout;
+    spcout *c = p->cout;
+    if (!c->Xt) {
+        if (posix_memalign(&c->own, 64, c->ws_bytes))
+            return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse-weight forward (cout): out of memory for its workspace (%zu MB)",
+                             c->ws_bytes >> 20);
+        c->Xt = c->own;
+        c->Yt = (float *)((char *)c->own + c->xt_bytes);
+    }
     const transpose_fn tr = transpose_for(p->k.isa);
     transpose_in(p, x, tr);
     const int ntw = (g->Wo + SPCOUT_TW - 1) / SPCOUT_TW, npairs = c->nbv / 2;
@@ -222,4 +262,5 @@ void spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x) {
                 run_tile(p, 2 * bp, h, w0, J);
             }
     transpose_out(p, y, tr);
+    return SDGP_OK;
 }

@@ -60,7 +60,9 @@ typedef struct spcout {
     int64_t plane_x, plane_y;           /* floats per channel of Xt, Yt, one vector of images */
     uint8_t sub_bits[128];              /* subset index -> bit mask (C(8,4) = 70 at most) */
     int16_t sub_index[256];             /* bit mask -> subset index, -1 if it has not n bits */
-    float *Xt, *Yt;
+    float *Xt, *Yt;                     /* in the workspace: the caller's (set_workspace) or own */
+    void *own;                          /* the plan's own workspace, made at its first run */
+    size_t xt_bytes, ws_bytes;          /* Xt's share (64-byte multiple), Xt + Yt */
     float *ent;                         /* [groups][chunks][(chunk's channels) * taps][es] */
     int32_t *run;                       /* [groups][chunks][nsub + 1]: each subset's entries, from the chunk's first */
     uint8_t *scratch;                   /* per thread: a chunk's entries' subset indices */

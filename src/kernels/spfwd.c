@@ -261,8 +261,9 @@ static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int b, 
 sdgp_status sdgp_sparse_fwd_run(sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err) {
     if (!p || !y || !x) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: NULL %s", !p ? "plan" : !y ? "output" : "input");
     if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse-weight forward: no weights packed");
-    if (p->wtile || p->cout) {
-        p->cout ? spcout_run(p, y, x) : spfwd_wino_run(p, y, x);
+    if (p->cout) return spcout_run(p, y, x, err);
+    if (p->wtile) {
+        spfwd_wino_run(p, y, x);
         return SDGP_OK;
     }
     const int64_t rows = (int64_t)p->g.B * p->g.Ho, bands = (rows + p->band - 1) / p->band;

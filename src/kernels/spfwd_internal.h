@@ -191,7 +191,7 @@ void spfwd_wino_free(sdgp_sparse_fwd *p);
 /* spcout.c: the cout form's pack, product (y, x NHWC) and freeing. */
 struct spcout;
 sdgp_status spcout_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err);
-void spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x);
+sdgp_status spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err);
 void spcout_free(struct spcout *c);
 
 #endif

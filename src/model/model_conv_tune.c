@@ -48,14 +48,19 @@ sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos,
 }
 
 sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
-    /* One workspace for all convs and the sparse weight-gradient plans (the AVX2 path's padded
-     * input): the layers and their passes run one after another. */
+    /* One workspace for all convs, the sparse weight-gradient plans (the AVX2 path's padded input)
+     * and the cout form's forward plans (transposed input and output): the layers and their passes
+     * run one after another. */
     size_t ws = 64;
     for (int i = 0; i < m->n_convs; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
         const size_t b = sdgp_conv_workspace_bytes(o->dnnl), w = sdgp_sparse_wgrad_workspace_bytes(o->wgrad);
         if (b > ws) ws = b;
         if (w > ws) ws = w;
+        for (int k = 0; k < MODEL_FWD_NIMPL - 1; k++) {
+            const size_t f = sdgp_sparse_fwd_workspace_bytes(o->spfwd[k]);
+            if (f > ws) ws = f;
+        }
     }
     ws = (ws + 63) / 64 * 64;
     if (ws != m->conv_ws_bytes) {
@@ -65,6 +70,8 @@ sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
             op *o = &m->ops[m->conv_ops[i]];
             sdgp_status st = sdgp_conv_set_workspace(o->dnnl, NULL, err);
             if (st == SDGP_OK && o->wgrad) st = sdgp_sparse_wgrad_set_workspace(o->wgrad, NULL, 0, err);
+            for (int k = 0; k < MODEL_FWD_NIMPL - 1 && st == SDGP_OK; k++)
+                if (o->spfwd[k]) st = sdgp_sparse_fwd_set_workspace(o->spfwd[k], NULL, 0, err);
             if (st != SDGP_OK) {
                 free(buf);
                 return st;
@@ -78,6 +85,8 @@ sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
         op *o = &m->ops[m->conv_ops[i]];
         sdgp_status st = sdgp_conv_set_workspace(o->dnnl, m->conv_ws, err);
         if (st == SDGP_OK && o->wgrad) st = sdgp_sparse_wgrad_set_workspace(o->wgrad, m->conv_ws, m->conv_ws_bytes, err);
+        for (int k = 0; k < MODEL_FWD_NIMPL - 1 && st == SDGP_OK; k++)
+            if (o->spfwd[k]) st = sdgp_sparse_fwd_set_workspace(o->spfwd[k], m->conv_ws, m->conv_ws_bytes, err);
         if (st != SDGP_OK) return st;
     }
     return SDGP_OK;

@@ -122,6 +122,8 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
             for (int k = MODEL_FWD_DIRECT; k < MODEL_FWD_NIMPL && st == SDGP_OK; k++)
                 if (impl_supported(m, o, k)) st = impl_make(m, o, k, err);
         if (st == SDGP_OK) st = impl_make(m, o, impl, err);
+        /* the cout plans' transposes run in the model's shared workspace, tuning included */
+        if (st == SDGP_OK) st = model_conv_share_workspace(m, err);
         if (st != SDGP_OK) break;
         if (m->cfg.sparse != SDGP_SPARSE_ON) {
             tune_layer(m, o, i);
@@ -130,7 +132,7 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
         impl_use(o, impl);
     }
     m->timing = timing;
-    return st;
+    return st == SDGP_OK ? model_conv_share_workspace(m, err) : st; /* sized to the plans that stayed */
 }
 
 void model_fwd_choice(const sdgp_model *m, char *buf, size_t size) {
@@ -170,5 +172,5 @@ sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, 
         const int impl = impl_of_letter(choice[i]);
         if (o->fwd_ok) impl_use(o, impl >= 0 ? impl : MODEL_FWD_DENSE);
     }
-    return SDGP_OK;
+    return model_conv_share_workspace(m, err);
 }
