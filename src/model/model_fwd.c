@@ -56,6 +56,13 @@ static sdgp_status impl_make(const sdgp_model *m, op *o, int impl, sdgp_error *e
                : sdgp_sparse_fwd_create(&o->spfwd[0], &o->geom, w->n, w->m, block, m->cfg.prune.isa, m->cfg.threads, err);
 }
 
+/* Whether one of the layer's plans runs in a workspace (the cout form's transposes). */
+static int needs_workspace(const op *o) {
+    for (int i = 0; i < MODEL_FWD_NIMPL - 1; i++)
+        if (sdgp_sparse_fwd_workspace_bytes(o->spfwd[i])) return 1;
+    return 0;
+}
+
 /* Runs impl from now on, and frees the other plans. */
 static void impl_use(op *o, int impl) {
     for (int i = MODEL_FWD_DIRECT; i < MODEL_FWD_NIMPL; i++)
@@ -110,6 +117,7 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
     int timing = m->timing;
     m->timing = 0;
     sdgp_status st = SDGP_OK;
+    int shared = 0; /* some plan ran in the shared workspace */
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
         o->fwd_ok = model_fwd_supported(m, o);
@@ -123,7 +131,10 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
                 if (impl_supported(m, o, k)) st = impl_make(m, o, k, err);
         if (st == SDGP_OK) st = impl_make(m, o, impl, err);
         /* the cout plans' transposes run in the model's shared workspace, tuning included */
-        if (st == SDGP_OK) st = model_conv_share_workspace(m, err);
+        if (st == SDGP_OK && needs_workspace(o)) {
+            shared = 1;
+            st = model_conv_share_workspace(m, err);
+        }
         if (st != SDGP_OK) break;
         if (m->cfg.sparse != SDGP_SPARSE_ON) {
             tune_layer(m, o, i);
@@ -132,7 +143,8 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
         impl_use(o, impl);
     }
     m->timing = timing;
-    return st == SDGP_OK ? model_conv_share_workspace(m, err) : st; /* sized to the plans that stayed */
+    /* sized to the plans that stayed */
+    return st == SDGP_OK && shared ? model_conv_share_workspace(m, err) : st;
 }
 
 void model_fwd_choice(const sdgp_model *m, char *buf, size_t size) {
@@ -172,5 +184,7 @@ sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, 
         const int impl = impl_of_letter(choice[i]);
         if (o->fwd_ok) impl_use(o, impl >= 0 ? impl : MODEL_FWD_DENSE);
     }
-    return model_conv_share_workspace(m, err);
+    int shared = 0;
+    for (int i = 0; i < m->n_convs; i++) shared |= needs_workspace(&m->ops[m->conv_ops[i]]);
+    return shared ? model_conv_share_workspace(m, err) : SDGP_OK;
 }
