@@ -50,7 +50,9 @@ void spcout_tile_avx2(const spcout_tile *t);
 
 /* The cout form's part of a sdgp_sparse_fwd plan (spcout.c). Layouts, with B16 = B rounded up to
  * 16 and nbv = B16 / 8 vectors of images:
- *   Xt [nbv][Cin][H + 2 pad][W + 2 pad][8]  the input, transposed, zero padding (and images >= B)
+ *   Xt [nbv][Cin][H + 2 pad][W + 2 pad][8]  the input, transposed, zero padding (and images >= B); each
+ *                                           channel plane is plane_x floats: a cache line more if the
+ *                                           padded image is an even number of lines (L1 sets)
  *   Yt [nbv][Cout][Ho][Wo][8]               the output before it is transposed back to NHWC
  * Entries per (group of m output channels, chunk of input channels): sorted by the subset of the
  * group that keeps them (subsets of n rows, ascending bit masks), one (input channel, tap) each. */
