@@ -1,9 +1,9 @@
 /* The sparse-weight forward with masks along output channels (sdgp_sparse_fwd_create_cout) against
  * the naive convolution: weights projected to the cout form by sdgp_weights_project (S-STE and
  * SR-STE), every ISA path, 1 and 2 threads, batches that do not fill a pair of image vectors, rows
- * that do not fill a tile, chunks that do not fill 16 input channels, padding 0-2, 1x1 to 5x5, n:m
- * from 1:4 to 4:8; bitwise equality across threads and ISA paths; weights that are not of the form
- * and geometries the kernel does not take are refused with a message. */
+ * that do not fill a tile, chunks that do not fill 16 input channels, padding 0-2, 1x1 to 5x5, stride
+ * 1 and 2, n:m from 1:4 to 4:8; bitwise equality across threads and ISA paths; weights that are not
+ * of the form and geometries the kernel does not take are refused with a message. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include "sdgp/sparse.h"
 
 typedef struct {
-    int B, H, W, Cin, Cout, k, pad, n, m;
+    int B, H, W, Cin, Cout, k, pad, n, m, stride;
 } shape;
 
 /* threads 2 runs in a caller's workspace full of NaNs (as a shared one left by other layers): the
@@ -50,20 +50,25 @@ static int run_cout(float *y, const float *x, const float *w, const sdgp_conv_ge
 
 TEST_CASE(sparse_fwd_cout_matches_naive_every_isa_and_thread_count) {
     const shape shapes[] = {
-        {2, 9, 11, 16, 32, 3, 1, 2, 4},  /* 2 images of a pair of 16: the rest zero; Wo 11 = 3 tiles + 2 */
-        {17, 7, 7, 24, 8, 3, 1, 2, 4},   /* 17 images: two pairs; 24 channels: a chunk of 16 and one of 8 */
-        {3, 8, 5, 40, 12, 3, 0, 1, 4},   /* pad 0, 1:4 (one row per loop, two image vectors) */
-        {2, 6, 6, 32, 16, 3, 2, 3, 4},   /* pad 2 (output larger than the input), 3:4: one image vector per loop */
-        {2, 5, 7, 16, 16, 5, 2, 4, 8},   /* 5x5, 4:8: 70 subsets */
-        {4, 4, 4, 8, 24, 1, 0, 2, 8},    /* 1x1, 2:8 */
-        {1, 1, 1, 16, 8, 3, 1, 2, 4},    /* 1x1 image: only the centre tap */
-        {33, 14, 14, 64, 32, 3, 1, 2, 4}, /* more units than threads, 4 chunks */
+        /* B, H, W, Cin, Cout, k, pad, n, m, stride */
+        {2, 9, 11, 16, 32, 3, 1, 2, 4, 1},   /* 2 images of a pair of 16: the rest zero; Wo 11 = 3 tiles + 2 */
+        {17, 7, 7, 24, 8, 3, 1, 2, 4, 1},    /* 17 images: two pairs; 24 channels: a chunk of 16 and one of 8 */
+        {3, 8, 5, 40, 12, 3, 0, 1, 4, 1},    /* pad 0, 1:4 (one row per loop, two image vectors) */
+        {2, 6, 6, 32, 16, 3, 2, 3, 4, 1},    /* pad 2 (output larger than the input), 3:4: one image vector per loop */
+        {2, 5, 7, 16, 16, 5, 2, 4, 8, 1},    /* 5x5, 4:8: 70 subsets */
+        {4, 4, 4, 8, 24, 1, 0, 2, 8, 1},     /* 1x1, 2:8 */
+        {2, 3, 5, 96, 8, 1, 0, 2, 4, 1},     /* 1x1: many channels, 6 chunks */
+        {1, 1, 1, 16, 8, 3, 1, 2, 4, 1},     /* 1x1 image: only the centre tap */
+        {33, 14, 14, 64, 32, 3, 1, 2, 4, 1}, /* more units than threads, 4 chunks */
+        {3, 13, 12, 32, 16, 5, 2, 2, 4, 2},  /* stride 2, 5x5 pad 2 (ResNet-9's second conv): odd H, Wo 6 */
+        {2, 9, 9, 24, 8, 3, 1, 3, 4, 2},     /* stride 2, 3x3, 3:4: a chunk of 16 and one of 8 */
+        {18, 8, 10, 16, 24, 1, 0, 1, 4, 2},  /* stride 2, 1x1 (a downsampling shortcut), 1:4 */
     };
     for (int si = 0; si < (int)(sizeof shapes / sizeof *shapes); si++) {
         const shape *s = &shapes[si];
         sdgp_conv_geom g;
         sdgp_error e;
-        if (sdgp_conv_geom_init(&g, s->B, s->H, s->W, s->Cin, s->Cout, s->k, s->k, 1, s->pad, &e) != SDGP_OK) {
+        if (sdgp_conv_geom_init(&g, s->B, s->H, s->W, s->Cin, s->Cout, s->k, s->k, s->stride, s->pad, &e) != SDGP_OK) {
             CHECK(0, "shape %d: %s", si, e.msg);
             continue;
         }
@@ -124,11 +129,11 @@ TEST_CASE(sparse_fwd_cout_refuses_what_it_cannot_run) {
     CHECK(sdgp_sparse_fwd_create_cout(&p, &g, 2, 3, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_UNSUPPORTED && !p && strstr(e.msg, "Cout=8"),
           "m 3 does not divide Cout 8: %s", e.msg);
     CHECK(sdgp_sparse_fwd_create_cout(&p, &g, 5, 4, SDGP_ISA_AUTO, 1, &e) == SDGP_ERR_INVALID && !p, "5:4: %s", e.msg);
-    sdgp_conv_geom s2;
-    CHECK(sdgp_conv_geom_init(&s2, 1, 8, 8, 8, 8, 3, 3, 2, 1, &e) == SDGP_OK, "geom");
-    CHECK(!sdgp_sparse_fwd_cout_supports(&s2, 2, 4) && sdgp_sparse_fwd_create_cout(&p, &s2, 2, 4, SDGP_ISA_AUTO, 1, &e) ==
-                                                          SDGP_ERR_UNSUPPORTED && !p && strstr(e.msg, "stride 2"),
-          "stride 2: %s", e.msg);
+    sdgp_conv_geom s3;
+    CHECK(sdgp_conv_geom_init(&s3, 1, 8, 8, 8, 8, 3, 3, 3, 1, &e) == SDGP_OK, "geom");
+    CHECK(!sdgp_sparse_fwd_cout_supports(&s3, 2, 4) && sdgp_sparse_fwd_create_cout(&p, &s3, 2, 4, SDGP_ISA_AUTO, 1, &e) ==
+                                                          SDGP_ERR_UNSUPPORTED && !p && strstr(e.msg, "stride 3"),
+          "stride 3: %s", e.msg);
 out:
     free(w), free(x), free(y), free(want);
 }

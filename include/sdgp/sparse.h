@@ -140,7 +140,7 @@ SDGP_API sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sd
 /* The same product for weights with N:M masks along *output* channels (--weight-groups cout): at
  * each (input channel, tap), at most n of every m consecutive output channels have a nonzero
  * weight. The plan transposes X to channel-major with images innermost, so one loaded vector of 8
- * images feeds the n kept output channels of its group: n/m of the multiplies. Stride 1, no groups,
+ * images feeds the n kept output channels of its group: n/m of the multiplies. Stride 1 or 2, no groups,
  * 1 <= n <= 4, n < m <= 8, m dividing Cout (sdgp_sparse_fwd_cout_supports; else
  * SDGP_ERR_UNSUPPORTED). Pack and run as above (pack: SDGP_ERR_INVALID, naming the output channels,
  * input channel and tap, when a group keeps more than n). Its run needs a workspace for the transposed

@@ -274,9 +274,13 @@ static const char *default_torch_script(void) {
 }
 
 static void usage(FILE *f, const char *cmd) {
-    char algos[64] = ""; /* "direct | winograd | ...", from the one name table */
+    char algos[64] = "", kinds[64] = "", groups[96] = ""; /* "direct | winograd | ...", from the one name tables */
     for (int i = 0; sdgp_conv_algo_names[i]; i++)
         snprintf(algos + strlen(algos), sizeof algos - strlen(algos), "%s%s", i ? " | " : "", sdgp_conv_algo_names[i]);
+    for (int i = 0; sdgp_weights_kind_names[i]; i++)
+        snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", i ? " | " : "", sdgp_weights_kind_names[i]);
+    for (int i = 0; sdgp_weights_group_names[i]; i++)
+        snprintf(groups + strlen(groups), sizeof groups - strlen(groups), "%s%s", i ? " | " : "", sdgp_weights_group_names[i]);
     fprintf(f,
             "usage: sdgp bench %s [options]\n\n"
             "%s\n\n"
@@ -295,8 +299,8 @@ static void usage(FILE *f, const char *cmd) {
             "                         or a list: each a dense row and its variant rows, all in this run [none]\n"
             "  --sdgp-domain LIST     where SDGP prunes 3x3 layers: pixel | winograd | auto, or a list [%s]\n"
             "  --mask-block LIST      rows sharing one N:M mask (1: a mask per row), or a list, e.g. 1,4,8 [%d]\n"
-            "  --sparse-weights K     variant rows with N:M weights: dense | sste | srste [dense]\n"
-            "  --nm-weights N:M       their pattern [2:4]; --weight-groups tap | kernel | block16 | block32 | cout [tap]\n"
+            "  --sparse-weights K     variant rows with N:M weights: %s [%s]\n"
+            "  --nm-weights N:M       their pattern [2:4]; --weight-groups %s [%s]\n"
             "  --prune-wgrad FN       variant rows with the weight gradient's dL/dO pruned: none | mvue | ... [none]\n"
             "  --nm-wgrad N:M         its pattern [2:4]; --wgrad-block Q: output channels sharing its row mask [1]\n"
             "  --sparse-kernel MODE   SDGP rows (step): auto | on | off | fastest, as in training [auto]\n"
@@ -310,14 +314,14 @@ static void usage(FILE *f, const char *cmd) {
             strcmp(cmd, "step") == 0
                 ? "One training step of our engine (dense, and with SDGP when --prune is given) against PyTorch's\n"
                   "dense step: times, the ratio of throughputs and peak RSS, all measured in this run."
-                : "Per conv layer (the paper's Figure 9): forward (dense -> the variant's: with --sparse-weights\n"
-                  "block16/block32, the sparse-weight kernel), dense backward-data, sparse backward-data, pruning, and\n"
+                : "Per conv layer (the paper's Figure 9): forward (dense -> the variant's: with --sparse-weights, the\n"
+                  "sparse-weight kernel where the layer chose it), dense backward-data, sparse backward-data, pruning, and\n"
                   "backward-weights (dense -> the variant's: with --prune-wgrad, its N:M kernel when it is chosen)\n"
                   "times, from timed training steps.",
             strcmp(cmd, "step") == 0 ? "none" : "magnitude", algos, sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
             sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
-            sdgp_model_config_default().prune.mask_block,
-            default_torch_script(),
+            sdgp_model_config_default().prune.mask_block, kinds, sdgp_weights_kind_names[sdgp_model_config_default().weights.kind],
+            groups, sdgp_weights_group_names[sdgp_model_config_default().weights.group], default_torch_script(),
             strcmp(cmd, "step") == 0
                 ? "  --interleave           each variant row's steps alternate with those of a dense partner in one\n"
                   "                         process: the ratio survives the host's drift; no RSS for the row\n"

@@ -24,14 +24,14 @@ static const spcout_tile_fn tile_table[SDGP_ISA_COUNT] = {
 /* Floats per channel plane of Xt (one vector of images): the padded image, then an odd number of
  * cache lines between planes. A plane of a 4 KB multiple (14x14 with padding 1: 16 x 16 x 8 floats)
  * puts a tile's input rows of all the chunk's channels in the same L1 sets, more than its 8 ways
- * (ResNet-9 w0.25's 14x14 layers: 0-14 % faster in interleaved runs). */
+ * (ResNet-9 w0.25's 14x14 layers: 0-7 % faster in interleaved runs). */
 static int64_t xt_plane(const sdgp_conv_geom *g) {
     const int64_t plane = (int64_t)(g->H + 2 * g->pad) * (g->W + 2 * g->pad) * SPCOUT_VL;
     return plane % 32 ? plane : plane + 16; /* an even number of 64-byte lines: one more */
 }
 
 int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m) {
-    if (!g || g->groups > 1 || g->stride != 1 || n < 1 || n >= m || n > SPCOUT_MAX_N || m > SPCOUT_MAX_M || g->Cout % m)
+    if (!g || g->groups > 1 || g->stride < 1 || g->stride > 2 || n < 1 || n >= m || n > SPCOUT_MAX_N || m > SPCOUT_MAX_M || g->Cout % m)
         return 0;
     if (g->kh * g->kw > SPFWD_MAX_TAPS) return 0;
     /* entry offsets are int32 floats into Xt's channels of one vector of images */
@@ -73,7 +73,7 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     if (threads < 0) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: threads=%d < 0", who, threads);
     if (!sdgp_sparse_fwd_cout_supports(g, n, m))
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
-                         "%s: needs stride 1, no groups, n <= %d, m <= %d dividing Cout, at most %d taps (got %d:%d, Cout=%d, "
+                         "%s: needs stride 1 or 2, no groups, n <= %d, m <= %d dividing Cout, at most %d taps (got %d:%d, Cout=%d, "
                          "stride %d, groups %d, %dx%d)",
                          who, SPCOUT_MAX_N, SPCOUT_MAX_M, SPFWD_MAX_TAPS, n, m, g->Cout, g->stride, g->groups, g->kh, g->kw);
     sdgp_isa resolved;
@@ -102,6 +102,7 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     c->Wp = g->W + 2 * g->pad;
     c->plane_x = xt_plane(g);
     c->plane_y = (int64_t)g->Ho * g->Wo * SPCOUT_VL;
+    for (int t = 0; t < g->kh * g->kw; t++) c->tap_off[t] = (int32_t)(((int64_t)(t / g->kw) * c->Wp + t % g->kw) * SPCOUT_VL);
     memset(c->sub_index, -1, sizeof c->sub_index);
     for (int bits = 0; bits < 1 << m; bits++)
         if (__builtin_popcount((unsigned)bits) == n) c->sub_bits[c->nsub] = (uint8_t)bits, c->sub_index[bits] = (int16_t)c->nsub++;
@@ -132,9 +133,9 @@ static int64_t pack_chunk(const sdgp_sparse_fwd *p, const float *w, int gr, int 
     int count[128] = {0};
     for (int j = 0; j < nci * taps; j++) {
         const int64_t at = (int64_t)ci0 * taps + j;
-        int bits = 0, nnz = 0;
-        for (int i = 0; i < c->m; i++)
-            if (wg[i * row + at] != 0.0f) bits |= 1 << i, nnz++;
+        int bits = 0; /* no branch per weight: the zeros fall at random, and mispredictions were most of the packing's time */
+        for (int i = 0; i < c->m; i++) bits |= (wg[i * row + at] != 0.0f) << i;
+        int nnz = __builtin_popcount((unsigned)bits);
         if (nnz > c->n) return 1 + at;
         /* fewer than n: the lowest zero rows fill the subset (their weights are 0) */
         for (int i = 0; nnz < c->n; i++)
@@ -143,14 +144,15 @@ static int64_t pack_chunk(const sdgp_sparse_fwd *p, const float *w, int gr, int 
     }
     run[0] = 0;
     for (int s = 0; s < c->nsub; s++) run[s + 1] = run[s] + count[s], count[s] = run[s];
-    for (int j = 0; j < nci * taps; j++) {
-        const int s = sub[j], bits = c->sub_bits[s], ci = ci0 + j / taps, t = j % taps;
-        float *e = ent + (int64_t)count[s]++ * c->es;
-        const int32_t off = (int32_t)(ci * c->plane_x + ((int64_t)(t / g->kw) * c->Wp + t % g->kw) * SPCOUT_VL);
-        memcpy(e, &off, sizeof off);
-        for (int i = 0, r = 0; i < c->m; i++)
-            if (bits >> i & 1) e[1 + r++] = wg[i * row + (int64_t)ci * taps + t];
-    }
+    for (int ci = ci0, j = 0; ci < ci0 + nci; ci++)
+        for (int t = 0; t < taps; t++, j++) {
+            const int s = sub[j];
+            float *e = ent + (int64_t)count[s]++ * c->es;
+            const int32_t off = (int32_t)(ci * c->plane_x + c->tap_off[t]);
+            memcpy(e, &off, sizeof off);
+            const float *wj = wg + (int64_t)ci0 * taps + j;
+            for (unsigned b = c->sub_bits[s], r = 0; b; b &= b - 1) e[1 + r++] = wj[__builtin_ctz(b) * row]; /* n rows */
+        }
     return 0;
 }
 
@@ -229,14 +231,16 @@ static void transpose_out(const sdgp_sparse_fwd *p, float *y, transpose_fn tr) {
 }
 
 /* One tile: output row h, columns w0 .. w0+J-1, image vectors bv .. bv+1, every output channel:
- * chunks outside, so a chunk's input rows stay in L1 across the groups. */
+ * chunks outside, so a chunk's input rows stay in L1 across the groups. Output (h, w) reads the
+ * input from (h, w) * stride on. */
 static void run_tile(const sdgp_sparse_fwd *p, int bv, int h, int w0, int J) {
     const sdgp_conv_geom *g = &p->g;
     const spcout *c = p->cout;
     const int taps = g->kh * g->kw;
     const int64_t xb = (int64_t)g->Cin * c->plane_x, yb = (int64_t)g->Cout * c->plane_y;
-    spcout_tile t = {.x = c->Xt + bv * xb + ((int64_t)h * c->Wp + w0) * SPCOUT_VL, .xb = xb, .sub_bits = c->sub_bits,
-                     .nsub = c->nsub, .ldr = c->plane_y, .yb = yb, .m = c->m, .K = c->n, .J = J};
+    const int S = g->stride;
+    spcout_tile t = {.x = c->Xt + bv * xb + ((int64_t)h * S * c->Wp + w0 * S) * SPCOUT_VL, .xb = xb, .sub_bits = c->sub_bits,
+                     .nsub = c->nsub, .ldr = c->plane_y, .yb = yb, .m = c->m, .K = c->n, .J = J, .S = S};
     float *y0 = c->Yt + bv * yb + ((int64_t)h * g->Wo + w0) * SPCOUT_VL;
     for (int ch = 0; ch < c->chunks; ch++)
         for (int gr = 0; gr < c->groups; gr++) {

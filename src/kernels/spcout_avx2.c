@@ -17,10 +17,10 @@
     } while (0)
 
 /* One subset's loop: K rows (pointers rows[]) x J columns x NB image vectors (x and y offsets v * xb,
- * v * yb), over entries e .. end. */
+ * v * yb), over entries e .. end; column j reads the inputs j * S vectors on. */
 static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t, float *const *rows, const float *x0,
                                                            const float *e, const float *end, const int K, const int J,
-                                                           const int NB) {
+                                                           const int NB, const int S) {
     __m256 acc[SPCOUT_MAX_N][SPCOUT_TW][2];
 #pragma GCC unroll 4
     for (int r = 0; r < K; r++)
@@ -41,14 +41,14 @@ static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t,
 #pragma GCC unroll 2
                 for (int v = 0; v < NB; v++) {
                     __m256 in;
-                    LOAD_REG(in, x + j * SPCOUT_VL + v * t->xb);
+                    LOAD_REG(in, x + j * S * SPCOUT_VL + v * t->xb);
 #pragma GCC unroll 2
                     for (int r = 0; r < K; r++) acc[r][j][v] = _mm256_fmadd_ps(w[r], in, acc[r][j][v]);
                 }
         } else { /* the J inputs first, then one broadcast per row: 12 + 3 + 1 */
             __m256 in[SPCOUT_TW];
 #pragma GCC unroll 3
-            for (int j = 0; j < J; j++) LOAD_REG(in[j], x + j * SPCOUT_VL);
+            for (int j = 0; j < J; j++) LOAD_REG(in[j], x + j * S * SPCOUT_VL);
 #pragma GCC unroll 4
             for (int r = 0; r < K; r++) {
                 const __m256 w = _mm256_broadcast_ss(e + 1 + r);
@@ -65,8 +65,9 @@ static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t,
             for (int v = 0; v < NB; v++) _mm256_store_ps(rows[r] + j * SPCOUT_VL + v * t->yb, acc[r][j][v]);
 }
 
-/* The tile: every subset's loop with the same (K, J, NB), fixed at compile time. */
-static inline __attribute__((always_inline)) void tile_kjn(const spcout_tile *t, const int K, const int J, const int NB) {
+/* The tile: every subset's loop with the same (K, J, NB, S), fixed at compile time. */
+static inline __attribute__((always_inline)) void tile_kjn(const spcout_tile *t, const int K, const int J, const int NB,
+                                                           const int S) {
     if (t->first)
         for (int i = 0; i < t->m; i++)
 #pragma GCC unroll 3
@@ -82,28 +83,33 @@ static inline __attribute__((always_inline)) void tile_kjn(const spcout_tile *t,
             if (t->sub_bits[s] >> i & 1) rows[r++] = t->y + i * t->ldr;
         const float *e = t->e + (int64_t)t->run[s] * es, *end = t->e + (int64_t)t->run[s + 1] * es;
         if (NB == 2) {
-            loop_kjn(t, rows, t->x, e, end, K, J, 2);
+            loop_kjn(t, rows, t->x, e, end, K, J, 2, S);
         } else { /* the two image vectors one after the other */
-            loop_kjn(t, rows, t->x, e, end, K, J, 1);
+            loop_kjn(t, rows, t->x, e, end, K, J, 1, S);
             float *rows1[SPCOUT_MAX_N];
             for (int r = 0; r < K; r++) rows1[r] = rows[r] + t->yb;
-            loop_kjn(t, rows1, t->x + t->xb, e, end, K, J, 1);
+            loop_kjn(t, rows1, t->x + t->xb, e, end, K, J, 1, S);
         }
     }
 }
 
-#define CASE_J(K, NB)                                                                                                  \
+#define CASE_J(K, NB, S)                                                                                               \
     switch (t->J) {                                                                                                    \
-    case 1: tile_kjn(t, K, 1, NB); return;                                                                             \
-    case 2: tile_kjn(t, K, 2, NB); return;                                                                             \
-    default: tile_kjn(t, K, 3, NB); return;                                                                            \
+    case 1: tile_kjn(t, K, 1, NB, S); return;                                                                          \
+    case 2: tile_kjn(t, K, 2, NB, S); return;                                                                          \
+    default: tile_kjn(t, K, 3, NB, S); return;                                                                         \
+    }
+
+/* NB 2 for K <= 2 (K * J * NB <= 12) */
+#define CASE_K(S)                                                                                                      \
+    switch (t->K) {                                                                                                    \
+    case 1: CASE_J(1, 2, S)                                                                                            \
+    case 2: CASE_J(2, 2, S)                                                                                            \
+    case 3: CASE_J(3, 1, S)                                                                                            \
+    default: CASE_J(4, 1, S)                                                                                           \
     }
 
 void spcout_tile_avx2(const spcout_tile *t) {
-    switch (t->K) { /* NB 2 for K <= 2 (K * J * NB <= 12) */
-    case 1: CASE_J(1, 2)
-    case 2: CASE_J(2, 2)
-    case 3: CASE_J(3, 1)
-    default: CASE_J(4, 1)
-    }
+    if (t->S == 1) CASE_K(1)
+    CASE_K(2)
 }

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "kernels/spfwd_internal.h" /* SPFWD_MAX_TAPS */
 #include "sdgp/sparse.h"
 
 #define SPCOUT_MAX_N 4  /* kept output channels per group: the rows of one micro-kernel loop */
@@ -15,20 +16,21 @@
 #define SPCOUT_VL 8     /* images per vector (the layout's innermost dimension) */
 
 /* One micro-kernel call: one group of m output channels over one chunk of input channels, for a
- * tile of J output columns x 2 vectors of 8 images. The chunk's entries are sorted by subset: those
- * of subset s (run[s] .. run[s+1]-1) feed the n = K rows whose bits are set in sub_bits[s]:
+ * tile of J output columns x 2 vectors of 8 images, at convolution stride S (1 or 2). The chunk's
+ * entries are sorted by subset: those of subset s (run[s] .. run[s+1]-1) feed the n = K rows whose bits are set in sub_bits[s]:
  *
  *   y[i*ldr + j*8 + v*yb + l] (+)= sum over the entries q of every subset holding row i (subsets
- *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*8 + v*xb + l]
+ *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*S*8 + v*xb + l]
  *
  * for the group's rows i < m, j < J, v < 2, l < 8, where r(i) is row i's rank in its subset. An
  * entry is 1 + K floats: off_q (an int32's bits: the input vector of an (input channel, tap), floats
  * from x) then the weights of the K rows. With `first`, the tile's y starts from zero (a chunk's
  * first call), else the chains continue from y's values. One fp32 FMA chain per output element
  * (so every path gives the same bits).
- * - Reads: x at off_q + j*8 + v*xb (32-byte aligned vectors); y's tile (unless first).
+ * - Reads: x at off_q + j*S*8 + v*xb (32-byte aligned vectors); y's tile (unless first).
  * - Writes: exactly y's tile: m rows x J columns x 2 vectors.
- * - K 1 .. SPCOUT_MAX_N, J 1 .. SPCOUT_TW, m <= SPCOUT_MAX_M. The AVX2 kernel keeps K * J * NB <= 12
+ * - K 1 .. SPCOUT_MAX_N, J 1 .. SPCOUT_TW, m <= SPCOUT_MAX_M, S 1 or 2 (the AVX2 kernel has both as
+ *   constants: a column step in a register would cost the stride-1 loop its immediate offsets). The AVX2 kernel keeps K * J * NB <= 12
  *   accumulators in registers per subset: both image vectors at once (NB 2) for K <= 2, else one
  *   after the other. */
 typedef struct {
@@ -40,7 +42,7 @@ typedef struct {
     int nsub;
     float *y;
     int64_t ldr, yb;
-    int m, K, J, first;
+    int m, K, J, S, first;
 } spcout_tile;
 
 typedef void (*spcout_tile_fn)(const spcout_tile *t);
@@ -62,6 +64,7 @@ typedef struct spcout {
     int64_t plane_x, plane_y;           /* floats per channel of Xt, Yt, one vector of images */
     uint8_t sub_bits[128];              /* subset index -> bit mask (C(8,4) = 70 at most) */
     int16_t sub_index[256];             /* bit mask -> subset index, -1 if it has not n bits */
+    int32_t tap_off[SPFWD_MAX_TAPS];    /* tap -> its input vector's offset in a channel plane of Xt */
     float *Xt, *Yt;                     /* in the workspace: the caller's (set_workspace) or own */
     void *own;                          /* the plan's own workspace, made at its first run */
     size_t xt_bytes, ws_bytes;          /* Xt's share (64-byte multiple), Xt + Yt */

@@ -3,7 +3,7 @@
  * oneDNN's dense forward on W~, the sparse-weight kernel (src/kernels/spfwd.c), which runs the
  * product over each block's kept input channels only, the same in the Winograd domain
  * (spfwd_wino.c; 3x3 stride-1 layers), or for the cout form the kernel vectorised over images that
- * feeds each loaded input to a group's kept output channels only (spcout.c; stride 1). Per layer,
+ * feeds each loaded input to a group's kept output channels only (spcout.c; stride 1 or 2). Per layer,
  * by --sparse-kernel as for the data gradient: on = a sparse kernel wherever one runs (Winograd
  * where the layer has it: fewer multiplies by 2.25x), off = dense, auto and fastest = the fastest
  * of all, timed at start with the packing included (never slower than dense). The choice is part of
