@@ -133,7 +133,8 @@ static int64_t pack_chunk(const sdgp_sparse_fwd *p, const float *w, int gr, int 
     int count[128] = {0};
     for (int j = 0; j < nci * taps; j++) {
         const int64_t at = (int64_t)ci0 * taps + j;
-        int bits = 0; /* no branch per weight: the zeros fall at random, and mispredictions were most of the packing's time */
+        /* no branch per weight: the zeros fall at random, and mispredictions were most of the packing's time */
+        int bits = 0;
         for (int i = 0; i < c->m; i++) bits |= (wg[i * row + at] != 0.0f) << i;
         int nnz = __builtin_popcount((unsigned)bits);
         if (nnz > c->n) return 1 + at;

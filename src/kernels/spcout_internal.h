@@ -17,7 +17,8 @@
 
 /* One micro-kernel call: one group of m output channels over one chunk of input channels, for a
  * tile of J output columns x 2 vectors of 8 images, at convolution stride S (1 or 2). The chunk's
- * entries are sorted by subset: those of subset s (run[s] .. run[s+1]-1) feed the n = K rows whose bits are set in sub_bits[s]:
+ * entries are sorted by subset: those of subset s (run[s] .. run[s+1]-1) feed the n = K rows whose
+ * bits are set in sub_bits[s]:
  *
  *   y[i*ldr + j*8 + v*yb + l] (+)= sum over the entries q of every subset holding row i (subsets
  *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*S*8 + v*xb + l]
@@ -30,9 +31,9 @@
  * - Reads: x at off_q + j*S*8 + v*xb (32-byte aligned vectors); y's tile (unless first).
  * - Writes: exactly y's tile: m rows x J columns x 2 vectors.
  * - K 1 .. SPCOUT_MAX_N, J 1 .. SPCOUT_TW, m <= SPCOUT_MAX_M, S 1 or 2 (the AVX2 kernel has both as
- *   constants: a column step in a register would cost the stride-1 loop its immediate offsets). The AVX2 kernel keeps K * J * NB <= 12
- *   accumulators in registers per subset: both image vectors at once (NB 2) for K <= 2, else one
- *   after the other. */
+ *   constants: a column step in a register would cost the stride-1 loop its immediate offsets). The
+ *   AVX2 kernel keeps K * J * NB <= 12 accumulators in registers per subset: both image vectors at
+ *   once (NB 2) for K <= 2, else one after the other. */
 typedef struct {
     const float *x;
     int64_t xb;
