@@ -44,6 +44,7 @@ cat > "$T/step.jsonl" <<'EOF'
 {"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"prune":"magnitude","nm":"2:4","sdgp_domain":"winograd","mask_block":1,"kernels":"-wwwwwws","dense_ms":100.00,"sdgp_ms":70.00,"speedup":1.429,"torch_ms":0.00,"vs_torch":0.000,"ours_rss_mb":491.8}
 {"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"prune":"magnitude","nm":"2:4","sdgp_domain":"pixel","mask_block":1,"kernels":"-dddddds","dense_ms":100.00,"sdgp_ms":80.00,"speedup":1.250,"torch_ms":0.00,"vs_torch":0.000,"ours_rss_mb":491.8}
 {"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"prune":"rescaled","nm":"2:4","sdgp_domain":"pixel","mask_block":1,"kernels":"-dddddds","dense_ms":100.00,"sdgp_ms":90.00,"speedup":1.111,"torch_ms":0.00,"vs_torch":0.000,"ours_rss_mb":491.8}
+{"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"prune":"mvue","nm":"2:4","sdgp_domain":"pixel","mask_block":1,"kernels":"-sssssss","interleaved":true,"dense_ms":120.00,"sdgp_ms":60.00,"speedup":2.000,"torch_ms":0.00,"vs_torch":0.000}
 EOF
 expect 0 "report: 5 groups from 17 runs" -- "$SDGP" report "$S" --target 89 --step-times "$T/step.jsonl"
 R="$S/report.md"
@@ -140,14 +141,22 @@ if grep -qE '^\| ident \| 2/2 \| 234 \| 90\.00 \| 21\.1 \| 1\.111x \| row 4: .*r
   bad "ident step time: $(grep -E '^\| ident \| 2/2 \| 234' "$R")"; fi
 if grep -qE '^\| random-2:4 \| 0/2 \| not reached \| — \| — \| — \| no match \(closest: row 1, with batch 512 where the run has 256, prune none where the run has random\) \|' "$R"; then ok; else
   bad "random: $(grep -E '^\| random-2:4 \| 0/2 \| not' "$R")"; fi
-if grep -qE '^\| mvue-2:4 \| 1/1 \| 234 \| — \| — \| — \| no match \(closest: row 1, with prune none where the run has mvue\) \|' "$R"; then ok; else
-  bad "mvue: $(grep -E '^\| mvue-2:4 \| 1/1 \| 234' "$R")"; fi
+# mvue's line is interleaved: its own ratio (60 / 120 ms) times the dense line's 100 ms, 50 ms: 11.7 s, 2.000x
+if grep -qE '^\| mvue-2:4 \| 1/1 \| 234 \| 50\.00 \(i\) \| 11\.7 \| 2\.000x \| row 5: .*mvue 2:4(; not compared: threads)?(, mask_block)? \|' "$R"; then ok; else
+  bad "mvue (interleaved line): $(grep -E '^\| mvue-2:4 \| 1/1 \| 234' "$R")"; fi
+if grep -qF '(i): the line was measured with `--interleave`' "$R"; then ok; else bad "the (i) note"; fi
 # real `sdgp bench step --json` output (the training batch: its dense line matches our dense runs)
 REAL="$SRC/docs/bench/sdgp-domain/step-train-batch.jsonl"
 if [ -s "$REAL" ]; then
   expect 0 "report: " -- "$SDGP" report "$S" --out "$T/real" --target 89 --step-times "$REAL"
   if grep -qE '^\| dense \| 6/6 \| 234 \| [0-9.]+ \| [0-9.]+ \| 1\.000x \| row 1: resnet9-w0\.25-28x28x1, batch 512, 2 threads, none \|' "$T/real/report.md"; then ok; else
     bad "real bench step output: $(grep -E '^\| dense \| 6/6 \| 234' "$T/real/report.md")"; fi
+fi
+REAL="$SRC/docs/bench/zen3/step-train-batch.jsonl" # `--interleave` lines
+if [ -s "$REAL" ]; then
+  expect 0 "report: " -- "$SDGP" report "$S" --out "$T/real-i" --target 89 --step-times "$REAL"
+  if grep -qE '^\| shift \| 6/6 \| 117 \| [0-9.]+ \(i\) \| [0-9.]+ \| [0-9.]+x \| row 2: .*magnitude 2:4' "$T/real-i/report.md"; then ok; else
+    bad "real interleaved bench step output: $(grep -E '^\| shift \| 6/6' "$T/real-i/report.md")"; fi
 fi
 
 # bad --step-times input: exit 2, the file (and line) named
@@ -162,6 +171,8 @@ echo '{"model":"m","batch":512,"threads":2,"prune":"magnitude","nm":"2:4","dense
 expect 2 'nosdgp.jsonl:1: .*no "sdgp_ms" \(a number\)' -- "$SDGP" report "$S" --step-times "$T/nosdgp.jsonl"
 echo '{"model":"m","batch":512,"threads":2,"prune":"none","ours_ms":-1}' > "$T/neg.jsonl"
 expect 2 'neg.jsonl:1: .*ours_ms is not a positive time' -- "$SDGP" report "$S" --step-times "$T/neg.jsonl"
+echo '{"model":"m","batch":512,"threads":2,"prune":"mvue","nm":"2:4","interleaved":true,"sdgp_ms":50.0}' > "$T/nopartner.jsonl"
+expect 2 'nopartner.jsonl:1: .*an interleaved line needs "dense_ms"' -- "$SDGP" report "$S" --step-times "$T/nopartner.jsonl"
 expect 2 "--step-times needs a value" -- "$SDGP" report "$S" --step-times
 
 # ---- figures: error bars where a group has seeds, the n:m line plot --------------------------

@@ -67,6 +67,15 @@ static int step_line(void *ctx, const rp_jfield *f, int n, const char *line, cha
         snprintf(why, size, "%s is not a positive time", ms_key);
         return 2;
     }
+    /* --interleave: the line's steps alternated with a dense partner's, so its ratio to that partner
+     * is what survives the host's drift; rp_steps_markdown scales it to the dense line */
+    const rp_jfield *il = rp_j_get(f, n, "interleaved");
+    if (!dense && il && il->vlen == 4 && !strncmp(il->val, "true", 4)) {
+        if (!rp_j_num(f, n, "dense_ms", &r->partner) || !isfinite(r->partner) || r->partner <= 0) {
+            snprintf(why, size, "an interleaved line needs \"dense_ms\" (a positive number)");
+            return 2;
+        }
+    }
     S->n++;
     (void)line;
     return 0;
@@ -238,7 +247,10 @@ void rp_steps_markdown(FILE *f, const rp_data *d, const char *dir, const rp_step
                "whatever else ran on the machine meanwhile (other runs of the sweep, other jobs), so they can "
                "differ by more than the pruning saves. These estimates count training steps only. Settings that "
                "bench step does not write are not compared (e.g. the rescale scope: `rescaled` of either scope "
-               "matches a `rescaled` line).\n\n", S->path, 100 * target);
+               "matches a `rescaled` line). (i): the line was measured with `--interleave`, its steps alternating "
+               "with a dense partner's in one process; its ms per step is the dense line's times its ratio to that "
+               "partner (sdgp_ms / dense_ms), so drift between the two lines' processes cancels.\n\n",
+            S->path, 100 * target);
     fprintf(f, "| group | reached | steps to target | ms per step (quiet) | time to target s (quiet) | speedup vs dense "
                "| step-time row |\n|---|---:|---:|---:|---:|---:|---|\n");
     double dense_time = NAN;
@@ -252,18 +264,32 @@ void rp_steps_markdown(FILE *f, const rp_data *d, const char *dir, const rp_step
         free(cells);
         return;
     }
-    for (int g = 0; g < d->n_groups; g++) { /* dense's time first: the speedups need it */
+    double *step_ms = calloc((size_t)d->n_groups, sizeof *step_ms);
+    if (!step_ms) {
+        fprintf(f, "(out of memory)\n");
+        free(times);
+        free(match);
+        free(cells);
+        return;
+    }
+    for (int g = 0; g < d->n_groups; g++) {
         const rp_group *G = &d->groups[g];
         run_keys k;
         read_run_keys(dir, d->runs[G->run[0]].name, &k);
         match[g] = match_row(S, &k, cells[g], sizeof cells[g]);
-        times[g] = match[g] && !isnan(G->tts) ? G->tts * match[g]->ms / 1000 : NAN;
+    }
+    /* an interleaved line: the dense line's ms times the line's own ratio (no dense line: its own ms) */
+    const double dense_ms = d->dense >= 0 && match[d->dense] ? match[d->dense]->ms : NAN;
+    for (int g = 0; g < d->n_groups; g++) {
+        const rp_step_row *r = match[g];
+        step_ms[g] = !r ? NAN : r->partner > 0 && !isnan(dense_ms) ? dense_ms * r->ms / r->partner : r->ms;
+        times[g] = r && !isnan(d->groups[g].tts) ? d->groups[g].tts * step_ms[g] / 1000 : NAN;
         if (g == d->dense) dense_time = times[g];
     }
     for (int g = 0; g < d->n_groups; g++) {
         const rp_group *G = &d->groups[g];
         char steps[32], ms[32] = "—", t[32] = "—", sp[32] = "—";
-        if (match[g]) snprintf(ms, sizeof ms, "%.2f", match[g]->ms);
+        if (match[g]) snprintf(ms, sizeof ms, "%.2f%s", step_ms[g], match[g]->partner > 0 && !isnan(dense_ms) ? " (i)" : "");
         if (isnan(G->tts)) snprintf(steps, sizeof steps, "not reached");
         else snprintf(steps, sizeof steps, "%.0f", G->tts);
         if (!isnan(times[g])) snprintf(t, sizeof t, "%.1f", times[g]);
@@ -272,5 +298,6 @@ void rp_steps_markdown(FILE *f, const rp_data *d, const char *dir, const rp_step
     }
     free(match);
     free(times);
+    free(step_ms);
     free(cells);
 }
