@@ -76,7 +76,7 @@ typedef struct {
     char key[RP_SK_N][64];
     double ms;      /* ours_ms of a dense line ("prune":"none"), sdgp_ms of an SDGP line */
     double partner; /* an interleaved SDGP line's dense_ms (its own dense partner's steps), else 0 */
-    int row;   /* its place among the file's JSON lines, from 1 */
+    int row;        /* its place among the file's JSON lines, from 1 */
 } rp_step_row;
 
 typedef struct {
