@@ -254,20 +254,13 @@ void rp_steps_markdown(FILE *f, const rp_data *d, const char *dir, const rp_step
     fprintf(f, "| group | reached | steps to target | ms per step (quiet) | time to target s (quiet) | speedup vs dense "
                "| step-time row |\n|---|---:|---:|---:|---:|---:|---|\n");
     double dense_time = NAN;
-    double *times = calloc((size_t)d->n_groups, sizeof *times);
+    double *times = calloc((size_t)d->n_groups, sizeof *times), *step_ms = calloc((size_t)d->n_groups, sizeof *step_ms);
     const rp_step_row **match = calloc((size_t)d->n_groups, sizeof *match);
     char(*cells)[512] = calloc((size_t)d->n_groups, sizeof *cells);
-    if (!times || !match || !cells) {
+    if (!times || !step_ms || !match || !cells) {
         fprintf(f, "(out of memory)\n");
         free(times);
-        free(match);
-        free(cells);
-        return;
-    }
-    double *step_ms = calloc((size_t)d->n_groups, sizeof *step_ms);
-    if (!step_ms) {
-        fprintf(f, "(out of memory)\n");
-        free(times);
+        free(step_ms);
         free(match);
         free(cells);
         return;
