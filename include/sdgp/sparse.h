@@ -150,8 +150,9 @@ SDGP_API sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sd
 SDGP_API int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m);
 SDGP_API sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
                                                  int threads, sdgp_error *err);
-/* Scratch memory of a run besides the plan: the cout form's transposed input and output (about the
- * layer's input and output, batch rounded up to 16, padding included; 0 for the other forms). By
+/* Scratch memory of a run besides the plan: the cout form's transposed input (about the layer's
+ * input, batch rounded up to 16, padding included) and one output tile per thread (0 for the other
+ * forms). By
  * default the plan allocates it at its first run and keeps it; set_workspace gives it the caller's
  * buffer instead (64-byte aligned, at least workspace_bytes), so that plans that never run at the
  * same time (a model's layers) share one; NULL returns to the plan's own. The plan never frees the

@@ -59,7 +59,7 @@ sdgp_status sdgp_sparse_fwd_set_workspace(sdgp_sparse_fwd *p, void *ws, size_t b
     free(c->own);
     c->own = NULL;
     c->Xt = ws; /* NULL: the plan's own, made at the next run */
-    c->Yt = ws ? (float *)((char *)ws + c->xt_bytes) : NULL;
+    c->Ytile = ws ? (float *)((char *)ws + c->xt_bytes) : NULL;
     return SDGP_OK;
 }
 
@@ -101,14 +101,14 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     c->Hp = g->H + 2 * g->pad;
     c->Wp = g->W + 2 * g->pad;
     c->plane_x = xt_plane(g);
-    c->plane_y = (int64_t)g->Ho * g->Wo * SPCOUT_VL;
+    c->ytile = (int64_t)2 * g->Cout * SPCOUT_TW * SPCOUT_VL;
     for (int t = 0; t < g->kh * g->kw; t++) c->tap_off[t] = (int32_t)(((int64_t)(t / g->kw) * c->Wp + t % g->kw) * SPCOUT_VL);
     memset(c->sub_index, -1, sizeof c->sub_index);
     for (int bits = 0; bits < 1 << m; bits++)
         if (__builtin_popcount((unsigned)bits) == n) c->sub_bits[c->nsub] = (uint8_t)bits, c->sub_index[bits] = (int16_t)c->nsub++;
     const size_t taps = (size_t)g->kh * g->kw;
     c->xt_bytes = ((size_t)c->nbv * g->Cin * c->plane_x * sizeof(float) + 63) / 64 * 64;
-    c->ws_bytes = c->xt_bytes + (size_t)c->nbv * g->Cout * c->plane_y * sizeof(float);
+    c->ws_bytes = c->xt_bytes + (size_t)p->threads * c->ytile * sizeof(float); /* ytile: 64-byte multiple */
     c->ent = malloc((size_t)g->Cout / m * g->Cin * taps * c->es * sizeof(float));
     c->run = malloc((size_t)c->groups * c->chunks * (c->nsub + 1) * sizeof(int32_t));
     c->scratch = malloc((size_t)p->threads * SPCOUT_CHUNK * taps);
@@ -203,7 +203,7 @@ static void zero_padding(const sdgp_sparse_fwd *p) {
         }
 }
 
-/* X (NHWC) into Xt and Yt into Y (NHWC): one 8 x C block transpose per (vector of images, pixel). */
+/* X (NHWC) into Xt: one 8 x C block transpose per (vector of images, pixel). */
 static void transpose_in(const sdgp_sparse_fwd *p, const float *x, transpose_fn tr) {
     const sdgp_conv_geom *g = &p->g;
     const spcout *c = p->cout;
@@ -218,39 +218,32 @@ static void transpose_in(const sdgp_sparse_fwd *p, const float *x, transpose_fn 
         }
 }
 
-static void transpose_out(const sdgp_sparse_fwd *p, float *y, transpose_fn tr) {
-    const sdgp_conv_geom *g = &p->g;
-    const spcout *c = p->cout;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
-    for (int bv = 0; bv < c->nbv; bv++)
-        for (int h = 0; h < g->Ho; h++) {
-            const int b0 = bv * SPCOUT_VL, nb = g->B - b0 < SPCOUT_VL ? g->B - b0 : SPCOUT_VL;
-            for (int w = 0; nb > 0 && w < g->Wo; w++)
-                tr(y + (((int64_t)b0 * g->Ho + h) * g->Wo + w) * g->Cout, (int64_t)g->Ho * g->Wo * g->Cout,
-                   c->Yt + (int64_t)bv * g->Cout * c->plane_y + ((int64_t)h * g->Wo + w) * SPCOUT_VL, c->plane_y, g->Cout, nb);
-        }
-}
-
 /* One tile: output row h, columns w0 .. w0+J-1, image vectors bv .. bv+1, every output channel:
  * chunks outside, so a chunk's input rows stay in L1 across the groups. Output (h, w) reads the
- * input from (h, w) * stride on. */
-static void run_tile(const sdgp_sparse_fwd *p, int bv, int h, int w0, int J) {
+ * input from (h, w) * stride on. The tile accumulates in the thread's buffer yt (Ytile's layout)
+ * and goes to y (NHWC) from there, while it is in L1 or L2. */
+static void run_tile(const sdgp_sparse_fwd *p, float *y, float *yt, int bv, int h, int w0, int J, transpose_fn tr) {
     const sdgp_conv_geom *g = &p->g;
     const spcout *c = p->cout;
     const int taps = g->kh * g->kw;
-    const int64_t xb = (int64_t)g->Cin * c->plane_x, yb = (int64_t)g->Cout * c->plane_y;
+    const int64_t xb = (int64_t)g->Cin * c->plane_x, ldr = SPCOUT_TW * SPCOUT_VL, yb = (int64_t)g->Cout * ldr;
     const int S = g->stride;
     spcout_tile t = {.x = c->Xt + bv * xb + ((int64_t)h * S * c->Wp + w0 * S) * SPCOUT_VL, .xb = xb, .sub_bits = c->sub_bits,
-                     .nsub = c->nsub, .ldr = c->plane_y, .yb = yb, .m = c->m, .K = c->n, .J = J, .S = S};
-    float *y0 = c->Yt + bv * yb + ((int64_t)h * g->Wo + w0) * SPCOUT_VL;
+                     .nsub = c->nsub, .ldr = ldr, .yb = yb, .m = c->m, .K = c->n, .J = J, .S = S};
     for (int ch = 0; ch < c->chunks; ch++)
         for (int gr = 0; gr < c->groups; gr++) {
-            t.y = y0 + (int64_t)gr * c->m * c->plane_y;
+            t.y = yt + (int64_t)gr * c->m * ldr;
             t.run = c->run + ((size_t)gr * c->chunks + ch) * (c->nsub + 1);
             t.e = c->ent + ((int64_t)gr * g->Cin + (int64_t)ch * SPCOUT_CHUNK) * taps * c->es;
             t.first = ch == 0;
             c->tile(&t);
         }
+    for (int v = 0; v < 2; v++) { /* one 8 x Cout block transpose per (vector of images, pixel) */
+        const int b0 = (bv + v) * SPCOUT_VL, nb = g->B - b0 < SPCOUT_VL ? g->B - b0 : SPCOUT_VL;
+        for (int j = 0; nb > 0 && j < J; j++)
+            tr(y + (((int64_t)b0 * g->Ho + h) * g->Wo + w0 + j) * g->Cout, (int64_t)g->Ho * g->Wo * g->Cout, yt + v * yb + j * SPCOUT_VL,
+               ldr, g->Cout, nb);
+    }
 }
 
 sdgp_status spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x, sdgp_error *err) {
@@ -261,7 +254,7 @@ sdgp_status spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x, sdgp_
             return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse-weight forward (cout): out of memory for its workspace (%zu MB)",
                              c->ws_bytes >> 20);
         c->Xt = c->own;
-        c->Yt = (float *)((char *)c->own + c->xt_bytes);
+        c->Ytile = (float *)((char *)c->own + c->xt_bytes);
     }
     const transpose_fn tr = transpose_for(p->k.isa);
     transpose_in(p, x, tr);
@@ -269,11 +262,12 @@ sdgp_status spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x, sdgp_
     /* units: (pair of image vectors, output row); each output element is one unit's, in one order */
 #pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
     for (int bp = 0; bp < npairs; bp++)
-        for (int h = 0; h < g->Ho; h++)
+        for (int h = 0; h < g->Ho; h++) {
+            float *yt = c->Ytile + (int64_t)omp_get_thread_num() * c->ytile;
             for (int t = 0; t < ntw; t++) {
                 const int w0 = t * SPCOUT_TW, J = g->Wo - w0 < SPCOUT_TW ? g->Wo - w0 : SPCOUT_TW;
-                run_tile(p, 2 * bp, h, w0, J);
+                run_tile(p, y, yt, 2 * bp, h, w0, J, tr);
             }
-    transpose_out(p, y, tr);
+        }
     return SDGP_OK;
 }

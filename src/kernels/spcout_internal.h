@@ -56,19 +56,21 @@ void spcout_tile_avx2(const spcout_tile *t);
  *   Xt [nbv][Cin][H + 2 pad][W + 2 pad][8]  the input, transposed, zero padding (and images >= B); each
  *                                           channel plane is plane_x floats: a cache line more if the
  *                                           padded image is an even number of lines (L1 sets)
- *   Yt [nbv][Cout][Ho][Wo][8]               the output before it is transposed back to NHWC
+ *   Ytile [threads][2][Cout][SPCOUT_TW][8]  per thread, one tile's output (2 vectors of images x Cout
+ *                                           x its columns), transposed to NHWC as soon as it is done
  * Entries per (group of m output channels, chunk of input channels): sorted by the subset of the
  * group that keeps them (subsets of n rows, ascending bit masks), one (input channel, tap) each. */
 typedef struct spcout {
     int n, m, groups, chunks, nsub, es; /* es: floats per entry, 1 + n */
     int nbv, Hp, Wp;
-    int64_t plane_x, plane_y;           /* floats per channel of Xt, Yt, one vector of images */
+    int64_t plane_x;                    /* floats per channel of Xt, one vector of images */
+    int64_t ytile;                      /* floats of one thread's Ytile */
     uint8_t sub_bits[128];              /* subset index -> bit mask (C(8,4) = 70 at most) */
     int16_t sub_index[256];             /* bit mask -> subset index, -1 if it has not n bits */
     int32_t tap_off[SPFWD_MAX_TAPS];    /* tap -> its input vector's offset in a channel plane of Xt */
-    float *Xt, *Yt;                     /* in the workspace: the caller's (set_workspace) or own */
+    float *Xt, *Ytile;                  /* in the workspace: the caller's (set_workspace) or own */
     void *own;                          /* the plan's own workspace, made at its first run */
-    size_t xt_bytes, ws_bytes;          /* Xt's share (64-byte multiple), Xt + Yt */
+    size_t xt_bytes, ws_bytes;          /* Xt's share (64-byte multiple), Xt + Ytile */
     float *ent;                         /* [groups][chunks][(chunk's channels) * taps][es] */
     int32_t *run;                       /* [groups][chunks][nsub + 1]: each subset's entries, from the chunk's first */
     uint8_t *scratch;                   /* per thread: a chunk's entries' subset indices */
