@@ -34,7 +34,7 @@ static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
     /* shared_acc: AVX-512 32 zmm = 24 accumulators + 4 panel vectors + broadcasts; AVX2 16 ymm =
      * 8 + 4 + broadcasts; the reference has no registers to count */
     [SDGP_ISA_REF] = {SDGP_ISA_REF, 64, spconv_tile_ref, spconv_tile_shared_ref, 16, 64},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, 32, spconv_tile_avx2, spconv_tile_shared_avx2, 8, 8},
+    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, 64, spconv_tile_avx2, spconv_tile_shared_avx2, 8, 8},
     [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, 128, spconv_tile_avx512, spconv_tile_shared_avx512, 16, 24},
 };
 

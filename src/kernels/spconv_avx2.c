@@ -1,15 +1,17 @@
 /* AVX2 + FMA micro-kernel of the sparse backward-data convolution.
  *
  * The AVX-512 kernel's design (spconv_avx512.c) with 8-float vectors: the row segment of one dD
- * pixel (ncols <= 32 floats, NV <= 4 ymm) in registers across all taps and entries, two
- * accumulator sets (8 FMA chains), one 64-bit entry load and a GPR broadcast per entry, NV FMAs on
- * panel rows. 16 ymm registers: 8 accumulators + 2 broadcasts leave room. The last vector is
- * loaded / stored with vmaskmov. */
+ * pixel (ncols <= 64 floats, NV <= 8 ymm) in registers across all taps and entries, one 64-bit
+ * entry load and a GPR broadcast per entry, NV FMAs on panel rows. Up to 32 columns, two
+ * accumulator sets for even and odd entries (8 FMA chains at NV 4); 33-64 columns, one set (NV
+ * chains: 8 at 64 columns), so each entry's load and broadcast feed 8 FMAs instead of 4 (16 ymm
+ * registers: 8 accumulators + a broadcast). The last vector is loaded / stored with vmaskmov. */
 #include <immintrin.h>
 
 #include "kernels/spconv_internal.h"
 
-#define NV_MAX 4
+#define NV_MAX 4  /* two accumulator sets */
+#define NV_WIDE 8 /* one set: 64 columns */
 
 static inline __attribute__((always_inline)) __m256 entry_value(spconv_entry e) {
     return _mm256_castsi256_ps(_mm256_set1_epi32((int)(uint32_t)e));
@@ -52,12 +54,45 @@ static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, 
         }
 }
 
+/* 33-64 columns: one accumulator set of NV (5-8) vectors, NV independent FMA chains; each entry's
+ * load and broadcast then feed NV FMAs instead of 4. */
+static inline __attribute__((always_inline)) void tile_wide(const spconv_tile *t, const int NV) {
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * (NV - 1)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const int ne = t->ne, ntaps = t->ntaps;
+    for (int zy = 0; zy < t->nz * t->ny; zy++)
+        for (int x = 0, z = zy / t->ny, y = zy % t->ny; x < t->nx; x++) {
+            const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy + z * t->e_sz;
+            __m256 a[NV_WIDE];
+            for (int q = 0; q < NV; q++) a[q] = _mm256_setzero_ps();
+            for (int tap = 0; tap < ntaps; tap++) {
+                const spconv_entry *E = pix + t->tap_ent[tap];
+                const char *panel = (const char *)t->tap_panel[tap];
+                for (int e = 0; e < ne; e++) {
+                    const float *w = (const float *)(panel + spconv_entry_offset(E[e]));
+                    const __m256 v = entry_value(E[e]);
+                    for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v, _mm256_load_ps(w + 8 * q), a[q]);
+                }
+            }
+            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
+            if (!t->overwrite) {
+                for (int q = 0; q < NV - 1; q++) a[q] = _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), a[q]);
+                a[NV - 1] = _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), a[NV - 1]);
+            }
+            for (int q = 0; q < NV - 1; q++) _mm256_storeu_ps(d + 8 * q, a[q]);
+            _mm256_maskstore_ps(d + 8 * (NV - 1), tail, a[NV - 1]);
+        }
+}
+
 void spconv_tile_avx2(const spconv_tile *t) {
     switch ((t->ncols + 7) / 8) {
     case 1: tile_nv(t, 1); break;
     case 2: tile_nv(t, 2); break;
     case 3: tile_nv(t, 3); break;
-    default: tile_nv(t, 4); break;
+    case 4: tile_nv(t, 4); break;
+    case 5: tile_wide(t, 5); break;
+    case 6: tile_wide(t, 6); break;
+    case 7: tile_wide(t, 7); break;
+    default: tile_wide(t, 8); break;
     }
 }
 
@@ -113,8 +148,14 @@ void spconv_tile_shared_avx2(const spconv_tile *t) {
     case 3:
         switch (t->nx) { SHARED_CASE(1, 3) SHARED_CASE(2, 3) }
         return;
-    default:
+    case 4:
         switch (t->nx) { SHARED_CASE(1, 4) SHARED_CASE(2, 4) }
         return;
+    /* 33-64 columns: one pixel per call (spconv_shared_nx), whose loop is the per-pixel kernel's
+     * one-set loop: the same summation order (one chain per vector) */
+    case 5: tile_wide(t, 5); return;
+    case 6: tile_wide(t, 6); return;
+    case 7: tile_wide(t, 7); return;
+    default: tile_wide(t, 8); return;
     }
 }
