@@ -60,7 +60,7 @@ TEST_CASE(sparse_fwd_cout_matches_naive_every_isa_and_thread_count) {
         {2, 3, 5, 96, 8, 1, 0, 2, 4, 1},     /* 1x1: many channels, 6 chunks */
         {1, 1, 1, 16, 8, 3, 1, 2, 4, 1},     /* 1x1 image: only the centre tap */
         {33, 14, 14, 64, 32, 3, 1, 2, 4, 1}, /* more units than threads, 4 chunks */
-        {3, 13, 12, 32, 16, 5, 2, 2, 4, 2},  /* stride 2, 5x5 pad 2 (ResNet-9's second conv): odd H, Wo 6 */
+        {3, 13, 12, 32, 16, 5, 2, 2, 4, 2},  /* stride 2, 5x5 pad 2 (ResNet-9's second conv): odd H, Wo 6, 4 chunks of 8 */
         {2, 9, 9, 24, 8, 3, 1, 3, 4, 2},     /* stride 2, 3x3, 3:4: a chunk of 16 and one of 8 */
         {18, 8, 10, 16, 24, 1, 0, 1, 4, 2},  /* stride 2, 1x1 (a downsampling shortcut), 1:4 */
     };

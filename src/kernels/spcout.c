@@ -30,6 +30,17 @@ static int64_t xt_plane(const sdgp_conv_geom *g) {
     return plane % 32 ? plane : plane + 16; /* an even number of 64-byte lines: one more */
 }
 
+/* Input channels per chunk: 16, or 8 where 16 channels' rows of one tile (kh rows of the columns its
+ * SPCOUT_TW outputs read, 2 vectors of images) pass SPCOUT_CHUNK_BYTES. 3x3 layers keep 16 (15 KB at
+ * stride 1, 21 KB at stride 2); a 5x5 stride-2 layer's 16 would be 46 KB, and 8 measured 1.05-1.21x
+ * faster there (bench/cout_ab.c, ResNet-9's layer 1 at both widths). Fewer than 8 makes a subset's
+ * loop too short; 32 measured no faster on 3x3 layers. */
+static int chunk_channels(const sdgp_conv_geom *g) {
+    const int64_t cols = (int64_t)(SPCOUT_TW - 1) * g->stride + g->kw;
+    const int64_t bytes = (int64_t)SPCOUT_CHUNK * g->kh * cols * 2 * SPCOUT_VL * sizeof(float);
+    return bytes <= SPCOUT_CHUNK_BYTES ? SPCOUT_CHUNK : SPCOUT_CHUNK / 2;
+}
+
 int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m) {
     if (!g || g->groups > 1 || g->stride < 1 || g->stride > 2 || n < 1 || n >= m || n > SPCOUT_MAX_N || m > SPCOUT_MAX_M || g->Cout % m)
         return 0;
@@ -96,7 +107,8 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     c->m = m;
     c->es = 1 + n;
     c->groups = g->Cout / m;
-    c->chunks = (g->Cin + SPCOUT_CHUNK - 1) / SPCOUT_CHUNK;
+    c->chunk = chunk_channels(g);
+    c->chunks = (g->Cin + c->chunk - 1) / c->chunk;
     c->nbv = (g->B + 15) / 16 * 2;
     c->Hp = g->H + 2 * g->pad;
     c->Wp = g->W + 2 * g->pad;
@@ -111,7 +123,7 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     c->ws_bytes = c->xt_bytes + (size_t)p->threads * c->ytile * sizeof(float); /* ytile: 64-byte multiple */
     c->ent = malloc((size_t)g->Cout / m * g->Cin * taps * c->es * sizeof(float));
     c->run = malloc((size_t)c->groups * c->chunks * (c->nsub + 1) * sizeof(int32_t));
-    c->scratch = malloc((size_t)p->threads * SPCOUT_CHUNK * taps);
+    c->scratch = malloc((size_t)p->threads * c->chunk * taps);
     if (!c->ent || !c->run || !c->scratch) {
         sdgp_sparse_fwd_destroy(p);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for the packed weights", who);
@@ -125,7 +137,7 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
 static int64_t pack_chunk(const sdgp_sparse_fwd *p, const float *w, int gr, int ch, uint8_t *sub) {
     const sdgp_conv_geom *g = &p->g;
     const spcout *c = p->cout;
-    const int taps = g->kh * g->kw, ci0 = ch * SPCOUT_CHUNK, nci = g->Cin - ci0 < SPCOUT_CHUNK ? g->Cin - ci0 : SPCOUT_CHUNK;
+    const int taps = g->kh * g->kw, ci0 = ch * c->chunk, nci = g->Cin - ci0 < c->chunk ? g->Cin - ci0 : c->chunk;
     const int64_t row = (int64_t)g->Cin * taps; /* floats between output channels in OIHW */
     const float *wg = w + (int64_t)gr * c->m * row;
     int32_t *run = c->run + ((size_t)gr * c->chunks + ch) * (c->nsub + 1);
@@ -163,7 +175,7 @@ sdgp_status spcout_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err) {
     int64_t bad = INT64_MAX; /* the first bad (group, channel, tap): the same message for any thread count */
 #pragma omp parallel for schedule(static) num_threads(p->threads) reduction(min : bad)
     for (int gr = 0; gr < c->groups; gr++) {
-        uint8_t *sub = c->scratch + (size_t)omp_get_thread_num() * SPCOUT_CHUNK * taps;
+        uint8_t *sub = c->scratch + (size_t)omp_get_thread_num() * c->chunk * taps;
         for (int ch = 0; ch < c->chunks; ch++) {
             const int64_t r = pack_chunk(p, w, gr, ch, sub);
             if (r && (int64_t)gr * p->g.Cin * taps + r - 1 < bad) bad = (int64_t)gr * p->g.Cin * taps + r - 1;
@@ -234,7 +246,7 @@ static void run_tile(const sdgp_sparse_fwd *p, float *y, float *yt, int bv, int 
         for (int gr = 0; gr < c->groups; gr++) {
             t.y = yt + (int64_t)gr * c->m * ldr;
             t.run = c->run + ((size_t)gr * c->chunks + ch) * (c->nsub + 1);
-            t.e = c->ent + ((int64_t)gr * g->Cin + (int64_t)ch * SPCOUT_CHUNK) * taps * c->es;
+            t.e = c->ent + ((int64_t)gr * g->Cin + (int64_t)ch * c->chunk) * taps * c->es;
             t.first = ch == 0;
             c->tile(&t);
         }

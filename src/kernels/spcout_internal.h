@@ -11,7 +11,8 @@
 
 #define SPCOUT_MAX_N 4  /* kept output channels per group: the rows of one micro-kernel loop */
 #define SPCOUT_MAX_M 8  /* a group's output channels: subsets fit a byte */
-#define SPCOUT_CHUNK 16 /* input channels per chunk: their rows of a tile stay in L1 across the groups */
+#define SPCOUT_CHUNK 16 /* input channels per chunk (at most): their rows of a tile stay in L1 across the groups */
+#define SPCOUT_CHUNK_BYTES (24 * 1024) /* a chunk's input rows of one tile, at most (else 8 channels) */
 #define SPCOUT_TW 3     /* output columns per tile */
 #define SPCOUT_VL 8     /* images per vector (the layout's innermost dimension) */
 
@@ -61,7 +62,7 @@ void spcout_tile_avx2(const spcout_tile *t);
  * Entries per (group of m output channels, chunk of input channels): sorted by the subset of the
  * group that keeps them (subsets of n rows, ascending bit masks), one (input channel, tap) each. */
 typedef struct spcout {
-    int n, m, groups, chunks, nsub, es; /* es: floats per entry, 1 + n */
+    int n, m, groups, chunk, chunks, nsub, es; /* chunk: input channels per chunk; es: floats per entry, 1 + n */
     int nbv, Hp, Wp;
     int64_t plane_x;                    /* floats per channel of Xt, one vector of images */
     int64_t ytile;                      /* floats of one thread's Ytile */
