@@ -32,7 +32,7 @@ static int64_t xt_plane(const sdgp_conv_geom *g) {
 
 /* Input channels per chunk: 16, or 8 where 16 channels' rows of one tile (kh rows of the columns its
  * SPCOUT_TW outputs read, 2 vectors of images) pass SPCOUT_CHUNK_BYTES. 3x3 layers keep 16 (15 KB at
- * stride 1, 21 KB at stride 2); a 5x5 stride-2 layer's 16 would be 46 KB, and 8 measured 1.05-1.21x
+ * stride 1, 21 KB at stride 2); a 5x5 stride-2 layer's 16 would be 46 KB, and 8 measured 1.06-1.34x
  * faster there (bench/cout_ab.c, ResNet-9's layer 1 at both widths). Fewer than 8 makes a subset's
  * loop too short; 32 measured no faster on 3x3 layers. */
 static int chunk_channels(const sdgp_conv_geom *g) {
