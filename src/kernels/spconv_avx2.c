@@ -17,6 +17,16 @@ static inline __attribute__((always_inline)) __m256 entry_value(spconv_entry e) 
     return _mm256_castsi256_ps(_mm256_set1_epi32((int)(uint32_t)e));
 }
 
+/* One pixel's row segment (NV vectors, the last masked by tail) to d: added to it, or over it. */
+static inline __attribute__((always_inline)) void store_row(float *d, __m256 *a, const int NV, __m256i tail, int overwrite) {
+    if (!overwrite) {
+        for (int q = 0; q < NV - 1; q++) a[q] = _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), a[q]);
+        a[NV - 1] = _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), a[NV - 1]);
+    }
+    for (int q = 0; q < NV - 1; q++) _mm256_storeu_ps(d + 8 * q, a[q]);
+    _mm256_maskstore_ps(d + 8 * (NV - 1), tail, a[NV - 1]);
+}
+
 static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, const int NV) {
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * (NV - 1)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const int ne = t->ne, ntaps = t->ntaps;
@@ -43,14 +53,8 @@ static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, 
                     for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v0, _mm256_load_ps(w0 + 8 * q), a[q]);
                 }
             }
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
             for (int q = 0; q < NV; q++) a[q] = _mm256_add_ps(a[q], b[q]);
-            if (!t->overwrite) {
-                for (int q = 0; q < NV - 1; q++) a[q] = _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), a[q]);
-                a[NV - 1] = _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), a[NV - 1]);
-            }
-            for (int q = 0; q < NV - 1; q++) _mm256_storeu_ps(d + 8 * q, a[q]);
-            _mm256_maskstore_ps(d + 8 * (NV - 1), tail, a[NV - 1]);
+            store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, a, NV, tail, t->overwrite);
         }
 }
 
@@ -73,13 +77,7 @@ static inline __attribute__((always_inline)) void tile_wide(const spconv_tile *t
                     for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v, _mm256_load_ps(w + 8 * q), a[q]);
                 }
             }
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
-            if (!t->overwrite) {
-                for (int q = 0; q < NV - 1; q++) a[q] = _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), a[q]);
-                a[NV - 1] = _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), a[NV - 1]);
-            }
-            for (int q = 0; q < NV - 1; q++) _mm256_storeu_ps(d + 8 * q, a[q]);
-            _mm256_maskstore_ps(d + 8 * (NV - 1), tail, a[NV - 1]);
+            store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, a, NV, tail, t->overwrite);
         }
 }
 
@@ -122,15 +120,7 @@ static inline __attribute__((always_inline)) void shared_nx(const spconv_tile *t
                 }
             }
         }
-        for (int x = 0; x < NX; x++) {
-            float *d = t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz;
-            if (!t->overwrite) {
-                for (int q = 0; q < NV - 1; q++) acc[x][q] = _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), acc[x][q]);
-                acc[x][NV - 1] = _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), acc[x][NV - 1]);
-            }
-            for (int q = 0; q < NV - 1; q++) _mm256_storeu_ps(d + 8 * q, acc[x][q]);
-            _mm256_maskstore_ps(d + 8 * (NV - 1), tail, acc[x][NV - 1]);
-        }
+        for (int x = 0; x < NX; x++) store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, acc[x], NV, tail, t->overwrite);
     }
 }
 
