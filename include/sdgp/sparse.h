@@ -152,11 +152,10 @@ SDGP_API sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sd
                                                  int threads, sdgp_error *err);
 /* Scratch memory of a run besides the plan: the cout form's transposed input (about the layer's
  * input, batch rounded up to 16, padding included) and one output tile per thread (0 for the other
- * forms). By
- * default the plan allocates it at its first run and keeps it; set_workspace gives it the caller's
- * buffer instead (64-byte aligned, at least workspace_bytes), so that plans that never run at the
- * same time (a model's layers) share one; NULL returns to the plan's own. The plan never frees the
- * caller's buffer. */
+ * forms). By default the plan allocates it at its first run and keeps it; set_workspace gives it
+ * the caller's buffer instead (64-byte aligned, at least workspace_bytes), so that plans that never
+ * run at the same time (a model's layers) share one; NULL returns to the plan's own. The plan never
+ * frees the caller's buffer. */
 SDGP_API size_t sdgp_sparse_fwd_workspace_bytes(const sdgp_sparse_fwd *p);
 SDGP_API sdgp_status sdgp_sparse_fwd_set_workspace(sdgp_sparse_fwd *p, void *ws, size_t bytes, sdgp_error *err);
 
