@@ -133,6 +133,27 @@ TEST_CASE(batchnorm_eval_matches_naive) {
     free(x), free(g), free(b), free(rm), free(rv), free(y);
 }
 
+/* The fused inference BatchNorm + ReLU is bitwise the two layers, NaN and -0 included, on a tensor
+ * large enough to run threaded (rows x C >= 2^15) and on a small one. */
+TEST_CASE(batchnorm_relu_eval_equals_unfused) {
+    const int shapes[][2] = {{50, 7}, {1500, 40}};
+    for (int t = 0; t < 2; t++) {
+        int64_t rows = shapes[t][0];
+        int C = shapes[t][1];
+        size_t n = (size_t)rows * C;
+        float *x = randn(n, 40 + t), *g = randn(C, 41), *b = randn(C, 42), *rm = randn(C, 43), *rv = randn(C, 44);
+        float *ref = test_xmalloc(n * 4), *fused = test_xmalloc(n * 4);
+        for (int c = 0; c < C; c++) rv[c] = fabsf(rv[c]) + 0.1f;
+        x[3] = NAN, x[5] = -0.0f, b[5 % C] = 0.0f, rm[5 % C] = 0.0f; /* element 5 normalises to -0 * a + 0 */
+        sdgp_batchnorm_forward_eval(ref, x, g, b, rm, rv, rows, C, 1e-5f);
+        sdgp_relu_forward(ref, ref, n);
+        sdgp_batchnorm_relu_forward_eval(fused, x, g, b, rm, rv, rows, C, 1e-5f);
+        CHECK(test_bitwise_equal(fused, ref, n * 4), "rows=%lld C=%d: fused BN + ReLU (eval) differs from the two layers",
+              (long long)rows, C);
+        free(x), free(g), free(b), free(rm), free(rv), free(ref), free(fused);
+    }
+}
+
 TEST_CASE(batchnorm_backward_finite_differences) {
     const int shapes[][2] = {{24, 6}, {2, 3}, {45, 17}};
     for (int t = 0; t < 3; t++) {
@@ -661,6 +682,7 @@ TEST_CASE(sparse_weights_counts_and_threads) {
 int main(void) {
     RUN(batchnorm_train_matches_naive);
     RUN(batchnorm_eval_matches_naive);
+    RUN(batchnorm_relu_eval_equals_unfused);
     RUN(batchnorm_backward_finite_differences);
     RUN(batchnorm_bitwise_independent_of_threads);
     RUN(relu_forward_backward);

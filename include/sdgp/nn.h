@@ -40,6 +40,11 @@ SDGP_API void sdgp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, co
 SDGP_API void sdgp_batchnorm_relu_forward_train(float *y, float *mean, float *rstd, float *running_mean,
                                                 float *running_var, const float *x, const float *gamma,
                                                 const float *beta, int64_t rows, int C, float momentum, float eps);
+/* Inference: y = relu(bn_eval(x)) from the running statistics in one pass; bitwise
+ * sdgp_batchnorm_forward_eval followed by sdgp_relu_forward. */
+SDGP_API void sdgp_batchnorm_relu_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
+                                               const float *running_mean, const float *running_var, int64_t rows,
+                                               int C, float eps);
 /* y = relu(bn(x)) again from the statistics the training forward saved (mean, rstd) and the same
  * gamma, beta: bitwise the forward's y, so a model can drop y after forward and recompute it for
  * a weight gradient. */

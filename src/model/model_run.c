@@ -91,9 +91,9 @@ static void conv_forward(sdgp_model *m, op *o, int train) {
             y, o->mean, o->rstd, p[o->p_rmean].data, p[o->p_rvar].data, z, p[o->p_gamma].data, p[o->p_beta].data, rows,
             o->geom.Cout, m->cfg.bn_momentum, m->cfg.bn_eps);
     } else {
-        sdgp_batchnorm_forward_eval(y, z, p[o->p_gamma].data, p[o->p_beta].data, p[o->p_rmean].data,
-                                    p[o->p_rvar].data, rows, o->geom.Cout, m->cfg.bn_eps);
-        if (o->relu) sdgp_relu_forward(y, y, m->slots[o->out].count);
+        (o->relu ? sdgp_batchnorm_relu_forward_eval : sdgp_batchnorm_forward_eval)(
+            y, z, p[o->p_gamma].data, p[o->p_beta].data, p[o->p_rmean].data, p[o->p_rvar].data, rows, o->geom.Cout,
+            m->cfg.bn_eps);
     }
 }
 

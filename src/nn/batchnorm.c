@@ -209,15 +209,27 @@ void sdgp_batchnorm_recompute(float *y, const float *x, const float *mean, const
     apply_stats(y, x, mean, rstd, gamma, beta, rows, C, 0);
 }
 
-void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
-                                 const float *running_mean, const float *running_var, int64_t rows, int C, float eps) {
+/* y = (x - running_mean) (gamma / sqrt(running_var + eps)) + beta, then the ReLU when relu != 0. */
+static void forward_eval(float *y, const float *x, const float *gamma, const float *beta, const float *running_mean,
+                         const float *running_var, int64_t rows, int C, float eps, int relu) {
 #pragma omp parallel if (worth_threads(rows, C))
     for (int w0 = 0; w0 < C; w0 += CWIN) {
         int n = C - w0 < CWIN ? C - w0 : CWIN;
         float a[CWIN];
         for (int j = 0; j < n; j++) a[j] = gamma[w0 + j] / sqrtf(running_var[w0 + j] + eps);
-        affine_rows(y, x, running_mean + w0, a, beta + w0, rows, C, w0, n, 0);
+        affine_rows(y, x, running_mean + w0, a, beta + w0, rows, C, w0, n, relu);
     }
+}
+
+void sdgp_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
+                                 const float *running_mean, const float *running_var, int64_t rows, int C, float eps) {
+    forward_eval(y, x, gamma, beta, running_mean, running_var, rows, C, eps, 0);
+}
+
+void sdgp_batchnorm_relu_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
+                                      const float *running_mean, const float *running_var, int64_t rows, int C,
+                                      float eps) {
+    forward_eval(y, x, gamma, beta, running_mean, running_var, rows, C, eps, 1);
 }
 
 /* With xhat = (x - mean) rstd:  dbeta = sum dy,  dgamma = sum dy xhat,
