@@ -325,7 +325,8 @@ static void usage(FILE *f, const char *cmd) {
             strcmp(cmd, "step") == 0
                 ? "  --interleave           each variant row's steps alternate with those of a dense partner in one\n"
                   "                         process: the ratio survives the host's drift; no RSS for the row\n"
-                : "");
+                : "  --interleave           each variant's steps alternate with the dense model's in one process, so\n"
+                  "                         the per-layer times and the sums' ratios survive the host's drift\n");
     for (int k = 0; k < sdgp_model_zoo_count(); k++) {
         const sdgp_model_info *mi = sdgp_model_zoo(k);
         fprintf(f, "  %-10s %dx%dx%d  %s\n", mi->name, mi->height, mi->width_px, mi->channels, mi->description);
@@ -427,7 +428,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         sdgp_error err;
         if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--no-torch")) o->torch = 0;
-        else if (!strcmp(a, "--interleave") && !layers) o->interleave = 1;
+        else if (!strcmp(a, "--interleave")) o->interleave = 1;
         else if (!v) {
             fprintf(stderr, "sdgp: unknown option or missing value: %s (see --help)\n", a);
             return 0;
@@ -633,6 +634,29 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
     return 0;
 }
 
+/* Each product summed over the layers it can prune, conv1 .. the last (conv0, on the image, has no
+ * data gradient and stays dense in training), dense -> the variant, with the ratio: the figure the
+ * per-product goals are stated in. The data gradient's sum includes the pruning. */
+static void print_layer_sums(const options *o, const bench_model *bm, const result *dense, const result *sp,
+                             sdgp_prune_fn fn, const int nm[2]) {
+    if (dense->n_layers < 2) return;
+    double fd = 0, fv = 0, bd = 0, bv = 0, wd = 0, wv = 0; /* forward, data gradient, weight gradient: dense, variant */
+    for (int l = 1; l < dense->n_layers; l++) {
+        const double *d = dense->layer[l], *v = sp->layer[l];
+        fd += d[0], fv += v[0], bd += d[1], bv += v[1] + v[2], wd += d[3], wv += v[3];
+    }
+    if (o->json)
+        printf("{\"model\":\"%s\",\"sums\":\"conv1-conv%d\",\"threads\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\",\"interleaved\":%s,"
+               "\"fwd_ms\":%.3f,\"fwd_variant_ms\":%.3f,\"fwd_ratio\":%.3f,\"bwd_data_dense_ms\":%.3f,\"bwd_data_sparse_prune_ms\":%.3f,"
+               "\"bwd_data_ratio\":%.3f,\"bwd_weights_ms\":%.3f,\"bwd_weights_variant_ms\":%.3f,\"bwd_weights_ratio\":%.3f}\n",
+               bm->name, dense->n_layers - 1, o->threads, sdgp_prune_fn_name(fn), nm[0], nm[1], o->interleave ? "true" : "false",
+               fd, fv, fd / fv, bd, bv, bd / bv, wd, wv, wd / wv);
+    else
+        printf("%-24s sums conv1-conv%d%s: fwd %.1f -> %.1f ms (x%.3f)  bwd-data %.1f -> %.1f ms with pruning (x%.3f)  "
+               "bwd-weights %.1f -> %.1f ms (x%.3f)\n",
+               bm->name, dense->n_layers - 1, o->interleave ? " (interleaved)" : "", fd, fv, fd / fv, bd, bv, bd / bv, wd, wv, wd / wv);
+}
+
 int sdgp_cmd_bench_layers(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
@@ -652,7 +676,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
         const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
         result dense;
-        if (!run_child_ours(&mc, 1, o.steps, 1, &dense)) {
+        if (!o.interleave && !run_child_ours(&mc, 1, o.steps, 1, &dense)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, dense.err);
             return 1;
         }
@@ -672,11 +696,15 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                 pc.domain = o.domains[di];
                 pc.weights = *wc;
                 pc.prune_wgrad = *wg;
-                result sp;
-                if (!run_child_ours(&pc, 1, o.steps, 1, &sp)) {
-                    fprintf(stderr, "sdgp: %s: %s\n", bm->name, sp.err);
+                /* --interleave: this variant and a dense partner alternate in one child */
+                sdgp_model_config pair[2] = {mc, pc};
+                result rs[2], sp;
+                if (!run_child_ours(o.interleave ? pair : &pc, o.interleave ? 2 : 1, o.steps, 1, rs)) {
+                    fprintf(stderr, "sdgp: %s: %s\n", bm->name, rs[0].err);
                     return 1;
                 }
+                if (o.interleave) dense = rs[0];
+                sp = rs[o.interleave ? 1 : 0];
                 for (int l = 0; l < dense.n_layers; l++) {
                     const double *d = dense.layer[l], *s = sp.layer[l];
                     if (o.json)
@@ -691,6 +719,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                                bm->name, l, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], s[0], d[1], sp.kernel_name[l],
                                l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3], s[3]);
                 }
+                print_layer_sums(&o, bm, &dense, &sp, o.fns[f], o.nm[k]);
             }
     }
     return 0;
