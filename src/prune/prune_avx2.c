@@ -16,8 +16,8 @@ static inline __m256i key8(__m256 x) {
     return _mm256_min_epu32(k, _mm256_set1_epi32(0x7f800001));
 }
 
-/* In-group rotations for m | 8: lane l meets rot[s][l]; before[s] has all-ones where the partner
- * has the lower index (and so wins ties). */
+/* In-group rotations for m | 8: lane l meets rot[s][l]; before[s] is -1 where the partner has the
+ * lower index (and so wins ties), else 0. */
 typedef struct {
     int m, n;
     __m256i rot[7], before[7];
@@ -38,12 +38,16 @@ static void rank8_init(rank8 *p, int n, int m) {
 }
 
 /* All-ones in kept lanes: fewer than n lanes of the group beat the lane. Keys are < 2^31, so the
- * signed compare works, and "the partner wins ties" is key_j > key_i - 1. */
-static inline __m256i keep8(const rank8 *p, __m256i k) {
-    __m256i km1 = _mm256_sub_epi32(k, _mm256_set1_epi32(1)), rank = _mm256_setzero_si256();
-    for (int s = 0; s < p->m - 1; s++) {
-        __m256i other = _mm256_permutevar8x32_epi32(k, p->rot[s]);
-        rank = _mm256_sub_epi32(rank, _mm256_cmpgt_epi32(other, _mm256_blendv_epi8(k, km1, p->before[s])));
+ * signed compare works, and "the partner wins ties" is key_j > key_i - 1. M is p->m as a
+ * constant where the caller knows it (the loop unrolls, the rotations stay in registers). */
+static inline __attribute__((always_inline)) __m256i keep8_m(const rank8 *p, __m256i k, const int M) {
+    __m256i rank = _mm256_setzero_si256();
+    for (int s = 0; s < M - 1; s++) {
+        /* groups of 2 or 4 lie within 128-bit halves: an in-lane shuffle (1 cycle) rotates them */
+        __m256i other = M == 2   ? _mm256_shuffle_epi32(k, 0xb1)
+                        : M == 4 ? (s == 0 ? _mm256_shuffle_epi32(k, 0x39) : s == 1 ? _mm256_shuffle_epi32(k, 0x4e) : _mm256_shuffle_epi32(k, 0x93))
+                                 : _mm256_permutevar8x32_epi32(k, p->rot[s]);
+        rank = _mm256_sub_epi32(rank, _mm256_cmpgt_epi32(other, _mm256_add_epi32(k, p->before[s])));
     }
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(p->n), rank);
 }
@@ -58,10 +62,11 @@ static void group_scalar(const prune_job *j, const float *x, const float *scale,
     if (vals) prune_compress_group(vals, idx, 1, y, n, m);
 }
 
-/* Channel axis, m | 8, rows [r0, r1); scale rows from j->scale when set (the second rescale pass:
- * the keep masks of the first are reused). */
-static void channel_vec(const prune_job *j, const rank8 *rp, int64_t r0, int64_t r1) {
-    const int n = j->n, m = j->m, per = 8 / m * n;
+/* Channel axis, m | 8 (M: m, a constant where the caller knows it), rows [r0, r1); scale rows
+ * from j->scale when set (the second rescale pass: the keep masks of the first are reused). */
+static inline __attribute__((always_inline)) void channel_vec_m(const prune_job *j, const rank8 *rp, int64_t r0, int64_t r1,
+                                                                const int M) {
+    const int n = j->n, m = M, per = 8 / m * n;
     const int64_t C = j->C, slots = C / m * n, W = (C + 15) / 16, full = C / 8 * 8;
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = j->x + r * C, *sr = j->scale ? j->scale + (r / j->P) * j->scale_bstride : NULL;
@@ -78,7 +83,7 @@ static void channel_vec(const prune_job *j, const rank8 *rp, int64_t r0, int64_t
                 kp = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)),
                                         _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128));
             } else {
-                kp = keep8(rp, key8(x));
+                kp = keep8_m(rp, key8(x), M);
             }
             __m256 y = _mm256_and_ps(sr ? _mm256_mul_ps(x, _mm256_loadu_ps(sr + c)) : x, _mm256_castsi256_ps(kp));
             if (outr) _mm256_storeu_ps(outr + c, y);
@@ -102,6 +107,14 @@ static void channel_vec(const prune_job *j, const rank8 *rp, int64_t r0, int64_t
         }
         for (; c < C; c += m, pos += n) /* tail: whole groups */
             group_scalar(j, xr + c, sr ? sr + c : NULL, outr ? outr + c : NULL, vals ? vals + pos : NULL, idx ? idx + pos : NULL);
+    }
+}
+
+static void channel_vec(const prune_job *j, const rank8 *rp, int64_t r0, int64_t r1) {
+    switch (j->m) {
+    case 2: channel_vec_m(j, rp, r0, r1, 2); return;
+    case 4: channel_vec_m(j, rp, r0, r1, 4); return;
+    default: channel_vec_m(j, rp, r0, r1, 8); return;
     }
 }
 
@@ -201,8 +214,8 @@ static inline void acc8(__m256d *d, __m256d *k, __m256 x, __m256i kp) {
     k[1] = _mm256_add_pd(k[1], _mm256_cvtps_pd(_mm256_extractf128_ps(ak, 1)));
 }
 
-static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept) {
-    const int m = j->m;
+static inline __attribute__((always_inline)) void sums_m(const prune_job *j, int64_t b, double *dense, double *kept, const int M) {
+    const int m = M;
     const int64_t C = j->C, rb = b * j->P, re = rb + j->P, W = (C + 15) / 16;
     if (!(j->axis == SDGP_AXIS_CHANNEL && 8 % m == 0 && C % 16 == 0)) {
         prune_ref_sums(j, b, dense, kept);
@@ -218,7 +231,7 @@ static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept
         for (int64_t r = rb; r < re; r++) {
             const float *xr = j->x + r * C + c0;
             __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8);
-            __m256i k0 = keep8(&rp, key8(x0)), k1 = keep8(&rp, key8(x1));
+            __m256i k0 = keep8_m(&rp, key8(x0), M), k1 = keep8_m(&rp, key8(x1), M);
             if (j->keep)
                 j->keep[(r - j->keep_r0) * W + c0 / 16] =
                     (uint16_t)(_mm256_movemask_ps(_mm256_castsi256_ps(k0)) | _mm256_movemask_ps(_mm256_castsi256_ps(k1)) << 8);
@@ -229,6 +242,14 @@ static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept
             _mm256_storeu_pd(dense + c0 + 4 * h, d[h]);
             _mm256_storeu_pd(kept + c0 + 4 * h, k[h]);
         }
+    }
+}
+
+static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept) {
+    switch (j->m) {
+    case 2: sums_m(j, b, dense, kept, 2); return;
+    case 4: sums_m(j, b, dense, kept, 4); return;
+    default: sums_m(j, b, dense, kept, j->m); return; /* m = 8, or the reference's */
     }
 }
 
