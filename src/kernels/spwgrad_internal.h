@@ -128,10 +128,11 @@ struct sdgp_sparse_wgrad {
     /* the rows form (k.rows): the zero-padded input in blocks of 32 channels,
      * [cinp/32][B][H+2pad][W+2pad][32] (xpad_floats; the last block narrower; the caller's workspace
      * or xpad_own, made at the first run), the sums [Cout][taps][cinp], per
-     * thread the entries of its output channels' slots of a run */
+     * thread the entries of its output channels' slots of a run; run_rows rows per run, and with
+     * taps_outer each group of taps goes over all of a thread's channels (spwgrad_rows.c, run_order) */
     float *xpad, *xpad_own, *dwr;
     int64_t xpad_floats;
-    int Hp, Wp;
+    int Hp, Wp, run_rows, taps_outer;
     int64_t cinp;
     uint64_t *ent;
     int64_t ent_per_thread;

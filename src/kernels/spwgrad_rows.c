@@ -2,7 +2,7 @@
  * "Sparse weight gradient"): dW[k][tap][c] += value * x[row's pixel at tap][c] for every kept slot of
  * output channel k, a row-wise product over a zero-padded copy of the input, blocked by 32 input
  * channels (each block's pixels contiguous: see pad_input for why). Threads own ranges of
- * output channels (each dW row has one owner); per run of ROWS_RUN rows a thread turns its channels'
+ * output channels (each dW row has one owner); per run of rows (run_order) a thread turns its channels'
  * slots into entries, then sweeps blocks of 32 input channels (their run of input rows stays in
  * cache) over its channels and the kernel's taps. The sums are the permute form's chains, in the same
  * order: the same bits. */
@@ -16,12 +16,28 @@
 #define ROWS_NT 3 /* taps of a kernel row per call, and kernel rows per call */
 #define ROWS_ACC 12 /* accumulators (ymm registers) per call */
 #define ROWS_RUN 128 /* rows per run: its entries are reused by every block of input channels */
+#define ROWS_RUN_STRIDED 64 /* the same for strided layers, whose groups of taps go over the channels */
+
+/* The order of a run's work. Channels outer (each channel's entries stay in L1 over all its taps)
+ * while the run's input rows fit in L1 too: 128 rows of a stride-1 3x3 layer span 7-13 input rows,
+ * 20-30 KB of a block. A strided layer's run spans stride times as many input rows (86 KB for
+ * ResNet-9 w0.25's 5x5 stride-2 layer), which every FMA then read from L2. There each group of taps
+ * goes over all the thread's channels instead, so the input rows of those taps stay in L1 (a kernel
+ * row of a 64-row run: 18-20 KB), and the entries (one load per 12 FMAs) stream from L2. Measured
+ * (build/sdgp_nm_wgrad, 2:4, 2 threads, two runs): ResNet-9 w1's 5x5 stride-2 layer 1.43-1.57x ->
+ * 1.79-1.96x over oneDNN, w0.25's at batch 512 0.95-1.14x -> 1.05-1.35x, ResNet-18's 3x3 stride-2
+ * layers 1.07-1.47x -> 1.58-2.01x; runs of 96 rows measured about the same, 32 or 48 slower. */
+static void run_order(sdgp_sparse_wgrad *p) {
+    p->taps_outer = p->g.stride > 1;
+    p->run_rows = p->taps_outer ? ROWS_RUN_STRIDED : ROWS_RUN;
+}
 
 int spwgrad_rows_setup(sdgp_sparse_wgrad *p) {
     const sdgp_conv_geom *g = &p->g;
     p->Hp = g->H + 2 * g->pad;
     p->Wp = g->W + 2 * g->pad;
     p->cinp = (g->Cin + 7) / 8 * 8;
+    run_order(p);
     const int64_t pixels = (int64_t)g->B * p->Hp * p->Wp;
     if (pixels > (int64_t)UINT32_MAX) return 0; /* entries hold 32-bit pixel indices: the permute form runs */
     int k0, k1, kmax = 0;
@@ -29,7 +45,7 @@ int spwgrad_rows_setup(sdgp_sparse_wgrad *p) {
         spwgrad_range(g->Cout, p->threads, t, &k0, &k1);
         if (k1 - k0 > kmax) kmax = k1 - k0;
     }
-    p->ent_per_thread = (int64_t)kmax * (ROWS_RUN / p->m * p->n);
+    p->ent_per_thread = (int64_t)kmax * (p->run_rows / p->m * p->n);
     p->xpad_floats = pixels * p->cinp; /* (64-byte aligned, made at the first run or the caller's) */
     if (posix_memalign((void **)&p->dwr, 64, (size_t)g->Cout * p->taps * p->cinp * sizeof(float))) p->dwr = NULL;
     p->ent = malloc((size_t)p->ent_per_thread * p->threads * sizeof(uint64_t));
@@ -122,9 +138,9 @@ static int64_t run_thread(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, 
     uint64_t *ent = p->ent + p->ent_per_thread * t;
     const int64_t pixels = (int64_t)g->B * p->Hp * p->Wp;
     int64_t roff[ROWS_NT], bad = INT64_MAX;
-    uint32_t rowoff[ROWS_RUN];
-    for (int64_t r0 = 0; r0 < p->rows; r0 += ROWS_RUN) {
-        const int nr = (int)(p->rows - r0 < ROWS_RUN ? p->rows - r0 : ROWS_RUN), ns = nr / p->m * p->n;
+    uint32_t rowoff[ROWS_RUN]; /* run_rows <= ROWS_RUN */
+    for (int64_t r0 = 0; r0 < p->rows; r0 += p->run_rows) {
+        const int nr = (int)(p->rows - r0 < p->run_rows ? p->rows - r0 : p->run_rows), ns = nr / p->m * p->n;
         row_offsets(p, r0, nr, rowoff);
         const int64_t b = pack_entries(p, dy, r0 / p->m * p->n, ns, k0, k1, rowoff, ent);
         if (b < bad) bad = b;
@@ -133,26 +149,29 @@ static int64_t run_thread(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, 
             /* kernel rows per call: as many as the 12 accumulators hold (all 3 of a 3x3 kernel for
              * 8 input channels, 2 for 16), so that each entry's broadcast feeds more FMAs */
             const int njmax = imin(g->kw, ROWS_NT), nrmax = imin(imin(g->kh, ROWS_NT), ROWS_ACC / (njmax * nv));
-            for (int k = k0; k < k1; k++)
-                for (int i0 = 0; i0 < g->kh; i0 += nrmax)
-                    for (int j0 = 0; j0 < g->kw; j0 += ROWS_NT) {
-                        const int nkr = imin(g->kh - i0, nrmax), nj = imin(g->kw - j0, njmax);
-                        for (int r = 0; r < nkr; r++) roff[r] = (int64_t)(i0 + r) * p->Wp * bw;
-                        spwgrad_rows_tile tl = {
-                            .x = p->xpad + c0 * pixels + (int64_t)j0 * bw,
-                            .ent = ent + (int64_t)(k - k0) * ns,
-                            .ne = ns,
-                            .roff = roff,
-                            .nr = nkr,
-                            .nj = nj,
-                            .nv = nv,
-                            .fresh = r0 == 0,
-                            .acc = p->dwr + ((int64_t)k * p->taps + i0 * g->kw + j0) * p->cinp + c0,
-                            .acc_st = p->cinp,
-                            .acc_rs = (int64_t)g->kw * p->cinp,
-                        };
-                        p->k.rows(&tl);
-                    }
+            /* calls: (channel, group of taps) pairs, in the run_order (each sum has one call per run:
+             * the order between calls leaves the bits alone) */
+            const int gcols = (g->kw + njmax - 1) / njmax, ngroups = (g->kh + nrmax - 1) / nrmax * gcols, nk = k1 - k0;
+            for (int q = 0; q < nk * ngroups; q++) {
+                const int k = k0 + (p->taps_outer ? q % nk : q / ngroups), tg = p->taps_outer ? q / nk : q % ngroups;
+                const int i0 = tg / gcols * nrmax, j0 = tg % gcols * njmax;
+                const int nkr = imin(g->kh - i0, nrmax), nj = imin(g->kw - j0, njmax);
+                for (int r = 0; r < nkr; r++) roff[r] = (int64_t)(i0 + r) * p->Wp * bw;
+                spwgrad_rows_tile tl = {
+                    .x = p->xpad + c0 * pixels + (int64_t)j0 * bw,
+                    .ent = ent + (int64_t)(k - k0) * ns,
+                    .ne = ns,
+                    .roff = roff,
+                    .nr = nkr,
+                    .nj = nj,
+                    .nv = nv,
+                    .fresh = r0 == 0,
+                    .acc = p->dwr + ((int64_t)k * p->taps + i0 * g->kw + j0) * p->cinp + c0,
+                    .acc_st = p->cinp,
+                    .acc_rs = (int64_t)g->kw * p->cinp,
+                };
+                p->k.rows(&tl);
+            }
         }
     }
     return bad;

@@ -5,7 +5,10 @@
  *
  * AVX2 has no mask registers and no compress: masks are vectors of all-ones lanes, and the
  * compressed slots are gathered by vpermps with an index built from the 8-bit movemask by
- * pdep/pext (scalar, beside the vector work). Results are bitwise the reference's. */
+ * pdep/pext (scalar, beside the vector work). Results are bitwise the reference's. The ranking of
+ * m = 2 and 4 rotates groups with in-lane shuffles in an unrolled loop: 2:4 of one sample in L2 on
+ * one thread (`sdgp bench prune --threads 1 --shape 1,256,256`, best repeat) 0.51 ns per float for
+ * magnitude and 0.80 for rescaled, against 0.66 and 0.92 with the generic loop (vpermd, blend). */
 #include <immintrin.h>
 #include <string.h>
 
