@@ -88,7 +88,19 @@ PY
 fi
 
 # bench step --interleave: the variant row's ratio is its own dense partner's median over its own, no RSS column
-expect 2 "unknown option or missing value: --interleave" -- "$SDGP" bench layers --interleave
+# bench layers --interleave: both models in one process; the sums object adds up the layers from conv1 on
+out=$("$SDGP" bench layers --model smallcnn --batch 8 --steps 2 --interleave --nm 2:4 --json 2>&1)
+if python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.argv[1].splitlines()]
+layers, sums = [r for r in rows if "layer" in r and r["layer"] != "conv0"], [r for r in rows if "sums" in r]
+assert len(sums) == 1 and sums[0]["interleaved"] is True and sums[0]["sums"] == "conv1-conv%d" % len(layers)
+s = sums[0]
+for key, parts in (("fwd_variant_ms", ["fwd_variant_ms"]), ("bwd_data_sparse_prune_ms", ["bwd_data_sparse_ms", "prune_ms"]),
+                   ("bwd_weights_ms", ["bwd_weights_ms"])):
+    assert abs(s[key] - sum(r[p] for r in layers for p in parts)) <= 0.002 * len(layers) * len(parts), key
+assert abs(s["fwd_ratio"] - s["fwd_ms"] / s["fwd_variant_ms"]) <= 0.01
+' "$out" 2>/dev/null; then ok; else bad "bench layers --interleave: $out"; fi
 out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 3 --no-torch --interleave --prune magnitude --nm 2:4 --json 2>&1)
 row=$(tail -1 <<<"$out")
 if grep -q '"interleaved":true' <<<"$row" && ! grep -q ours_rss_mb <<<"$row" &&
