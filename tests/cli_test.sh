@@ -87,7 +87,6 @@ PY
   expect 2 "cut.safetensors" -- "$SDGP" eval --checkpoint "$T/cut.safetensors"
 fi
 
-# bench step --interleave: the variant row's ratio is its own dense partner's median over its own, no RSS column
 # bench layers --interleave: both models in one process; the sums object adds up the layers from conv1 on
 out=$("$SDGP" bench layers --model smallcnn --batch 8 --steps 2 --interleave --nm 2:4 --json 2>&1)
 if python3 -c '
@@ -101,6 +100,7 @@ for key, parts in (("fwd_variant_ms", ["fwd_variant_ms"]), ("bwd_data_sparse_pru
     assert abs(s[key] - sum(r[p] for r in layers for p in parts)) <= 0.002 * len(layers) * len(parts), key
 assert abs(s["fwd_ratio"] - s["fwd_ms"] / s["fwd_variant_ms"]) <= 0.01
 ' "$out" 2>/dev/null; then ok; else bad "bench layers --interleave: $out"; fi
+# bench step --interleave: the variant row's ratio is its own dense partner's median over its own, no RSS column
 out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 3 --no-torch --interleave --prune magnitude --nm 2:4 --json 2>&1)
 row=$(tail -1 <<<"$out")
 if grep -q '"interleaved":true' <<<"$row" && ! grep -q ours_rss_mb <<<"$row" &&
