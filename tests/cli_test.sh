@@ -51,7 +51,7 @@ blob = open(sys.argv[1], "rb").read()
 head = json.loads(blob[8:8 + n])
 for k in ("conv-algo", "conv-workspace", "sdgp-domain", "mask-block", "sync-bn", "allreduce", "sparse-weights",
           "nm-weights", "weight-groups", "srste-lambda", "sparse-weights-first", "sparse-weights-classifier",
-          "recompute"):
+          "recompute", "wgrad-block", "prune-wgrad-first"):
     del head["__metadata__"]["cfg." + k]
 h = json.dumps(head, separators=(",", ":")).encode()
 h += b" " * (-len(h) % 8)
@@ -68,9 +68,12 @@ PY
     --no-tta --prune magnitude --nm 2:4 --prune-first-layer --grad-stats 2 --prune-wgrad mvue --nm-wgrad 2:4 \
     --log "$T/stats.jsonl" --threads 2
   expect 0 '"event":"grad_stats","step":2,"layers":\[\{"layer":"conv1","rel_l2":0\.[0-9]' -- cat "$T/stats.jsonl"
-  # the N:M weight-gradient kernel: on puts it in every conv (the start-up line says so)
-  expect 0 "kernel per layer: conv0=sparse conv1=sparse" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 \
+  # the N:M weight-gradient kernel: on puts it in every pruned conv, all but the first unless --prune-wgrad-first
+  # (the start-up line says so)
+  expect 0 "kernel per layer: conv0=dense conv1=sparse" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 \
     --no-tta --prune-wgrad mvue --nm-wgrad 2:4 --sparse-kernel on --threads 2
+  expect 0 "kernel per layer: conv0=sparse conv1=sparse" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 \
+    --no-tta --prune-wgrad mvue --nm-wgrad 2:4 --prune-wgrad-first --sparse-kernel on --threads 2
   # the Winograd domain: the start-up line names it per layer; grad-stats measures it after the inverse transform
   expect 0 "domain winograd, mask block 1; data gradient per layer: conv0=dense conv1=winograd" -- "$SDGP" train --model smallcnn \
     --batch-size 64 --max-steps 4 --no-tta --prune mvue --nm 2:4 --sdgp-domain winograd --grad-stats 2 --log "$T/wstats.jsonl" --threads 2

@@ -196,7 +196,7 @@ TEST_CASE(pruned_sparse_weights_and_shared_wgrad_masks) {
           "5x5 stride-2 layer 1 has no sparse-weight data gradient: %s", err.msg);
     free(g[0]), free(g[1]), free(x);
     sdgp_model_destroy(m);
-    c.prune_wgrad.mask_block = 24; /* ResNet-9 w0.25's first conv has 32 output channels */
+    c.prune_wgrad.mask_block = 24; /* ResNet-9 w0.25's conv1 has 64 output channels (conv0's weight gradient is not pruned) */
     CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "--wgrad-block 24"), "wgrad block 24: %s", err.msg);
 }
 

@@ -21,6 +21,7 @@ static sdgp_model_config wgrad_config(sdgp_sparse_mode mode, int n, int m) {
     c.threads = 2;
     c.sparse = mode;
     c.prune_wgrad = sdgp_prune_cfg_make(SDGP_PRUNE_MVUE, n, m);
+    c.prune_wgrad_first_layer = 1; /* every conv (wgrad_first_conv_stays_dense has the default) */
     return c;
 }
 
@@ -126,8 +127,48 @@ TEST_CASE(wgrad_kernel_where_it_applies) {
     sdgp_model_destroy(m);
 }
 
+/* The default leaves the first conv's weight gradient dense: its gradient is bitwise the unpruned
+ * model's (pruning the weight gradient changes no dL/dO, so both backwards give the first conv the
+ * same one), its letter is '-' and 'm' is refused there; with prune_wgrad_first_layer it is pruned
+ * (other bits). The later convs' masks are keyed by their own layer index: the same either way. */
+TEST_CASE(wgrad_first_conv_stays_dense) {
+    sdgp_model_config c[3] = {wgrad_config(SDGP_SPARSE_ON, 2, 4), wgrad_config(SDGP_SPARSE_ON, 2, 4),
+                              wgrad_config(SDGP_SPARSE_ON, 2, 4)};
+    c[0].prune_wgrad_first_layer = 0;                  /* the default */
+    c[1].prune_wgrad.fn = SDGP_PRUNE_NONE;             /* no weight-gradient pruning */
+    CHECK(sdgp_model_config_default().prune_wgrad_first_layer == 0, "default: the first conv pruned");
+    size_t img = (size_t)c[0].batch * 12 * 12 * 3;
+    float *x = test_xmalloc(img * sizeof(float)), *g[3];
+    test_fill_normal(x, img, 5);
+    size_t n = 0, w0 = 0; /* all gradients; the first conv's weight, the first parameter */
+    sdgp_error err;
+    for (int k = 0; k < 3; k++) {
+        sdgp_model *m = NULL;
+        REQUIRE(sdgp_model_create(&m, &c[k], &err) == SDGP_OK, "%s", err.msg);
+        char choice[64];
+        sdgp_model_sparse_choice(m, choice, sizeof choice);
+        if (k == 0) {
+            CHECK(strcmp(choice, "--------|-mmmmmmm") == 0, "default: %s", choice);
+            CHECK(!sdgp_model_conv_info(m, 0)->pruned_wgrad && sdgp_model_conv_info(m, 1)->pruned_wgrad, "layer info");
+            CHECK(sdgp_model_set_sparse_choice(m, "--------|mmmmmmmm", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 0"),
+                  "the first conv took the kernel: %s", err.msg);
+        }
+        n = grads_of(m, x, NULL);
+        g[k] = test_xmalloc(n * sizeof(float));
+        grads_of(m, x, g[k]);
+        w0 = sdgp_model_param(m, 0)->count;
+        CHECK(!strcmp(sdgp_model_param(m, 0)->name, "conv0.weight"), "first parameter: %s", sdgp_model_param(m, 0)->name);
+        sdgp_model_destroy(m);
+    }
+    CHECK(test_bitwise_equal(g[0], g[1], w0 * sizeof(float)), "default: the first conv's weight gradient is not the dense one");
+    CHECK(!test_bitwise_equal(g[0], g[2], w0 * sizeof(float)), "prune_wgrad_first_layer: the first conv's gradient is unpruned");
+    CHECK(test_bitwise_equal(g[0] + w0, g[2] + w0, (n - w0) * sizeof(float)), "the later layers' gradients changed");
+    free(g[0]), free(g[1]), free(g[2]), free(x);
+}
+
 int main(void) {
     RUN(wgrad_kernel_choice_runs_and_round_trips);
     RUN(wgrad_kernel_where_it_applies);
+    RUN(wgrad_first_conv_stays_dense);
     return test_finish();
 }

@@ -122,6 +122,8 @@ typedef struct {
     sdgp_prune_domain domain;  /* where the data gradient is pruned (default SDGP_DOMAIN_PIXEL) */
     /* MVUE for the weight gradient (groups of m rows per channel); fn NONE = off */
     sdgp_prune_cfg prune_wgrad;
+    int prune_wgrad_first_layer; /* also the first conv's (default 0: dense; pruning its dL/dO, on the image's
+                                  * 1-3 channels, costs more than its whole weight-gradient product) */
     /* N:M sparse weights (S-STE or SR-STE, include/sdgp/nn.h): kind DENSE = off */
     sdgp_weights_cfg weights;
     sdgp_recompute recompute; /* memory against compute (default NONE) */
@@ -190,6 +192,7 @@ typedef struct {
     int sparse_forward;    /* its forward runs a sparse-weight kernel (sdgp_sparse_fwd_*): 1 direct, 2 Winograd (block
                             * masks), 3 the cout form's */
     int sparse_data;       /* its data gradient runs the sparse-weight kernel (block masks; sdgp_sparse_wdata_*) */
+    int pruned_wgrad;      /* --prune-wgrad prunes this layer's dL/dO for its weight gradient */
     int sparse_wgrad;      /* --prune-wgrad: its weight gradient runs the N:M kernel (sdgp_sparse_wgrad_*) */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */

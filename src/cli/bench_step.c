@@ -55,7 +55,8 @@ typedef struct {
     long blocks[8]; /* --mask-block list, each measured in the same run */
     int n_blocks;
     int batch; /* 0: each model's own batch */
-    /* --sparse-weights, --nm-weights, --weight-groups, --prune-wgrad, --nm-wgrad, --wgrad-block, --sparse-kernel: parsed by
+    /* --sparse-weights, --nm-weights, --weight-groups, --prune-wgrad, --nm-wgrad, --wgrad-block, --prune-wgrad-first,
+     * --sparse-kernel: parsed by
      * the training configuration's table (the same names, values and messages as `sdgp train`); the
      * variant rows take their weights, prune_wgrad and sparse (bench layers: sparse kernel always on) */
     sdgp_train_config train;
@@ -64,11 +65,14 @@ typedef struct {
 static const char *const train_flags[] = {"--sparse-weights", "--nm-weights", "--weight-groups", "--prune-wgrad",
                                           "--nm-wgrad", "--wgrad-block", "--sparse-kernel", NULL};
 
-static int is_train_flag(const char *a) {
-    for (int i = 0; train_flags[i]; i++)
-        if (!strcmp(a, train_flags[i])) return 1;
+static const char *const train_switches[] = {"--prune-wgrad-first", NULL}; /* training's booleans: no value */
+
+static int in_list(const char *a, const char *const *list) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(a, list[i])) return 1;
     return 0;
 }
+static int is_train_flag(const char *a) { return in_list(a, train_flags); }
 
 typedef struct {
     double ms, rss_mb;
@@ -302,7 +306,8 @@ static void usage(FILE *f, const char *cmd) {
             "  --sparse-weights K     variant rows with N:M weights: %s [%s]\n"
             "  --nm-weights N:M       their pattern [2:4]; --weight-groups %s [%s]\n"
             "  --prune-wgrad FN       variant rows with the weight gradient's dL/dO pruned: none | mvue | ... [none]\n"
-            "  --nm-wgrad N:M         its pattern [2:4]; --wgrad-block Q: output channels sharing its row mask [1]\n"
+            "  --nm-wgrad N:M         its pattern [2:4]; --wgrad-block Q: output channels sharing its row mask [1];\n"
+            "                         --prune-wgrad-first: the first conv's too (default: dense, as in training)\n"
             "  --sparse-kernel MODE   SDGP rows (step): auto | on | off | fastest, as in training [auto]\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
@@ -429,7 +434,12 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--no-torch")) o->torch = 0;
         else if (!strcmp(a, "--interleave")) o->interleave = 1;
-        else if (!v) {
+        else if (in_list(a, train_switches)) {
+            if (sdgp_train_config_set(&o->train, a + 2, "1", &err) != SDGP_OK) {
+                fprintf(stderr, "sdgp: %s\n", err.msg);
+                return 0;
+            }
+        } else if (!v) {
             fprintf(stderr, "sdgp: unknown option or missing value: %s (see --help)\n", a);
             return 0;
         } else if (!strcmp(a, "--threads")) {
@@ -586,10 +596,12 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         const sdgp_weights_cfg *wc = &o.train.model.weights;
         const sdgp_prune_cfg *wg = &o.train.model.prune_wgrad;
         int other = wc->kind != SDGP_WEIGHTS_DENSE || wg->fn != SDGP_PRUNE_NONE;
-        char extras[128];
-        snprintf(extras, sizeof extras, "\"sparse_weights\":\"%s %d:%d %s\",\"prune_wgrad\":\"%s %d:%d\",\"wgrad_block\":%d",
+        char extras[160];
+        snprintf(extras, sizeof extras,
+                 "\"sparse_weights\":\"%s %d:%d %s\",\"prune_wgrad\":\"%s %d:%d\",\"wgrad_block\":%d,\"wgrad_first\":%d",
                  sdgp_weights_kind_names[wc->kind], wc->n, wc->m, sdgp_weights_group_names[wc->group],
-                 sdgp_prune_fn_name(wg->fn), wg->n, wg->m, wg->mask_block > 1 ? wg->mask_block : 1);
+                 sdgp_prune_fn_name(wg->fn), wg->n, wg->m, wg->mask_block > 1 ? wg->mask_block : 1,
+                 o.train.model.prune_wgrad_first_layer);
         if (o.n_fns == 0 && other) o.fns[o.n_fns++] = SDGP_PRUNE_NONE;
         for (int f = 0; f < o.n_fns; f++)
             for (int q = 0; q < (o.fns[f] == SDGP_PRUNE_NONE ? 1 : o.n_nm * o.n_domains * o.n_blocks); q++) {
@@ -602,6 +614,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 pc.weights = *wc;
                 pc.sparse = o.train.model.sparse;
                 pc.prune_wgrad = *wg;
+                pc.prune_wgrad_first_layer = o.train.model.prune_wgrad_first_layer;
                 /* --interleave: the variant and a dense partner alternate in one child (RSS not measured) */
                 sdgp_model_config pair[2] = {mc, pc};
                 result rs[2];
@@ -696,6 +709,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                 pc.domain = o.domains[di];
                 pc.weights = *wc;
                 pc.prune_wgrad = *wg;
+                pc.prune_wgrad_first_layer = o.train.model.prune_wgrad_first_layer;
                 /* --interleave: this variant and a dense partner alternate in one child */
                 sdgp_model_config pair[2] = {mc, pc};
                 result rs[2], sp;

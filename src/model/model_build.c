@@ -385,7 +385,7 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
         if (o->prune && o->geom.Cout % pc->m != 0)
             return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %d output channels, not a multiple of m=%d (--nm %d:%d)",
                              o->name, o->geom.Cout, pc->m, pc->n, pc->m);
-        if (m->cfg.prune_wgrad.fn != SDGP_PRUNE_NONE) {
+        if (model_wgrad_pruned(m, o)) {
             size_t rows = (size_t)o->geom.B * (size_t)o->geom.Ho * (size_t)o->geom.Wo;
             if (rows % (size_t)m->cfg.prune_wgrad.m != 0)
                 return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s has %zu positions, not a multiple of m=%d (--nm-wgrad)",
@@ -397,6 +397,7 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
         }
         o->info.layer = o->name;
         o->info.pruned = o->prune;
+        o->info.pruned_wgrad = model_wgrad_pruned(m, o);
         o->info.bwd_kernel = "dense";
         if (model_bwd_wanted(m, o) && (st = model_bwd_default(m, o, err)) != SDGP_OK) return st;
     }

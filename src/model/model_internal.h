@@ -306,6 +306,7 @@ sdgp_prune_cfg model_prune_cfg(const sdgp_model *m, const op *o, sdgp_prune_cfg 
  * (a letter per conv: 'm' the kernel, '-' oneDNN; no text: all '-'). */
 sdgp_status model_conv_backward_weights(sdgp_model *m, op *o, float *dw, const float *x, const float *dz, uint64_t step,
                                         sdgp_error *err);
+int model_wgrad_pruned(const sdgp_model *m, const op *o);
 int model_wgrad_supported(const sdgp_model *m, const op *o);
 int model_wgrad_any(const sdgp_model *m);
 sdgp_status model_wgrad_tune(sdgp_model *m, sdgp_error *err);

@@ -131,6 +131,8 @@ static const field fields[] = {
     {"nm-wgrad", F_NM, OFF(model.prune_wgrad.n), 0, 0, 0, NULL, "N:M of the weight-gradient pruning"},
     {"wgrad-block", F_INT, OFF(model.prune_wgrad.mask_block), 0, 1, SDGP_MASK_BLOCK_MAX, NULL,
      "output channels sharing one weight-gradient row mask (random, magnitude, mvue; 1: a mask per channel)"},
+    {"prune-wgrad-first", F_BOOL, OFF(model.prune_wgrad_first_layer), 0, 0, 1, NULL,
+     "also prune the first conv's weight gradient (off: dense; its pruning costs more than its product)"},
     {"sparse-weights", F_ENUM, OFF(model.weights.kind), 0, 0, 0, sdgp_weights_kind_names,
      "dense | sste | srste: N:M weights in the forward (S-STE soft threshold, SR-STE hard mask)"},
     {"nm-weights", F_NM, OFF(model.weights.n), 0, 0, 0, NULL, "N:M of the sparse weights, along input channels"},
@@ -155,6 +157,7 @@ static const struct {
     {"sync-bn", "0"}, {"allreduce", "overlap"}, {"sparse-weights", "dense"}, {"nm-weights", "2:4"},
     {"weight-groups", "tap"}, {"srste-lambda", "0.0002"}, {"sparse-weights-first", "0"},
     {"sparse-weights-classifier", "0"}, {"recompute", "none"}, {"wgrad-block", "1"},
+    {"prune-wgrad-first", "1"}, /* until 2026-11-28 --prune-wgrad pruned every conv's weight gradient */
 };
 
 const char *train_config_field_before(int i) {

@@ -335,7 +335,7 @@ static void report_layers(run *r) {
                 sdgp_prune_fn_name(pw->fn), pw->n, pw->m, pw->mask_block > 1 ? pw->mask_block : 1, pw->mask_block > 1 ? "s" : "");
         for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
-            fprintf(r->out, " %s=%s", li->layer, li->sparse_wgrad ? "sparse" : "pruned+dense");
+            fprintf(r->out, " %s=%s", li->layer, li->sparse_wgrad ? "sparse" : li->pruned_wgrad ? "pruned+dense" : "dense");
         }
         fprintf(r->out, "\n");
     }
