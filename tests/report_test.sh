@@ -127,6 +127,11 @@ expect 0 "report: 2 groups" -- "$SDGP" report "$Z"
 if row "$Z/report.md" x | grep -qE '^\| x \| 2 \| 2 \| 88\.00 \| 88\.00–88\.00 \| 0\.00 \| -2\.00 \| — \|'; then ok; else
   bad "both variances 0: $(row "$Z/report.md" x)"; fi
 
+# the runs table: each run's first epoch at or above the target (dense-s1 at epoch 2, shift-s1 at 1, random never)
+if grep -qF '| first epoch >= 89.00 % |' "$R" && row "$R" dense-s1 | grep -qE '\| 2 \|$' && row "$R" shift-s1 | grep -qE '\| 1 \|$' &&
+   row "$R" random-2:4-s1 | grep -qE '\| — \|$'; then ok; else
+  bad "runs table, first epoch at the target: $(row "$R" dense-s1) / $(row "$R" shift-s1) / $(row "$R" random-2:4-s1)"; fi
+
 # ---- quiet step times ------------------------------------------------------------------------
 # target 89 %: dense reaches it after 234 steps (100 ms each: 23.4 s), shift after 117 (the pixel
 # line's 80 ms: 9.36 s, 2.500x), ident after 234 (the rescaled line's 90 ms: 21.06 s, 1.111x; its

@@ -459,8 +459,11 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
         }
     }
 
-    fprintf(f, "\n## Runs\n\n| run | state | attempts | epochs | steps | final acc %% | best %% | wall time s |\n"
-               "|---|---|---:|---:|---:|---:|---:|---:|\n");
+    /* which seeds reached the target, and when: the groups' time to target is "not reached" when any seed missed it */
+    char at_target[48] = "";
+    if (!isnan(target)) snprintf(at_target, sizeof at_target, " first epoch >= %.2f %% |", 100 * target);
+    fprintf(f, "\n## Runs\n\n| run | state | attempts | epochs | steps | final acc %% | best %% | wall time s |%s\n"
+               "|---|---|---:|---:|---:|---:|---:|---:|%s\n", at_target, isnan(target) ? "" : "---:|");
     for (int i = 0; i < d->n_runs; i++) {
         const rp_run *r = &d->runs[i];
         char fin[16] = "—", best[16] = "—";
@@ -470,9 +473,18 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
             fmt_pct(fin, sizeof fin, r->ep[r->n_ep - 1].test_acc);
             fmt_pct(best, sizeof best, b);
         }
-        fprintf(f, "| %s | %s | %d | %d | %lld | %s | %s | %.1f |\n", r->name, r->has_status ? r->state : "no status.json",
+        char reach[16] = "";
+        if (!isnan(target)) {
+            snprintf(reach, sizeof reach, " — |");
+            for (int e = 0; e < r->n_ep; e++)
+                if (r->ep[e].test_acc >= target) {
+                    snprintf(reach, sizeof reach, " %d |", r->ep[e].epoch);
+                    break;
+                }
+        }
+        fprintf(f, "| %s | %s | %d | %d | %lld | %s | %s | %.1f |%s\n", r->name, r->has_status ? r->state : "no status.json",
                 r->attempts, r->n_ep ? r->ep[r->n_ep - 1].epoch : 0, r->n_ep ? r->ep[r->n_ep - 1].step : 0LL, fin, best,
-                wall);
+                wall, reach);
     }
 
     fprintf(f, "\n## Figures\n\n");
