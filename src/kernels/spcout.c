@@ -270,14 +270,17 @@ sdgp_status spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x, sdgp_
     }
     const transpose_fn tr = transpose_for(p->k.isa);
     transpose_in(p, x, tr);
-    const int ntw = (g->Wo + SPCOUT_TW - 1) / SPCOUT_TW, npairs = c->nbv / 2;
+    /* ntw tiles per row, as even as they go (7 columns: 3 2 2, not 3 3 1): a tile of one column has
+     * K * 2 accumulator chains, 4 at 2:4, too few to cover the FMA latency (two FMAs a cycle, four
+     * cycles each, want 8). The bits do not depend on the tiles (one chain per output element). */
+    const int ntw = (g->Wo + SPCOUT_TW - 1) / SPCOUT_TW, base = g->Wo / ntw, extra = g->Wo % ntw, npairs = c->nbv / 2;
     /* units: (pair of image vectors, output row); each output element is one unit's, in one order */
 #pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
     for (int bp = 0; bp < npairs; bp++)
         for (int h = 0; h < g->Ho; h++) {
             float *yt = c->Ytile + (int64_t)omp_get_thread_num() * c->ytile;
             for (int t = 0; t < ntw; t++) {
-                const int w0 = t * SPCOUT_TW, J = g->Wo - w0 < SPCOUT_TW ? g->Wo - w0 : SPCOUT_TW;
+                const int w0 = t * base + (t < extra ? t : extra), J = base + (t < extra);
                 run_tile(p, y, yt, 2 * bp, h, w0, J, tr);
             }
         }
