@@ -109,5 +109,10 @@ row=$(tail -1 <<<"$out")
 if grep -q '"interleaved":true' <<<"$row" && ! grep -q ours_rss_mb <<<"$row" &&
    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); d,v=r["dense_ms"],r["sdgp_ms"]; assert abs(r["speedup"]-d/v) <= 6e-4+d/v*(0.005/d+0.005/v)' "$row" 2>/dev/null; then ok; else
   bad "bench step --interleave: $out"; fi
+# bench step --inference: both lines say so (the report never takes them for training steps), no PyTorch peer
+out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 2 --inference --interleave --sparse-weights sste --json 2>&1)
+if [ "$(grep -c '"inference":true' <<<"$out")" = 2 ] && grep -q '"torch_ms":0.00' <<<"$out"; then ok; else
+  bad "bench step --inference: $out"; fi
+expect 2 "unknown option or missing value: --inference" -- "$SDGP" bench layers --inference
 
 finish

@@ -150,6 +150,12 @@ if grep -qE '^\| random-2:4 \| 0/2 \| not reached \| — \| — \| — \| no mat
 if grep -qE '^\| mvue-2:4 \| 1/1 \| 234 \| 50\.00 \(i\) \| 11\.7 \| 2\.000x \| row 5: .*mvue 2:4(; not compared: threads)?(, mask_block)? \|' "$R"; then ok; else
   bad "mvue (interleaved line): $(grep -E '^\| mvue-2:4 \| 1/1 \| 234' "$R")"; fi
 if grep -qF '(i): the line was measured with `--interleave`' "$R"; then ok; else bad "the (i) note"; fi
+# `bench step --inference` lines time inference forwards: never a training run's step time, even first
+{ echo '{"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"recompute":"none","prune":"none","inference":true,"ours_ms":30.00,"torch_ms":0.00,"speedup":0.000,"ours_rss_mb":100.0,"torch_rss_mb":0.0}'
+  cat "$T/step.jsonl"; } > "$T/step-inf.jsonl"
+expect 0 "report: " -- "$SDGP" report "$S" --out "$T/inf" --target 89 --step-times "$T/step-inf.jsonl"
+if grep -qE '^\| dense \| 6/6 \| 234 \| 100\.00 \| 23\.4 \| 1\.000x \| row 2: ' "$T/inf/report.md"; then ok; else
+  bad "an inference line was taken for a training step: $(grep -E '^\| dense \| 6/6 \| 234' "$T/inf/report.md")"; fi
 # real `sdgp bench step --json` output (the training batch: its dense line matches our dense runs)
 REAL="$SRC/docs/bench/sdgp-domain/step-train-batch.jsonl"
 if [ -s "$REAL" ]; then

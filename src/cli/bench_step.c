@@ -36,6 +36,7 @@ static const bench_model presets[] = {
 typedef struct {
     int threads, steps, json, torch;
     int interleave; /* bench step: each variant row alternates its steps with a dense partner's in one process */
+    int inference;  /* bench step: a "step" is one inference forward (BatchNorm's running statistics), what eval runs */
     const char *python, *torch_script;
     sdgp_prune_fn fns[SDGP_PRUNE_COUNT];
     int n_fns;
@@ -101,10 +102,14 @@ static sdgp_model_config model_config(const bench_model *bm, const options *o) {
     return c;
 }
 
+#define RUN_TIMING 1    /* the model times each layer */
+#define RUN_INFERENCE 2 /* each step is an inference forward only (sdgp_model_forward with train 0) */
+
 /* One model under measurement in the child: built, its random batch, and each timed step's times. */
 typedef struct {
     sdgp_model *m;
     const sdgp_model_config *mc;
+    int inference;
     float *x, *dl;
     int32_t *y;
     double *t;           /* per timed step, s */
@@ -112,9 +117,10 @@ typedef struct {
     int n_conv;
 } step_run;
 
-static int run_open(step_run *s, const sdgp_model_config *mc, int steps, int timing, result *r) {
+static int run_open(step_run *s, const sdgp_model_config *mc, int steps, int flags, result *r) {
     memset(s, 0, sizeof *s);
     s->mc = mc;
+    s->inference = !!(flags & RUN_INFERENCE);
     sdgp_error err;
     double tc = cli_now();
     if (sdgp_model_create(&s->m, mc, &err) != SDGP_OK) {
@@ -138,7 +144,7 @@ static int run_open(step_run *s, const sdgp_model_config *mc, int steps, int tim
         s->x[i] = (float)((int32_t)(v >> 32)) * (1.0f / 2147483648.0f);
     }
     for (size_t i = 0; i < B; i++) s->y[i] = (int32_t)(i % (size_t)mc->num_classes);
-    sdgp_model_enable_timing(s->m, timing);
+    sdgp_model_enable_timing(s->m, flags & RUN_TIMING);
     s->n_conv = sdgp_model_conv_count(s->m);
     return 1;
 }
@@ -147,13 +153,15 @@ static int run_open(step_run *s, const sdgp_model_config *mc, int steps, int tim
 static int run_step(step_run *s, int i, result *r) {
     sdgp_error err;
     double t0 = cli_now();
-    const float *logits = sdgp_model_forward(s->m, s->x, 1);
-    sdgp_softmax_xent(s->dl, NULL, logits, s->y, s->mc->batch, s->mc->num_classes, 0.1f);
-    if (sdgp_model_backward(s->m, s->dl, (uint64_t)(i + 2), &err) != SDGP_OK) {
-        snprintf(r->err, sizeof r->err, "%s", err.msg);
-        return 0;
+    const float *logits = sdgp_model_forward(s->m, s->x, !s->inference);
+    if (!s->inference) {
+        sdgp_softmax_xent(s->dl, NULL, logits, s->y, s->mc->batch, s->mc->num_classes, 0.1f);
+        if (sdgp_model_backward(s->m, s->dl, (uint64_t)(i + 2), &err) != SDGP_OK) {
+            snprintf(r->err, sizeof r->err, "%s", err.msg);
+            return 0;
+        }
+        sdgp_model_sgd(s->m, 0.01f, 0.9f, 5e-4f, 0);
     }
-    sdgp_model_sgd(s->m, 0.01f, 0.9f, 5e-4f, 0);
     if (i < 0) return 1;
     s->t[i] = cli_now() - t0;
     for (int l = 0; l < s->n_conv && l < MAX_CONVS; l++) {
@@ -190,11 +198,11 @@ static void run_close(step_run *s, int steps, result *r) {
 /* In the child: build the n (1 or 2) models, run 2 warm-up + `steps` timed steps of each on a
  * random batch. Two models alternate step by step, which goes first alternating too, so the host's
  * drift (5-15 % within minutes here) falls on both alike; their peak RSS is then not either's. */
-static void measure_ours(const sdgp_model_config *mc, int n, int steps, int timing, result *r) {
+static void measure_ours(const sdgp_model_config *mc, int n, int steps, int flags, result *r) {
     omp_set_num_threads(mc[0].threads);
     step_run s[2];
     int ok = 1, opened = 0;
-    for (; opened < n && ok; opened++) ok = run_open(&s[opened], &mc[opened], steps, timing, &r[opened]);
+    for (; opened < n && ok; opened++) ok = run_open(&s[opened], &mc[opened], steps, flags, &r[opened]);
     for (int i = -2; i < steps && ok; i++)
         for (int k = 0; k < n && ok; k++) {
             const int q = n == 2 && (i & 1) ? 1 - k : k;
@@ -209,7 +217,7 @@ static void measure_ours(const sdgp_model_config *mc, int n, int steps, int timi
 }
 
 /* measure_ours in a child process (each measurement's peak RSS is its own); r[0 .. n). */
-static int run_child_ours(const sdgp_model_config *mc, int n, int steps, int timing, result *r) {
+static int run_child_ours(const sdgp_model_config *mc, int n, int steps, int flags, result *r) {
     memset(r, 0, (size_t)n * sizeof *r);
     int fd[2];
     if (pipe(fd)) return 0;
@@ -220,7 +228,7 @@ static int run_child_ours(const sdgp_model_config *mc, int n, int steps, int tim
         close(fd[0]);
         result cr[2];
         memset(cr, 0, sizeof cr);
-        measure_ours(mc, n, steps, timing, cr);
+        measure_ours(mc, n, steps, flags, cr);
         ssize_t wr = write(fd[1], cr, (size_t)n * sizeof *cr);
         _exit(wr == (ssize_t)(n * sizeof *cr) ? 0 : 1);
     }
@@ -330,6 +338,8 @@ static void usage(FILE *f, const char *cmd) {
             strcmp(cmd, "step") == 0
                 ? "  --interleave           each variant row's steps alternate with those of a dense partner in one\n"
                   "                         process: the ratio survives the host's drift; no RSS for the row\n"
+                  "  --inference            time inference forwards instead of training steps (BatchNorm's running\n"
+                  "                         statistics, the weights as `sdgp eval` uses them); no PyTorch peer\n"
                 : "  --interleave           each variant's steps alternate with the dense model's in one process, so\n"
                   "                         the per-layer times and the sums' ratios survive the host's drift\n");
     for (int k = 0; k < sdgp_model_zoo_count(); k++) {
@@ -434,6 +444,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--no-torch")) o->torch = 0;
         else if (!strcmp(a, "--interleave")) o->interleave = 1;
+        else if (!strcmp(a, "--inference") && !layers) o->inference = 1, o->torch = 0;
         else if (in_list(a, train_switches)) {
             if (sdgp_train_config_set(&o->train, a + 2, "1", &err) != SDGP_OK) {
                 fprintf(stderr, "sdgp: %s\n", err.msg);
@@ -563,7 +574,8 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         sdgp_model_config mc = model_config(bm, &o);
         mc.recompute = o.recomputes[mi % o.n_rec];
         result ours;
-        if (!run_child_ours(&mc, 1, o.steps, 0, &ours)) {
+        const int flags = o.inference ? RUN_INFERENCE : 0;
+        if (!run_child_ours(&mc, 1, o.steps, flags, &ours)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, ours.err);
             return 1;
         }
@@ -576,17 +588,18 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         }
         if (o.json)
             printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"recompute\":\"%s\",\"prune\":\"none\","
-                   "\"ours_ms\":%.2f,\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
+                   "%s\"ours_ms\":%.2f,\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
                    bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_recompute_names[mc.recompute],
-                   ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb, torch.rss_mb);
+                   o.inference ? "\"inference\":true," : "", ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb, torch.rss_mb);
         else if (o.torch)
             printf("%-24s batch %3d  %d threads  dense (%s, %d MB%s): ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
                    "peak RSS ours %6.0f MB  torch %6.0f MB (x%.2f)\n",
                    bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, rec_note(mc.recompute), ours.ms, torch.ms,
                    torch.ms / ours.ms, ours.rss_mb, torch.rss_mb, ours.rss_mb / torch.rss_mb);
         else /* no peer: no ratios */
-            printf("%-24s batch %3d  %d threads  dense (%s, %d MB%s): ours %8.1f ms  peak RSS ours %6.0f MB\n",
-                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, rec_note(mc.recompute), ours.ms, ours.rss_mb);
+            printf("%-24s batch %3d  %d threads  dense (%s, %d MB%s)%s: ours %8.1f ms  peak RSS ours %6.0f MB\n",
+                   bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, rec_note(mc.recompute),
+                   o.inference ? " inference forward" : "", ours.ms, ours.rss_mb);
         if (!o.json && o.conv_algo == SDGP_CONV_MEASURED) /* what was measured, and what it cost */
             printf("%-24s   per-pass algorithms (fwd,bwd-data,bwd-weights per layer) %s, model built in %.1f s\n", bm->name,
                    ours.convs, ours.create_s);
@@ -618,7 +631,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 /* --interleave: the variant and a dense partner alternate in one child (RSS not measured) */
                 sdgp_model_config pair[2] = {mc, pc};
                 result rs[2];
-                if (!run_child_ours(o.interleave ? pair : &pc, o.interleave ? 2 : 1, o.steps, 0, rs)) {
+                if (!run_child_ours(o.interleave ? pair : &pc, o.interleave ? 2 : 1, o.steps, flags, rs)) {
                     fprintf(stderr, "sdgp: %s %s %d:%d: %s\n", bm->name, sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
                             rs[0].err);
                     return 1;
@@ -630,15 +643,17 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
                            "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"recompute\":\"%s\",\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"interleaved\":%s,"
-                           "\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,%s%s}\n",
+                           "%s\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,%s%s}\n",
                            bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
                            o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sdgp_recompute_names[pc.recompute],
-                           sdgp_sparse_mode_names[pc.sparse], sd->kernels, o.interleave ? "true" : "false", dense_ms, sd->ms,
+                           sdgp_sparse_mode_names[pc.sparse], sd->kernels, o.interleave ? "true" : "false",
+                           o.inference ? "\"inference\":true," : "", dense_ms, sd->ms,
                            dense_ms / sd->ms, torch.ms, o.torch ? torch.ms / sd->ms : 0, rss, extras);
                 else
-                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s %8.1f ms  vs our dense%s x%.3f  kernels %s%s", bm->name,
+                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s %8.1f ms  vs our dense%s%s x%.3f  kernels %s%s", bm->name,
                            sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block,
-                           other ? "  with " : "", other ? extras : "", sd->ms, o.interleave ? " (interleaved)" : "", dense_ms / sd->ms,
+                           other ? "  with " : "", other ? extras : "", sd->ms, o.inference ? " inference" : "",
+                           o.interleave ? " (interleaved)" : "", dense_ms / sd->ms,
                            sd->kernels, o.torch ? "" : "\n");
                 if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd->ms);
                 fflush(stdout);
@@ -689,7 +704,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
         const bench_model *bm = &bmv;
         sdgp_model_config mc = model_config(bm, &o);
         result dense;
-        if (!o.interleave && !run_child_ours(&mc, 1, o.steps, 1, &dense)) {
+        if (!o.interleave && !run_child_ours(&mc, 1, o.steps, RUN_TIMING, &dense)) {
             fprintf(stderr, "sdgp: %s: %s\n", bm->name, dense.err);
             return 1;
         }
@@ -713,7 +728,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                 /* --interleave: this variant and a dense partner alternate in one child */
                 sdgp_model_config pair[2] = {mc, pc};
                 result rs[2], sp;
-                if (!run_child_ours(o.interleave ? pair : &pc, o.interleave ? 2 : 1, o.steps, 1, rs)) {
+                if (!run_child_ours(o.interleave ? pair : &pc, o.interleave ? 2 : 1, o.steps, RUN_TIMING, rs)) {
                     fprintf(stderr, "sdgp: %s: %s\n", bm->name, rs[0].err);
                     return 1;
                 }

@@ -31,6 +31,9 @@ static int step_line(void *ctx, const rp_jfield *f, int n, const char *line, cha
     load_ctx *c = ctx;
     rp_steps *S = c->S;
     c->row++;
+    /* `bench step --inference` lines time inference forwards, not training steps: never a run's step time */
+    const rp_jfield *inf = rp_j_get(f, n, "inference");
+    if (inf && inf->vlen == 4 && !strncmp(inf->val, "true", 4)) return 0;
     if (S->n == S->cap) {
         int cap = S->cap ? 2 * S->cap : 32;
         rp_step_row *q = realloc(S->rows, (size_t)cap * sizeof *q);
