@@ -679,6 +679,73 @@ TEST_CASE(sparse_weights_counts_and_threads) {
     free(w), free(a), free(b);
 }
 
+/* The projection against a plain oracle of its rule, bit for bit: per group the n largest |w| kept
+ * (ties: the lower index; NaN the largest, NaNs tied), t = the (n+1)-th largest |w|, S-STE
+ * sign(w) max(|w| - t, 0) (NaN kept as it is), SR-STE w, times the scale, 0 elsewhere. Weights drawn
+ * from a small set, so groups are full of ties, with +-0, +-inf, NaNs of three payloads and denormals; per-tap (taps 9
+ * and 1) and cout groups, whole and partial batches of groups, every n:m below. */
+static void project_oracle(float *out, const float *w, size_t stride, int n, int m, int sste, float scale) {
+    int keep[64] = {0};
+    float t = 0;
+    for (int pass = 0; pass <= n; pass++) {
+        int best = -1;
+        for (int i = 0; i < m; i++) {
+            if (keep[i]) continue;
+            float a = fabsf(w[i * stride]), b = best < 0 ? 0 : fabsf(w[best * stride]);
+            if (best < 0 || (isnan(a) && !isnan(b)) || (!isnan(b) && a > b)) best = i;
+        }
+        if (pass == n) t = fabsf(w[best * stride]);
+        else keep[best] = 1;
+    }
+    for (int i = 0; i < m; i++) {
+        float v = w[i * stride], kept = !keep[i] ? 0.0f : !sste || isnan(v) ? v : copysignf(fmaxf(fabsf(v) - t, 0.0f), v);
+        out[i * stride] = scale * kept;
+    }
+}
+
+TEST_CASE(sparse_weights_match_oracle_bitwise) {
+    float pool[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.5f, 2.0f, 1e-40f, -1e-40f, INFINITY, -INFINITY, NAN, 3.0f, 0, 0};
+    const uint32_t payloads[2] = {0x7fc12345u, 0xffc00001u}; /* NaNs with other payloads and sign: they tie with NAN */
+    memcpy(&pool[13], &payloads[0], sizeof(float));
+    memcpy(&pool[14], &payloads[1], sizeof(float));
+    static const int nm[][2] = {{1, 4}, {2, 4}, {3, 4}, {1, 2}, {2, 8}, {5, 8}};
+    static const int shapes[][3] = {{3, 8, 9}, {2, 16, 1}, {8, 3, 3}, {12, 1, 5}}; /* cout, cin, taps */
+    uint64_t r = 99;
+    size_t bad = 0, checked = 0;
+    for (size_t q = 0; q < sizeof nm / sizeof *nm; q++)
+        for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++)
+            for (int group = SDGP_WGROUP_TAP; group <= SDGP_WGROUP_COUT; group += SDGP_WGROUP_COUT - SDGP_WGROUP_TAP)
+                for (int kind = SDGP_WEIGHTS_SSTE; kind <= SDGP_WEIGHTS_SRSTE; kind++) {
+                    const int n = nm[q][0], m = nm[q][1], cout = shapes[sh][0] * (group == SDGP_WGROUP_COUT ? m : 1),
+                              cin = shapes[sh][1] * (group == SDGP_WGROUP_TAP ? m : 1), taps = shapes[sh][2];
+                    const size_t count = (size_t)cout * cin * taps, per_out = (size_t)cin * taps;
+                    float *w = test_xmalloc(count * sizeof(float)), *got = test_xmalloc(count * sizeof(float)),
+                          *want = test_xmalloc(count * sizeof(float));
+                    for (size_t i = 0; i < count; i++) {
+                        r = r * 6364136223846793005ull + 1442695040888963407ull;
+                        w[i] = (r >> 60) < 4 ? (float)((int64_t)(r >> 40) - (1 << 23)) / 65536.0f
+                                             : pool[(r >> 33) % (sizeof pool / sizeof *pool)];
+                    }
+                    sdgp_weights_project(got, w, cout, cin, taps, kind, group, n, m, 1.25f);
+                    if (group == SDGP_WGROUP_TAP) {
+                        for (int co = 0; co < cout; co++)
+                            for (int g = 0; g < cin; g += m)
+                                for (int t = 0; t < taps; t++) {
+                                    size_t at = (size_t)co * per_out + (size_t)g * taps + t;
+                                    project_oracle(want + at, w + at, (size_t)taps, n, m, kind == SDGP_WEIGHTS_SSTE, 1.25f);
+                                }
+                    } else {
+                        for (int g = 0; g < cout; g += m)
+                            for (size_t at = (size_t)g * per_out; at < (size_t)(g + 1) * per_out; at++)
+                                project_oracle(want + at, w + at, per_out, n, m, kind == SDGP_WEIGHTS_SSTE, 1.25f);
+                    }
+                    bad += !test_bitwise_equal(got, want, count * sizeof(float));
+                    checked++;
+                    free(w), free(got), free(want);
+                }
+    CHECK(bad == 0 && checked == 96, "%zu of %zu projections differ from the oracle's bits", bad, checked);
+}
+
 int main(void) {
     RUN(batchnorm_train_matches_naive);
     RUN(batchnorm_eval_matches_naive);
@@ -697,5 +764,6 @@ int main(void) {
     RUN(schedules_at_known_points);
     RUN(sparse_weights_by_hand);
     RUN(sparse_weights_counts_and_threads);
+    RUN(sparse_weights_match_oracle_bitwise);
     return test_finish();
 }
