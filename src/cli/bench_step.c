@@ -57,9 +57,9 @@ typedef struct {
     int n_blocks;
     int batch; /* 0: each model's own batch */
     /* --sparse-weights, --nm-weights, --weight-groups, --prune-wgrad, --nm-wgrad, --wgrad-block, --prune-wgrad-first,
-     * --sparse-kernel: parsed by
-     * the training configuration's table (the same names, values and messages as `sdgp train`); the
-     * variant rows take their weights, prune_wgrad and sparse (bench layers: sparse kernel always on) */
+     * --sparse-kernel: parsed by the training configuration's table (the same names, values and messages as
+     * `sdgp train`); the variant rows take their weights, prune_wgrad and sparse (bench layers: sparse kernel
+     * always on) */
     sdgp_train_config train;
 } options;
 
