@@ -41,6 +41,14 @@ static int chunk_channels(const sdgp_conv_geom *g) {
     return bytes <= SPCOUT_CHUNK_BYTES ? SPCOUT_CHUNK : SPCOUT_CHUNK / 2;
 }
 
+/* The set bits of a mask of m <= 8 rows. __builtin_popcount is a call into libgcc on x86-64 without
+ * POPCNT (the library's baseline), per (input channel, tap) of the packing. */
+static inline int popcount8(unsigned v) {
+    v = v - (v >> 1 & 0x55u);
+    v = (v & 0x33u) + (v >> 2 & 0x33u);
+    return (int)((v + (v >> 4)) & 0x0fu);
+}
+
 int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m) {
     if (!g || g->groups > 1 || g->stride < 1 || g->stride > 2 || n < 1 || n >= m || n > SPCOUT_MAX_N || m > SPCOUT_MAX_M || g->Cout % m)
         return 0;
@@ -117,7 +125,7 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     for (int t = 0; t < g->kh * g->kw; t++) c->tap_off[t] = (int32_t)(((int64_t)(t / g->kw) * c->Wp + t % g->kw) * SPCOUT_VL);
     memset(c->sub_index, -1, sizeof c->sub_index);
     for (int bits = 0; bits < 1 << m; bits++)
-        if (__builtin_popcount((unsigned)bits) == n) c->sub_bits[c->nsub] = (uint8_t)bits, c->sub_index[bits] = (int16_t)c->nsub++;
+        if (popcount8((unsigned)bits) == n) c->sub_bits[c->nsub] = (uint8_t)bits, c->sub_index[bits] = (int16_t)c->nsub++;
     const size_t taps = (size_t)g->kh * g->kw;
     c->xt_bytes = ((size_t)c->nbv * g->Cin * c->plane_x * sizeof(float) + 63) / 64 * 64;
     c->ws_bytes = c->xt_bytes + (size_t)p->threads * c->ytile * sizeof(float); /* ytile: 64-byte multiple */
@@ -148,7 +156,7 @@ static int64_t pack_chunk(const sdgp_sparse_fwd *p, const float *w, int gr, int 
         /* no branch per weight: the zeros fall at random, and mispredictions were most of the packing's time */
         int bits = 0;
         for (int i = 0; i < c->m; i++) bits |= (wg[i * row + at] != 0.0f) << i;
-        int nnz = __builtin_popcount((unsigned)bits);
+        int nnz = popcount8((unsigned)bits);
         if (nnz > c->n) return 1 + at;
         /* fewer than n: the lowest zero rows fill the subset (their weights are 0) */
         for (int i = 0; nnz < c->n; i++)
