@@ -47,12 +47,12 @@ static float float_of(uint32_t u) {
  * w[base[L] + i * stride]): S-STE's soft threshold sign(w) max(|w| - t, 0) or SR-STE's hard mask on
  * the n kept ones, 0 elsewhere, as select_top keeps them; written without branches across the lanes,
  * so that the compiler vectorises it. The scalar form (select_top per group, its data-dependent
- * branches) cost ~15 ns a weight: ResNet-9 w1's 9 M conv weights took tens of ms per step, and per
- * batch of an evaluation; this form is 9x faster (2.3-3.3 against 22-24 ns, one thread). The
- * selection becomes ranks: weight i goes after every j < i with |w_j| >= |w_i| and every j > i
- * with |w_j| > |w_i| (ties: the lower index first;
- * |w| compared as the bits of a non-negative float, every NaN as one value above infinity, so a NaN
- * is the largest and NaNs tie), kept when its rank is below n; the threshold is the |w| of rank n.
+ * branches) cost 22-24 ns a weight on one Zen 3 thread, this form 2.3-3.3: ResNet-9 w1's 9 M conv
+ * weights took tens of ms per step, and per batch of an evaluation. The selection becomes ranks:
+ * weight i goes after every j < i with |w_j| >= |w_i| and every j > i with |w_j| > |w_i| (ties: the
+ * lower index first; |w| compared as the bits of a non-negative float, every NaN as one value above
+ * infinity, so a NaN is the largest and NaNs tie), kept when its rank is below n; the threshold is
+ * the |w| of rank n.
  * max(|w| - t, 0) on the bits: a NaN difference gives 0 as fmaxf does, and copysign then sets the
  * sign, so the zero's sign never shows. */
 static inline __attribute__((always_inline)) void lanes_m(float *out, const float *w, const size_t *base, const int lanes,
