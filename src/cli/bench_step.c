@@ -73,7 +73,6 @@ static int in_list(const char *a, const char *const *list) {
         if (!strcmp(a, list[i])) return 1;
     return 0;
 }
-static int is_train_flag(const char *a) { return in_list(a, train_flags); }
 
 typedef struct {
     double ms, rss_mb;
@@ -499,7 +498,7 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
                 return 0;
             }
             o->width = (float)w, i++;
-        } else if (is_train_flag(a)) {
+        } else if (in_list(a, train_flags)) {
             if (sdgp_train_config_set(&o->train, a + 2, v, &err) != SDGP_OK) {
                 fprintf(stderr, "sdgp: %s\n", err.msg);
                 return 0;

@@ -249,6 +249,13 @@ static int make_groups(rp_data *d) {
     return 1;
 }
 
+/* The index of run r's first epoch at or above target, -1 if none. */
+static int first_epoch_at(const rp_run *r, double target) {
+    for (int e = 0; e < r->n_ep; e++)
+        if (r->ep[e].test_acc >= target) return e;
+    return -1;
+}
+
 /* Time of the first epoch at or above target on each run of the group; the mean if all reached it. */
 static void time_to_target(rp_data *d, double target) {
     for (int g = 0; g < d->n_groups; g++) {
@@ -257,13 +264,11 @@ static void time_to_target(rp_data *d, double target) {
         G->tta_reached = 0;
         for (int k = 0; k < G->n; k++) {
             const rp_run *r = &d->runs[G->run[k]];
-            for (int e = 0; e < r->n_ep; e++)
-                if (r->ep[e].test_acc >= target) {
-                    sum += r->ep[e].t;
-                    steps += (double)r->ep[e].step;
-                    G->tta_reached++;
-                    break;
-                }
+            const int e = first_epoch_at(r, target);
+            if (e < 0) continue;
+            sum += r->ep[e].t;
+            steps += (double)r->ep[e].step;
+            G->tta_reached++;
         }
         G->tta = G->tta_reached == G->n ? sum / G->n : NAN;
         G->tts = G->tta_reached == G->n ? steps / G->n : NAN;
@@ -474,14 +479,9 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
             fmt_pct(best, sizeof best, b);
         }
         char reach[16] = "";
-        if (!isnan(target)) {
-            snprintf(reach, sizeof reach, " — |");
-            for (int e = 0; e < r->n_ep; e++)
-                if (r->ep[e].test_acc >= target) {
-                    snprintf(reach, sizeof reach, " %d |", r->ep[e].epoch);
-                    break;
-                }
-        }
+        const int e = isnan(target) ? -1 : first_epoch_at(r, target);
+        if (e >= 0) snprintf(reach, sizeof reach, " %d |", r->ep[e].epoch);
+        else if (!isnan(target)) snprintf(reach, sizeof reach, " — |");
         fprintf(f, "| %s | %s | %d | %d | %lld | %s | %s | %.1f |%s\n", r->name, r->has_status ? r->state : "no status.json",
                 r->attempts, r->n_ep ? r->ep[r->n_ep - 1].epoch : 0, r->n_ep ? r->ep[r->n_ep - 1].step : 0LL, fin, best,
                 wall, reach);

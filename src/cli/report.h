@@ -113,7 +113,7 @@ int rp_welch(double mean1, double sd1, int n1, double mean2, double sd2, int n2,
 
 /* The JSON reader (report_json.c). rp_j_object parses the object at p into f (up to
  * RP_J_MAX_FIELDS top-level fields; values are raw text) and sets *end past it; -1 if malformed.
- * rp_j_num / rp_j_str: 1 and the value when key holds a number / a string. */
+ * rp_j_num / rp_j_str: 1 and the value when key holds a number / a string; rp_j_true: 1 when it holds true. */
 typedef struct {
     const char *key, *val; /* key without quotes; value text */
     int klen, vlen;
@@ -126,6 +126,7 @@ int rp_j_object(const char *p, rp_jfield *f, const char **end);
 const rp_jfield *rp_j_get(const rp_jfield *f, int n, const char *key);
 int rp_j_num(const rp_jfield *f, int n, const char *key, double *out);
 int rp_j_str(const rp_jfield *f, int n, const char *key, char *buf, size_t size);
+int rp_j_true(const rp_jfield *f, int n, const char *key);
 
 /* Reads path line by line into fn, which returns 0, or 2 with why set. Returns 0, or prints
  * "path:line: why" and returns 2. A last line without newline that does not parse is a record

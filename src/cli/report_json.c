@@ -93,6 +93,11 @@ int rp_j_num(const rp_jfield *f, int n, const char *key, double *out) {
     return 1;
 }
 
+int rp_j_true(const rp_jfield *f, int n, const char *key) {
+    const rp_jfield *x = rp_j_get(f, n, key);
+    return x && x->vlen == 4 && !strncmp(x->val, "true", 4);
+}
+
 int rp_j_str(const rp_jfield *f, int n, const char *key, char *buf, size_t size) {
     const rp_jfield *x = rp_j_get(f, n, key);
     if (!x || x->val[0] != '"') return 0;

@@ -32,8 +32,7 @@ static int step_line(void *ctx, const rp_jfield *f, int n, const char *line, cha
     rp_steps *S = c->S;
     c->row++;
     /* `bench step --inference` lines time inference forwards, not training steps: never a run's step time */
-    const rp_jfield *inf = rp_j_get(f, n, "inference");
-    if (inf && inf->vlen == 4 && !strncmp(inf->val, "true", 4)) return 0;
+    if (rp_j_true(f, n, "inference")) return 0;
     if (S->n == S->cap) {
         int cap = S->cap ? 2 * S->cap : 32;
         rp_step_row *q = realloc(S->rows, (size_t)cap * sizeof *q);
@@ -72,8 +71,7 @@ static int step_line(void *ctx, const rp_jfield *f, int n, const char *line, cha
     }
     /* --interleave: the line's steps alternated with a dense partner's, so its ratio to that partner
      * is what survives the host's drift; rp_steps_markdown scales it to the dense line */
-    const rp_jfield *il = rp_j_get(f, n, "interleaved");
-    if (!dense && il && il->vlen == 4 && !strncmp(il->val, "true", 4)) {
+    if (!dense && rp_j_true(f, n, "interleaved")) {
         if (!rp_j_num(f, n, "dense_ms", &r->partner) || !isfinite(r->partner) || r->partner <= 0) {
             snprintf(why, size, "an interleaved line needs \"dense_ms\" (a positive number)");
             return 2;
