@@ -21,15 +21,6 @@ static const spcout_tile_fn tile_table[SDGP_ISA_COUNT] = {
     [SDGP_ISA_AVX512] = spcout_tile_avx2, /* no AVX-512 micro-kernel yet: its machines run AVX2's */
 };
 
-/* Floats per channel plane of Xt (one vector of images): the padded image, then an odd number of
- * cache lines between planes. A plane of a 4 KB multiple (14x14 with padding 1: 16 x 16 x 8 floats)
- * puts a tile's input rows of all the chunk's channels in the same L1 sets, more than its 8 ways
- * (ResNet-9 w0.25's 14x14 layers: 0-7 % faster in interleaved runs). */
-static int64_t xt_plane(const sdgp_conv_geom *g) {
-    const int64_t plane = (int64_t)(g->H + 2 * g->pad) * (g->W + 2 * g->pad) * SPCOUT_VL;
-    return plane % 32 ? plane : plane + 16; /* an even number of 64-byte lines: one more */
-}
-
 /* Input channels per chunk: 16, or 8 where 16 channels' rows of one tile (kh rows of the columns its
  * SPCOUT_TW outputs read, 2 vectors of images) pass SPCOUT_CHUNK_BYTES. 3x3 layers keep 16 (15 KB at
  * stride 1, 21 KB at stride 2); a 5x5 stride-2 layer's 16 would be 46 KB, and 8 measured 1.06-1.34x
@@ -39,6 +30,17 @@ static int chunk_channels(const sdgp_conv_geom *g) {
     const int64_t cols = (int64_t)(SPCOUT_TW - 1) * g->stride + g->kw;
     const int64_t bytes = (int64_t)SPCOUT_CHUNK * g->kh * cols * 2 * SPCOUT_VL * sizeof(float);
     return bytes <= SPCOUT_CHUNK_BYTES ? SPCOUT_CHUNK : SPCOUT_CHUNK / 2;
+}
+
+/* Floats per channel plane of Xt (one pair of image vectors): the padded image, then an odd number
+ * of cache lines between planes. A plane of a 4 KB multiple (14x14 with padding 1: 16 x 16 lines)
+ * puts a tile's input rows of all the chunk's channels in the same L1 sets, more than its 8 ways
+ * (ResNet-9 w0.25's 14x14 layers: 0-7 % faster in interleaved runs, when each vector of images had
+ * planes of its own). Rows padded and planes shifted to spread a tile's lines over the sets even more (chosen per
+ * layer by counting them) measured the same as this, 0.96-1.02x over seven layers (README.md). */
+static int64_t xt_plane(const sdgp_conv_geom *g) {
+    const int64_t plane = (int64_t)(g->H + 2 * g->pad) * (g->W + 2 * g->pad) * SPCOUT_XCOL;
+    return plane % 32 ? plane : plane + 16; /* an even number of 64-byte lines: one more */
 }
 
 /* The set bits of a mask of m <= 8 rows. __builtin_popcount is a call into libgcc on x86-64 without
@@ -120,14 +122,15 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     c->nbv = (g->B + 15) / 16 * 2;
     c->Hp = g->H + 2 * g->pad;
     c->Wp = g->W + 2 * g->pad;
+    c->ldrow = (int64_t)c->Wp * SPCOUT_XCOL;
     c->plane_x = xt_plane(g);
     c->ytile = (int64_t)2 * g->Cout * SPCOUT_TW * SPCOUT_VL;
-    for (int t = 0; t < g->kh * g->kw; t++) c->tap_off[t] = (int32_t)(((int64_t)(t / g->kw) * c->Wp + t % g->kw) * SPCOUT_VL);
+    for (int t = 0; t < g->kh * g->kw; t++) c->tap_off[t] = (int32_t)((int64_t)(t / g->kw) * c->ldrow + t % g->kw * SPCOUT_XCOL);
     memset(c->sub_index, -1, sizeof c->sub_index);
     for (int bits = 0; bits < 1 << m; bits++)
         if (popcount8((unsigned)bits) == n) c->sub_bits[c->nsub] = (uint8_t)bits, c->sub_index[bits] = (int16_t)c->nsub++;
     const size_t taps = (size_t)g->kh * g->kw;
-    c->xt_bytes = ((size_t)c->nbv * g->Cin * c->plane_x * sizeof(float) + 63) / 64 * 64;
+    c->xt_bytes = ((size_t)c->nbv / 2 * g->Cin * c->plane_x * sizeof(float) + 63) / 64 * 64;
     c->ws_bytes = c->xt_bytes + (size_t)p->threads * c->ytile * sizeof(float); /* ytile: 64-byte multiple */
     c->ent = malloc((size_t)g->Cout / m * g->Cin * taps * c->es * sizeof(float));
     c->run = malloc((size_t)c->groups * c->chunks * (c->nsub + 1) * sizeof(int32_t));
@@ -200,25 +203,25 @@ sdgp_status spcout_pack(sdgp_sparse_fwd *p, const float *w, sdgp_error *err) {
 }
 
 /* Xt's zeros, each run (the workspace may be shared): the padding of every channel, and whole
- * channels of a vector that is not full of images (its transposes write only the images < B). */
+ * channels of a pair of vectors that is not full of images (its transposes write only the images < B). */
 static void zero_padding(const sdgp_sparse_fwd *p) {
     const sdgp_conv_geom *g = &p->g;
     const spcout *c = p->cout;
-    const size_t row = (size_t)c->Wp * SPCOUT_VL * sizeof(float), side = (size_t)g->pad * SPCOUT_VL * sizeof(float);
+    const size_t row = (size_t)c->ldrow * sizeof(float), side = (size_t)g->pad * SPCOUT_XCOL * sizeof(float);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
-    for (int bv = 0; bv < c->nbv; bv++)
+    for (int bp = 0; bp < c->nbv / 2; bp++)
         for (int ci = 0; ci < g->Cin; ci++) {
-            float *plane = c->Xt + ((int64_t)bv * g->Cin + ci) * c->plane_x;
-            if (g->B - bv * SPCOUT_VL < SPCOUT_VL) {
+            float *plane = c->Xt + ((int64_t)bp * g->Cin + ci) * c->plane_x;
+            if (g->B - bp * 2 * SPCOUT_VL < 2 * SPCOUT_VL) {
                 memset(plane, 0, (size_t)c->plane_x * sizeof(float));
                 continue;
             }
             memset(plane, 0, (size_t)g->pad * row);
-            memset(plane + (int64_t)(g->H + g->pad) * c->Wp * SPCOUT_VL, 0, (size_t)(c->Hp - g->H - g->pad) * row);
+            memset(plane + (int64_t)(g->H + g->pad) * c->ldrow, 0, (size_t)(c->Hp - g->H - g->pad) * row);
             for (int h = g->pad; side && h < g->H + g->pad; h++) {
-                float *r = plane + (int64_t)h * c->Wp * SPCOUT_VL;
+                float *r = plane + (int64_t)h * c->ldrow;
                 memset(r, 0, side);
-                memset(r + (int64_t)(g->W + g->pad) * SPCOUT_VL, 0, (size_t)(c->Wp - g->W - g->pad) * SPCOUT_VL * sizeof(float));
+                memset(r + (int64_t)(g->W + g->pad) * SPCOUT_XCOL, 0, (size_t)(c->Wp - g->W - g->pad) * SPCOUT_XCOL * sizeof(float));
             }
         }
 }
@@ -233,7 +236,8 @@ static void transpose_in(const sdgp_sparse_fwd *p, const float *x, transpose_fn 
         for (int h = 0; h < g->H; h++) {
             const int b0 = bv * SPCOUT_VL, nb = g->B - b0 < SPCOUT_VL ? g->B - b0 : SPCOUT_VL;
             for (int w = 0; nb > 0 && w < g->W; w++)
-                tr(c->Xt + (int64_t)bv * g->Cin * c->plane_x + ((int64_t)(h + g->pad) * c->Wp + w + g->pad) * SPCOUT_VL, c->plane_x,
+                tr(c->Xt + (int64_t)(bv / 2) * g->Cin * c->plane_x + bv % 2 * SPCOUT_VL + (int64_t)(h + g->pad) * c->ldrow + (int64_t)(w + g->pad) * SPCOUT_XCOL,
+                   c->plane_x,
                    x + (((int64_t)b0 * g->H + h) * g->W + w) * g->Cin, (int64_t)g->H * g->W * g->Cin, nb, g->Cin);
         }
 }
@@ -246,9 +250,9 @@ static void run_tile(const sdgp_sparse_fwd *p, float *y, float *yt, int bv, int 
     const sdgp_conv_geom *g = &p->g;
     const spcout *c = p->cout;
     const int taps = g->kh * g->kw;
-    const int64_t xb = (int64_t)g->Cin * c->plane_x, ldr = SPCOUT_TW * SPCOUT_VL, yb = (int64_t)g->Cout * ldr;
+    const int64_t pair = (int64_t)g->Cin * c->plane_x, ldr = SPCOUT_TW * SPCOUT_VL, yb = (int64_t)g->Cout * ldr;
     const int S = g->stride;
-    spcout_tile t = {.x = c->Xt + bv * xb + ((int64_t)h * S * c->Wp + w0 * S) * SPCOUT_VL, .xb = xb, .sub_bits = c->sub_bits,
+    spcout_tile t = {.x = c->Xt + bv / 2 * pair + (int64_t)h * S * c->ldrow + (int64_t)w0 * S * SPCOUT_XCOL, .xb = SPCOUT_VL, .sub_bits = c->sub_bits,
                      .nsub = c->nsub, .ldr = ldr, .yb = yb, .m = c->m, .K = c->n, .J = J, .S = S};
     for (int ch = 0; ch < c->chunks; ch++)
         for (int gr = 0; gr < c->groups; gr++) {

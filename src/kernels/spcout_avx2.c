@@ -41,14 +41,14 @@ static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t,
 #pragma GCC unroll 2
                 for (int v = 0; v < NB; v++) {
                     __m256 in;
-                    LOAD_REG(in, x + j * S * SPCOUT_VL + v * t->xb);
+                    LOAD_REG(in, x + j * S * SPCOUT_XCOL + v * t->xb);
 #pragma GCC unroll 2
                     for (int r = 0; r < K; r++) acc[r][j][v] = _mm256_fmadd_ps(w[r], in, acc[r][j][v]);
                 }
         } else { /* the J inputs first, then one broadcast per row: 12 + 3 + 1 */
             __m256 in[SPCOUT_TW];
 #pragma GCC unroll 3
-            for (int j = 0; j < J; j++) LOAD_REG(in[j], x + j * S * SPCOUT_VL);
+            for (int j = 0; j < J; j++) LOAD_REG(in[j], x + j * S * SPCOUT_XCOL);
 #pragma GCC unroll 4
             for (int r = 0; r < K; r++) {
                 const __m256 w = _mm256_broadcast_ss(e + 1 + r);

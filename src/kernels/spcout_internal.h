@@ -15,6 +15,7 @@
 #define SPCOUT_CHUNK_BYTES (24 * 1024) /* a chunk's input rows of one tile, at most (else 8 channels) */
 #define SPCOUT_TW 3     /* output columns per tile */
 #define SPCOUT_VL 8     /* images per vector (the layout's innermost dimension) */
+#define SPCOUT_XCOL 16  /* floats from one input column of Xt to the next: a pair of image vectors side by side */
 
 /* One micro-kernel call: one group of m output channels over one chunk of input channels, for a
  * tile of J output columns x 2 vectors of 8 images, at convolution stride S (1 or 2). The chunk's
@@ -22,14 +23,14 @@
  * bits are set in sub_bits[s]:
  *
  *   y[i*ldr + j*8 + v*yb + l] (+)= sum over the entries q of every subset holding row i (subsets
- *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*S*8 + v*xb + l]
+ *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*S*XCOL + v*xb + l]
  *
  * for the group's rows i < m, j < J, v < 2, l < 8, where r(i) is row i's rank in its subset. An
  * entry is 1 + K floats: off_q (an int32's bits: the input vector of an (input channel, tap), floats
- * from x) then the weights of the K rows. With `first`, the tile's y starts from zero (a chunk's
+ * from x) then the weights of the K rows. Input columns are SPCOUT_XCOL floats apart. With `first`, the tile's y starts from zero (a chunk's
  * first call), else the chains continue from y's values. One fp32 FMA chain per output element
  * (so every path gives the same bits).
- * - Reads: x at off_q + j*S*8 + v*xb (32-byte aligned vectors); y's tile (unless first).
+ * - Reads: x at off_q + j*S*SPCOUT_XCOL + v*xb (32-byte aligned vectors); y's tile (unless first).
  * - Writes: exactly y's tile: m rows x J columns x 2 vectors.
  * - K 1 .. SPCOUT_MAX_N, J 1 .. SPCOUT_TW, m <= SPCOUT_MAX_M, S 1 or 2 (the AVX2 kernel has both as
  *   constants: a column step in a register would cost the stride-1 loop its immediate offsets). The
@@ -54,9 +55,11 @@ void spcout_tile_avx2(const spcout_tile *t);
 
 /* The cout form's part of a sdgp_sparse_fwd plan (spcout.c). Layouts, with B16 = B rounded up to
  * 16 and nbv = B16 / 8 vectors of images:
- *   Xt [nbv][Cin][H + 2 pad][W + 2 pad][8]  the input, transposed, zero padding (and images >= B); each
- *                                           channel plane is plane_x floats: a cache line more if the
- *                                           padded image is an even number of lines (L1 sets)
+ *   Xt [nbv/2][Cin][H + 2 pad][W + 2 pad][2][8]  the input, transposed, zero padding (and images >= B);
+ *                                           a tile's pair of image vectors side by side, one cache line
+ *                                           per pixel; rows ldrow (Wp pixels) and channel planes
+ *                                           plane_x floats apart: a line more if the padded image is
+ *                                           an even number of lines (L1 sets)
  *   Ytile [threads][2][Cout][SPCOUT_TW][8]  per thread, one tile's output (2 vectors of images x Cout
  *                                           x its columns), transposed to NHWC as soon as it is done
  * Entries per (group of m output channels, chunk of input channels): sorted by the subset of the
@@ -64,7 +67,7 @@ void spcout_tile_avx2(const spcout_tile *t);
 typedef struct spcout {
     int n, m, groups, chunk, chunks, nsub, es; /* chunk: input channels per chunk; es: floats per entry, 1 + n */
     int nbv, Hp, Wp;
-    int64_t plane_x;                    /* floats per channel of Xt, one vector of images */
+    int64_t ldrow, plane_x;             /* floats per padded row and per channel of Xt */
     int64_t ytile;                      /* floats of one thread's Ytile */
     uint8_t sub_bits[128];              /* subset index -> bit mask (C(8,4) = 70 at most) */
     int16_t sub_index[256];             /* bit mask -> subset index, -1 if it has not n bits */
