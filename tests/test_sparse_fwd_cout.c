@@ -52,14 +52,15 @@ TEST_CASE(sparse_fwd_cout_matches_naive_every_isa_and_thread_count) {
     const shape shapes[] = {
         /* B, H, W, Cin, Cout, k, pad, n, m, stride */
         {2, 9, 11, 16, 32, 3, 1, 2, 4, 1},   /* 2 images of a pair of 16: the rest zero; Wo 11 = 3 tiles + 2 */
-        {17, 7, 7, 24, 8, 3, 1, 2, 4, 1},    /* 17 images: two pairs; 24 channels: a chunk of 16 and one of 8 */
+        {17, 7, 7, 24, 8, 3, 1, 2, 4, 1},    /* 17 images: two pairs; 24 channels: one chunk, not full */
+        {2, 6, 7, 72, 8, 3, 1, 2, 4, 1},     /* 72 channels: chunks of 32, 32 and 8 */
         {3, 8, 5, 40, 12, 3, 0, 1, 4, 1},    /* pad 0, 1:4 (one row per loop, two image vectors) */
         {2, 6, 6, 32, 16, 3, 2, 3, 4, 1},    /* pad 2 (output larger than the input), 3:4: one image vector per loop */
         {2, 5, 7, 16, 16, 5, 2, 4, 8, 1},    /* 5x5, 4:8: 70 subsets */
         {4, 4, 4, 8, 24, 1, 0, 2, 8, 1},     /* 1x1, 2:8 */
-        {2, 3, 5, 96, 8, 1, 0, 2, 4, 1},     /* 1x1: many channels, 6 chunks */
+        {2, 3, 5, 96, 8, 1, 0, 2, 4, 1},     /* 1x1: many channels, 3 chunks */
         {1, 1, 1, 16, 8, 3, 1, 2, 4, 1},     /* 1x1 image: only the centre tap */
-        {33, 14, 14, 64, 32, 3, 1, 2, 4, 1}, /* more units than threads, 4 chunks */
+        {33, 14, 14, 64, 32, 3, 1, 2, 4, 1}, /* more units than threads, 2 chunks */
         {3, 13, 12, 32, 16, 5, 2, 2, 4, 2},  /* stride 2, 5x5 pad 2 (ResNet-9's second conv): odd H, Wo 6, 4 chunks of 8 */
         {2, 9, 9, 24, 8, 3, 1, 3, 4, 2},     /* stride 2, 3x3, 3:4: a chunk of 16 and one of 8 */
         {18, 8, 10, 16, 24, 1, 0, 1, 4, 2},  /* stride 2, 1x1 (a downsampling shortcut), 1:4 */

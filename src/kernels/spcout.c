@@ -21,15 +21,19 @@ static const spcout_tile_fn tile_table[SDGP_ISA_COUNT] = {
     [SDGP_ISA_AVX512] = spcout_tile_avx2, /* no AVX-512 micro-kernel yet: its machines run AVX2's */
 };
 
-/* Input channels per chunk: 16, or 8 where 16 channels' rows of one tile (kh rows of the columns its
- * SPCOUT_TW outputs read, 2 vectors of images) pass SPCOUT_CHUNK_BYTES. 3x3 layers keep 16 (15 KB at
- * stride 1, 21 KB at stride 2); a 5x5 stride-2 layer's 16 would be 46 KB, and 8 measured 1.06-1.34x
- * faster there (bench/cout_ab.c, ResNet-9's layer 1 at both widths). Fewer than 8 makes a subset's
- * loop too short; 32 measured no faster on 3x3 layers. */
+/* Input channels per chunk: 32, 16 or 8, the most whose rows of one tile (kh rows of the columns its
+ * SPCOUT_TW outputs read, 2 vectors of images) fit SPCOUT_CHUNK_BYTES: 32 on 3x3 stride-1 layers (30
+ * KB), 16 on 3x3 stride-2 ones (21 KB), 8 on 5x5 stride-2 ones (23 KB). Longer chunks mean longer
+ * subset loops (at 2:4 a chunk of c channels and 9 taps gives each of the 6 subsets about 1.5 c
+ * entries): fewer loads and stores of their accumulators and fewer mispredicted loop exits. 32
+ * measured 1.06-1.18x faster than 16 on ResNet-9's 3x3 layers, 64 slower than 32 (bench/cout_ab.c,
+ * README.md); on the 5x5 stride-2 layer 16 was no faster than 8, and fewer than 8 makes the loops
+ * too short. */
 static int chunk_channels(const sdgp_conv_geom *g) {
     const int64_t cols = (int64_t)(SPCOUT_TW - 1) * g->stride + g->kw;
-    const int64_t bytes = (int64_t)SPCOUT_CHUNK * g->kh * cols * 2 * SPCOUT_VL * sizeof(float);
-    return bytes <= SPCOUT_CHUNK_BYTES ? SPCOUT_CHUNK : SPCOUT_CHUNK / 2;
+    int chunk = SPCOUT_CHUNK;
+    while (chunk > 8 && (int64_t)chunk * g->kh * cols * 2 * SPCOUT_VL * (int64_t)sizeof(float) > SPCOUT_CHUNK_BYTES) chunk /= 2;
+    return chunk;
 }
 
 /* Floats per channel plane of Xt (one pair of image vectors): the padded image, then an odd number
