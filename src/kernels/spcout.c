@@ -21,14 +21,14 @@ static const spcout_tile_fn tile_table[SDGP_ISA_COUNT] = {
     [SDGP_ISA_AVX512] = spcout_tile_avx2, /* no AVX-512 micro-kernel yet: its machines run AVX2's */
 };
 
-/* Input channels per chunk: 32, 16 or 8, the most whose rows of one tile (kh rows of the columns its
- * SPCOUT_TW outputs read, 2 vectors of images) fit SPCOUT_CHUNK_BYTES: 32 on 3x3 stride-1 layers (30
- * KB), 16 on 3x3 stride-2 ones (21 KB), 8 on 5x5 stride-2 ones (23 KB). Longer chunks mean longer
- * subset loops (at 2:4 a chunk of c channels and 9 taps gives each of the 6 subsets about 1.5 c
- * entries): fewer loads and stores of their accumulators and fewer mispredicted loop exits. 32
- * measured 1.06-1.18x faster than 16 on ResNet-9's 3x3 layers, 64 slower than 32 (bench/cout_ab.c,
- * README.md); on the 5x5 stride-2 layer 16 was no faster than 8, and fewer than 8 makes the loops
- * too short. */
+/* Input channels per chunk: 32, 16 or 8, the most whose rows of one tile (kh rows of the columns
+ * its SPCOUT_TW outputs read, 2 vectors of images) fit SPCOUT_CHUNK_BYTES: 32 on 3x3 stride-1 layers
+ * (30 KB) and 1x1 ones, 16 on 3x3 stride-2 ones (21 KB), 8 on 5x5 stride-2 ones (23 KB). Longer
+ * chunks mean longer subset loops (at 2:4 a chunk of c channels and 9 taps gives each of the 6
+ * subsets about 1.5 c entries): fewer loads and stores of their accumulators and fewer mispredicted
+ * loop exits. 32 measured 1.06-1.18x faster than 16 on ResNet-9's 3x3 layers, 64 slower than 32
+ * (bench/cout_ab.c, README.md; 1x1 layers not measured: the model times every layer at start); on
+ * the 5x5 stride-2 layer 16 was no faster than 8, and fewer than 8 makes the loops too short. */
 static int chunk_channels(const sdgp_conv_geom *g) {
     const int64_t cols = (int64_t)(SPCOUT_TW - 1) * g->stride + g->kw;
     int chunk = SPCOUT_CHUNK;
@@ -40,8 +40,9 @@ static int chunk_channels(const sdgp_conv_geom *g) {
  * of cache lines between planes. A plane of a 4 KB multiple (14x14 with padding 1: 16 x 16 lines)
  * puts a tile's input rows of all the chunk's channels in the same L1 sets, more than its 8 ways
  * (ResNet-9 w0.25's 14x14 layers: 0-7 % faster in interleaved runs, when each vector of images had
- * planes of its own). Rows padded and planes shifted to spread a tile's lines over the sets even more (chosen per
- * layer by counting them) measured the same as this, 0.96-1.02x over seven layers (README.md). */
+ * planes of its own). Rows padded and planes shifted to spread a tile's lines over the sets even
+ * more (chosen per layer by counting them) measured the same as this, 0.96-1.02x over seven layers
+ * (README.md). */
 static int64_t xt_plane(const sdgp_conv_geom *g) {
     const int64_t plane = (int64_t)(g->H + 2 * g->pad) * (g->W + 2 * g->pad) * SPCOUT_XCOL;
     return plane % 32 ? plane : plane + 16; /* an even number of 64-byte lines: one more */
@@ -240,9 +241,9 @@ static void transpose_in(const sdgp_sparse_fwd *p, const float *x, transpose_fn 
         for (int h = 0; h < g->H; h++) {
             const int b0 = bv * SPCOUT_VL, nb = g->B - b0 < SPCOUT_VL ? g->B - b0 : SPCOUT_VL;
             for (int w = 0; nb > 0 && w < g->W; w++)
-                tr(c->Xt + (int64_t)(bv / 2) * g->Cin * c->plane_x + bv % 2 * SPCOUT_VL + (int64_t)(h + g->pad) * c->ldrow + (int64_t)(w + g->pad) * SPCOUT_XCOL,
-                   c->plane_x,
-                   x + (((int64_t)b0 * g->H + h) * g->W + w) * g->Cin, (int64_t)g->H * g->W * g->Cin, nb, g->Cin);
+                tr(c->Xt + (int64_t)(bv / 2) * g->Cin * c->plane_x + bv % 2 * SPCOUT_VL + (int64_t)(h + g->pad) * c->ldrow +
+                       (int64_t)(w + g->pad) * SPCOUT_XCOL,
+                   c->plane_x, x + (((int64_t)b0 * g->H + h) * g->W + w) * g->Cin, (int64_t)g->H * g->W * g->Cin, nb, g->Cin);
         }
 }
 
@@ -256,7 +257,9 @@ static void run_tile(const sdgp_sparse_fwd *p, float *y, float *yt, int bv, int 
     const int taps = g->kh * g->kw;
     const int64_t pair = (int64_t)g->Cin * c->plane_x, ldr = SPCOUT_TW * SPCOUT_VL, yb = (int64_t)g->Cout * ldr;
     const int S = g->stride;
-    spcout_tile t = {.x = c->Xt + bv / 2 * pair + (int64_t)h * S * c->ldrow + (int64_t)w0 * S * SPCOUT_XCOL, .xb = SPCOUT_VL, .sub_bits = c->sub_bits,
+    spcout_tile t = {.x = c->Xt + bv / 2 * pair + (int64_t)h * S * c->ldrow + (int64_t)w0 * S * SPCOUT_XCOL,
+                     .xb = SPCOUT_VL, /* the pair's second vector: the next 8 floats */
+                     .sub_bits = c->sub_bits,
                      .nsub = c->nsub, .ldr = ldr, .yb = yb, .m = c->m, .K = c->n, .J = J, .S = S};
     for (int ch = 0; ch < c->chunks; ch++)
         for (int gr = 0; gr < c->groups; gr++) {

@@ -17,7 +17,7 @@
     } while (0)
 
 /* One subset's loop: K rows (pointers rows[]) x J columns x NB image vectors (x and y offsets v * xb,
- * v * yb), over entries e .. end; column j reads the inputs j * S vectors on. */
+ * v * yb), over entries e .. end; column j reads the inputs j * S columns (of SPCOUT_XCOL floats) on. */
 static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t, float *const *rows, const float *x0,
                                                            const float *e, const float *end, const int K, const int J,
                                                            const int NB, const int S) {

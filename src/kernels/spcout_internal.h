@@ -23,12 +23,13 @@
  * bits are set in sub_bits[s]:
  *
  *   y[i*ldr + j*8 + v*yb + l] (+)= sum over the entries q of every subset holding row i (subsets
- *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*S*XCOL + v*xb + l]
+ *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*S*16 + v*xb + l]
  *
  * for the group's rows i < m, j < J, v < 2, l < 8, where r(i) is row i's rank in its subset. An
  * entry is 1 + K floats: off_q (an int32's bits: the input vector of an (input channel, tap), floats
- * from x) then the weights of the K rows. Input columns are SPCOUT_XCOL floats apart. With `first`, the tile's y starts from zero (a chunk's
- * first call), else the chains continue from y's values. One fp32 FMA chain per output element
+ * from x) then the weights of the K rows. Input columns are SPCOUT_XCOL (16) floats apart. With
+ * `first`, the tile's y starts from zero (a chunk's first call), else the chains continue from y's
+ * values. One fp32 FMA chain per output element
  * (so every path gives the same bits).
  * - Reads: x at off_q + j*S*SPCOUT_XCOL + v*xb (32-byte aligned vectors); y's tile (unless first).
  * - Writes: exactly y's tile: m rows x J columns x 2 vectors.
