@@ -258,7 +258,6 @@ static void run_tile(const sdgp_sparse_fwd *p, float *y, float *yt, int bv, int 
     const int64_t pair = (int64_t)g->Cin * c->plane_x, ldr = SPCOUT_TW * SPCOUT_VL, yb = (int64_t)g->Cout * ldr;
     const int S = g->stride;
     spcout_tile t = {.x = c->Xt + bv / 2 * pair + (int64_t)h * S * c->ldrow + (int64_t)w0 * S * SPCOUT_XCOL,
-                     .xb = SPCOUT_VL, /* the pair's second vector: the next 8 floats */
                      .sub_bits = c->sub_bits,
                      .nsub = c->nsub, .ldr = ldr, .yb = yb, .m = c->m, .K = c->n, .J = J, .S = S};
     for (int ch = 0; ch < c->chunks; ch++)

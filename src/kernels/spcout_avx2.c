@@ -16,7 +16,7 @@
         __asm__("" : "+x"(dst));                                                                                       \
     } while (0)
 
-/* One subset's loop: K rows (pointers rows[]) x J columns x NB image vectors (x and y offsets v * xb,
+/* One subset's loop: K rows (pointers rows[]) x J columns x NB image vectors (x and y offsets v * 8,
  * v * yb), over entries e .. end; column j reads the inputs j * S columns (of SPCOUT_XCOL floats) on. */
 static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t, float *const *rows, const float *x0,
                                                            const float *e, const float *end, const int K, const int J,
@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t,
 #pragma GCC unroll 2
                 for (int v = 0; v < NB; v++) {
                     __m256 in;
-                    LOAD_REG(in, x + j * S * SPCOUT_XCOL + v * t->xb);
+                    LOAD_REG(in, x + j * S * SPCOUT_XCOL + v * SPCOUT_VL);
 #pragma GCC unroll 2
                     for (int r = 0; r < K; r++) acc[r][j][v] = _mm256_fmadd_ps(w[r], in, acc[r][j][v]);
                 }
@@ -88,7 +88,7 @@ static inline __attribute__((always_inline)) void tile_kjn(const spcout_tile *t,
             loop_kjn(t, rows, t->x, e, end, K, J, 1, S);
             float *rows1[SPCOUT_MAX_N];
             for (int r = 0; r < K; r++) rows1[r] = rows[r] + t->yb;
-            loop_kjn(t, rows1, t->x + t->xb, e, end, K, J, 1, S);
+            loop_kjn(t, rows1, t->x + SPCOUT_VL, e, end, K, J, 1, S);
         }
     }
 }

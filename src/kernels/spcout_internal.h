@@ -23,7 +23,7 @@
  * bits are set in sub_bits[s]:
  *
  *   y[i*ldr + j*8 + v*yb + l] (+)= sum over the entries q of every subset holding row i (subsets
- *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*S*16 + v*xb + l]
+ *                                  in order, entries in order) of w_q[r(i)] * x[off_q + j*S*16 + v*8 + l]
  *
  * for the group's rows i < m, j < J, v < 2, l < 8, where r(i) is row i's rank in its subset. An
  * entry is 1 + K floats: off_q (an int32's bits: the input vector of an (input channel, tap), floats
@@ -31,7 +31,7 @@
  * `first`, the tile's y starts from zero (a chunk's first call), else the chains continue from y's
  * values. One fp32 FMA chain per output element
  * (so every path gives the same bits).
- * - Reads: x at off_q + j*S*SPCOUT_XCOL + v*xb (32-byte aligned vectors); y's tile (unless first).
+ * - Reads: x at off_q + j*S*SPCOUT_XCOL + v*SPCOUT_VL (32-byte aligned vectors); y's tile (unless first).
  * - Writes: exactly y's tile: m rows x J columns x 2 vectors.
  * - K 1 .. SPCOUT_MAX_N, J 1 .. SPCOUT_TW, m <= SPCOUT_MAX_M, S 1 or 2 (the AVX2 kernel has both as
  *   constants: a column step in a register would cost the stride-1 loop its immediate offsets). The
@@ -39,7 +39,6 @@
  *   once (NB 2) for K <= 2, else one after the other. */
 typedef struct {
     const float *x;
-    int64_t xb;
     const float *e;
     const int32_t *run;
     const uint8_t *sub_bits;

@@ -20,7 +20,7 @@ void spcout_tile_ref(const spcout_tile *t) {
                     for (int q = t->run[s]; q < t->run[s + 1]; q++, e += 1 + t->K) {
                         int32_t off;
                         memcpy(&off, e, sizeof off);
-                        const float *x = t->x + off + j * t->S * SPCOUT_XCOL + v * t->xb, w = e[1 + r];
+                        const float *x = t->x + off + j * t->S * SPCOUT_XCOL + v * SPCOUT_VL, w = e[1 + r];
                         for (int l = 0; l < SPCOUT_VL; l++) acc[l] = fmaf(w, x[l], acc[l]);
                     }
                     memcpy(y, acc, sizeof acc);
