@@ -17,19 +17,24 @@ static inline __attribute__((always_inline)) __m256 entry_value(spconv_entry e) 
     return _mm256_castsi256_ps(_mm256_set1_epi32((int)(uint32_t)e));
 }
 
-/* One pixel's row segment (NV vectors, the last masked by tail) to d: added to it, or over it. */
-static inline __attribute__((always_inline)) void store_row(float *d, __m256 *a, const int NV, __m256i tail, int overwrite) {
+/* One pixel's row segment (NV vectors, the last masked by tail unless `full`) to d: added to it, or
+ * over it. A whole last vector takes plain moves: AMD cores run vmaskmov stores as many uops (the
+ * same lesson as the pruning kernels'), once per pixel and pass. */
+static inline __attribute__((always_inline)) void store_row(float *d, __m256 *a, const int NV, __m256i tail, int full,
+                                                            int overwrite) {
     if (!overwrite) {
         for (int q = 0; q < NV - 1; q++) a[q] = _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), a[q]);
-        a[NV - 1] = _mm256_add_ps(_mm256_maskload_ps(d + 8 * (NV - 1), tail), a[NV - 1]);
+        const __m256 last = full ? _mm256_loadu_ps(d + 8 * (NV - 1)) : _mm256_maskload_ps(d + 8 * (NV - 1), tail);
+        a[NV - 1] = _mm256_add_ps(last, a[NV - 1]);
     }
     for (int q = 0; q < NV - 1; q++) _mm256_storeu_ps(d + 8 * q, a[q]);
-    _mm256_maskstore_ps(d + 8 * (NV - 1), tail, a[NV - 1]);
+    if (full) _mm256_storeu_ps(d + 8 * (NV - 1), a[NV - 1]);
+    else _mm256_maskstore_ps(d + 8 * (NV - 1), tail, a[NV - 1]);
 }
 
 static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, const int NV) {
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * (NV - 1)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const int ne = t->ne, ntaps = t->ntaps;
+    const int full = t->ncols == 8 * NV, ne = t->ne, ntaps = t->ntaps;
     for (int zy = 0; zy < t->nz * t->ny; zy++)
         for (int x = 0, z = zy / t->ny, y = zy % t->ny; x < t->nx; x++) {
             const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy + z * t->e_sz;
@@ -54,7 +59,7 @@ static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, 
                 }
             }
             for (int q = 0; q < NV; q++) a[q] = _mm256_add_ps(a[q], b[q]);
-            store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, a, NV, tail, t->overwrite);
+            store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, a, NV, tail, full, t->overwrite);
         }
 }
 
@@ -62,7 +67,7 @@ static inline __attribute__((always_inline)) void tile_nv(const spconv_tile *t, 
  * load and broadcast then feed NV FMAs instead of 4. */
 static inline __attribute__((always_inline)) void tile_wide(const spconv_tile *t, const int NV) {
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * (NV - 1)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const int ne = t->ne, ntaps = t->ntaps;
+    const int full = t->ncols == 8 * NV, ne = t->ne, ntaps = t->ntaps;
     for (int zy = 0; zy < t->nz * t->ny; zy++)
         for (int x = 0, z = zy / t->ny, y = zy % t->ny; x < t->nx; x++) {
             const spconv_entry *pix = t->ent + x * t->e_sx + y * t->e_sy + z * t->e_sz;
@@ -77,7 +82,7 @@ static inline __attribute__((always_inline)) void tile_wide(const spconv_tile *t
                     for (int q = 0; q < NV; q++) a[q] = _mm256_fmadd_ps(v, _mm256_load_ps(w + 8 * q), a[q]);
                 }
             }
-            store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, a, NV, tail, t->overwrite);
+            store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, a, NV, tail, full, t->overwrite);
         }
 }
 
@@ -100,7 +105,7 @@ typedef float float_alias __attribute__((may_alias));
 
 static inline __attribute__((always_inline)) void shared_nx(const spconv_tile *t, const int NX, const int NV) {
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(t->ncols - 8 * (NV - 1)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const int ne = t->ne;
+    const int full = t->ncols == 8 * NV, ne = t->ne;
     for (int zy = 0; zy < t->nz * t->ny; zy++) {
         const int z = zy / t->ny, y = zy % t->ny;
         const spconv_entry *pix = t->ent + y * t->e_sy + z * t->e_sz;
@@ -120,7 +125,7 @@ static inline __attribute__((always_inline)) void shared_nx(const spconv_tile *t
                 }
             }
         }
-        for (int x = 0; x < NX; x++) store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, acc[x], NV, tail, t->overwrite);
+        for (int x = 0; x < NX; x++) store_row(t->dd + x * t->dd_sx + y * t->dd_sy + z * t->dd_sz, acc[x], NV, tail, full, t->overwrite);
     }
 }
 

@@ -27,7 +27,7 @@ static const spcout_tile_fn tile_table[SDGP_ISA_COUNT] = {
  * chunks mean longer subset loops (at 2:4 a chunk of c channels and 9 taps gives each of the 6
  * subsets about 1.5 c entries): fewer loads and stores of their accumulators and fewer mispredicted
  * loop exits. 32 measured 1.06-1.18x faster than 16 on ResNet-9's 3x3 layers, 64 slower than 32
- * (bench/cout_ab.c, README.md; 1x1 layers not measured: the model times every layer at start); on
+ * (bench/kernel_ab.c, README.md; 1x1 layers not measured: the model times every layer at start); on
  * the 5x5 stride-2 layer 16 was no faster than 8, and fewer than 8 makes the loops too short. */
 static int chunk_channels(const sdgp_conv_geom *g) {
     const int64_t cols = (int64_t)(SPCOUT_TW - 1) * g->stride + g->kw;

@@ -1,0 +1,172 @@
+/* One sparse kernel of two libsdgp builds, A and B, in one process: this host's speed drifts by
+ * 5-15 % between processes, more than most kernel changes gain, so both builds run interleaved on
+ * the same operands and the best time of each is compared. Each library is dlopen'ed with
+ * RTLD_LOCAL, so its symbols stay its own. It also says whether the outputs are bitwise the same.
+ *
+ *   build/sdgp_kernel_ab KERNEL LIB_A LIB_B B H Cin Cout k stride pad threads reps
+ *
+ * KERNEL:
+ *   cout  the cout-form sparse-weight forward (sdgp_sparse_fwd_create_cout): random 2:4 weight masks
+ *         along output channels
+ *   sdgp  SDGP's backward-data (sdgp_sparse_bwd_*): dO compressed 2:4 along channels with random masks,
+ *         dense weights, packed once (the timed product is sdgp_sparse_bwd_data alone)
+ *
+ * e.g. with the previous commit's library built in a worktree:
+ *   git worktree add /tmp/old HEAD~1 && cmake -S /tmp/old -B /tmp/old/build -DCMAKE_BUILD_TYPE=Release &&
+ *   cmake --build /tmp/old/build --target sdgp_shared &&
+ *   build/sdgp_kernel_ab sdgp /tmp/old/build/libsdgp.so build/libsdgp.so 64 16 256 256 3 1 1 2 5
+ * Run each comparison in both orders (A and B swapped): the first of a pair has a small edge. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "sdgp/conv.h"
+#include "sdgp/prune.h"
+#include "sdgp/sparse.h"
+
+typedef sdgp_status (*geom_fn)(sdgp_conv_geom *, int, int, int, int, int, int, int, int, int, sdgp_error *);
+typedef sdgp_status (*fwd_create_fn)(sdgp_sparse_fwd **, const sdgp_conv_geom *, int, int, sdgp_isa, int, sdgp_error *);
+typedef sdgp_status (*fwd_pack_fn)(sdgp_sparse_fwd *, const float *, sdgp_error *);
+typedef sdgp_status (*fwd_run_fn)(sdgp_sparse_fwd *, float *, const float *, sdgp_error *);
+typedef sdgp_status (*bwd_create_fn)(sdgp_sparse_bwd **, const sdgp_conv_geom *, int, int, sdgp_isa, int, sdgp_error *);
+typedef sdgp_status (*bwd_pack_fn)(sdgp_sparse_bwd *, const float *, sdgp_error *);
+typedef sdgp_status (*bwd_run_fn)(sdgp_sparse_bwd *, float *, const sdgp_nm_tensor *, sdgp_error *);
+
+typedef struct {
+    int sdgp; /* 0: cout forward, 1: SDGP backward-data */
+    int B, H, Cin, Cout, k, stride, pad, threads, reps;
+    int Ho; /* output rows = columns */
+    float *w, *x; /* x: the forward's input */
+    sdgp_nm_tensor dy; /* SDGP's compressed dO */
+} problem;
+
+typedef struct {
+    void *plan;
+    fwd_run_fn fwd_run;
+    bwd_run_fn bwd_run;
+    float *out;
+    double best;
+} side;
+
+static const int KEEP24[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}}; /* the 2:4 subsets */
+
+static float urand(void) { return (float)rand() / (float)RAND_MAX - 0.5f; }
+
+static size_t out_floats(const problem *p) {
+    return p->sdgp ? (size_t)p->B * p->H * p->H * p->Cin : (size_t)p->B * p->Ho * p->Ho * p->Cout;
+}
+
+/* The operands: random values, random 2:4 masks (on the weights for cout, on dO for sdgp). 0 on failure. */
+static int make_problem(problem *p) {
+    const int taps = p->k * p->k;
+    const size_t nw = (size_t)p->Cout * p->Cin * taps;
+    if (!(p->w = malloc(nw * sizeof(float)))) return 0;
+    srand(3);
+    for (int co = 0; co < p->Cout; co += 4)
+        for (int ci = 0; ci < p->Cin; ci++)
+            for (int t = 0; t < taps; t++) {
+                const int q = rand() % 6;
+                for (int r = 0; r < 4; r++) {
+                    const int kept = p->sdgp || r == KEEP24[q][0] || r == KEEP24[q][1];
+                    p->w[((size_t)(co + r) * p->Cin + ci) * taps + t] = kept ? urand() : 0.0f;
+                }
+            }
+    if (!p->sdgp) {
+        const size_t nx = (size_t)p->B * p->H * p->H * p->Cin;
+        if (!(p->x = malloc(nx * sizeof(float)))) return 0;
+        for (size_t i = 0; i < nx; i++) p->x[i] = urand();
+        return 1;
+    }
+    const int64_t rows = (int64_t)p->B * p->Ho * p->Ho, groups = rows * (p->Cout / 4);
+    p->dy = (sdgp_nm_tensor){.axis = SDGP_AXIS_CHANNEL, .n = 2, .m = 4, .rows = rows, .C = p->Cout};
+    p->dy.values = malloc((size_t)groups * 2 * sizeof(float));
+    p->dy.index = malloc((size_t)groups * 2);
+    if (!p->dy.values || !p->dy.index) return 0;
+    for (int64_t gi = 0; gi < groups; gi++) {
+        const int q = rand() % 6;
+        for (int j = 0; j < 2; j++) p->dy.values[2 * gi + j] = urand(), p->dy.index[2 * gi + j] = (uint8_t)KEEP24[q][j];
+    }
+    return 1;
+}
+
+/* Loads one library and makes and packs its plan; 0 on failure (printed). */
+static int open_side(side *s, const char *lib, const problem *p) {
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "kernel_ab: %s\n", dlerror());
+        return 0;
+    }
+    geom_fn geom = (geom_fn)dlsym(h, "sdgp_conv_geom_init");
+    sdgp_conv_geom g;
+    sdgp_error e;
+    if (!geom || geom(&g, p->B, p->H, p->H, p->Cin, p->Cout, p->k, p->k, p->stride, p->pad, &e) != SDGP_OK) {
+        fprintf(stderr, "kernel_ab: %s: no geometry: %s\n", lib, geom ? e.msg : "sdgp_conv_geom_init missing");
+        return 0;
+    }
+    sdgp_status st;
+    if (p->sdgp) {
+        bwd_create_fn create = (bwd_create_fn)dlsym(h, "sdgp_sparse_bwd_create");
+        bwd_pack_fn pack = (bwd_pack_fn)dlsym(h, "sdgp_sparse_bwd_pack");
+        s->bwd_run = (bwd_run_fn)dlsym(h, "sdgp_sparse_bwd_data");
+        if (!create || !pack || !s->bwd_run) return fprintf(stderr, "kernel_ab: %s lacks SDGP's backward-data API\n", lib), 0;
+        sdgp_sparse_bwd *plan = NULL;
+        st = create(&plan, &g, 2, 4, SDGP_ISA_AUTO, p->threads, &e);
+        if (st == SDGP_OK) st = pack(plan, p->w, &e);
+        s->plan = plan;
+    } else {
+        fwd_create_fn create = (fwd_create_fn)dlsym(h, "sdgp_sparse_fwd_create_cout");
+        fwd_pack_fn pack = (fwd_pack_fn)dlsym(h, "sdgp_sparse_fwd_pack");
+        s->fwd_run = (fwd_run_fn)dlsym(h, "sdgp_sparse_fwd_run");
+        if (!create || !pack || !s->fwd_run) return fprintf(stderr, "kernel_ab: %s lacks the cout forward's API\n", lib), 0;
+        sdgp_sparse_fwd *plan = NULL;
+        st = create(&plan, &g, 2, 4, SDGP_ISA_AUTO, p->threads, &e);
+        if (st == SDGP_OK) st = pack(plan, p->w, &e);
+        s->plan = plan;
+    }
+    if (st != SDGP_OK) return fprintf(stderr, "kernel_ab: %s: %s\n", lib, e.msg), 0;
+    s->out = malloc(out_floats(p) * sizeof(float));
+    s->best = 1e30;
+    return s->out != NULL;
+}
+
+static sdgp_status run_side(side *s, const problem *p) {
+    sdgp_error e;
+    return p->sdgp ? s->bwd_run((sdgp_sparse_bwd *)s->plan, s->out, &p->dy, &e)
+                   : s->fwd_run((sdgp_sparse_fwd *)s->plan, s->out, p->x, &e);
+}
+
+int main(int argc, char **argv) {
+    problem p = {0};
+    if (argc == 13) p.sdgp = !strcmp(argv[1], "sdgp");
+    if (argc != 13 || (!p.sdgp && strcmp(argv[1], "cout"))) {
+        fprintf(stderr, "usage: %s cout|sdgp LIB_A LIB_B B H Cin Cout k stride pad threads reps\n", argv[0]);
+        return 2;
+    }
+    int *const a[] = {&p.B, &p.H, &p.Cin, &p.Cout, &p.k, &p.stride, &p.pad, &p.threads, &p.reps};
+    for (int i = 0; i < 9; i++) *a[i] = atoi(argv[4 + i]);
+    p.Ho = p.stride > 0 ? (p.H + 2 * p.pad - p.k) / p.stride + 1 : 0;
+    if (p.B < 1 || p.H < 1 || p.Cin < 1 || p.Cout < 4 || p.Cout % 4 || p.k < 1 || p.pad < 0 || p.Ho < 1 || p.threads < 1 ||
+        p.reps < 1) {
+        fprintf(stderr, "kernel_ab: sizes must be >= 1 and make a convolution, Cout a multiple of 4\n");
+        return 2;
+    }
+    side s[2];
+    if (!make_problem(&p)) return fprintf(stderr, "kernel_ab: out of memory\n"), 1;
+    for (int k = 0; k < 2; k++)
+        if (!open_side(&s[k], argv[2 + k], &p) || run_side(&s[k], &p) != SDGP_OK) return 1; /* warm-up */
+    for (int r = 0; r < p.reps; r++)
+        for (int k = 0; k < 2; k++) {
+            const double t0 = sdgp_now_s();
+            run_side(&s[k], &p);
+            const double t = sdgp_now_s() - t0;
+            if (t < s[k].best) s[k].best = t;
+        }
+    const int same = !memcmp(s[0].out, s[1].out, out_floats(&p) * sizeof(float));
+    printf("%s B %d %dx%d %d->%d k%d s%d, %d threads, best of %d: A %.3f ms, B %.3f ms, A/B %.3fx, outputs %s\n", argv[1], p.B,
+           p.H, p.H, p.Cin, p.Cout, p.k, p.stride, p.threads, p.reps, s[0].best * 1e3, s[1].best * 1e3, s[0].best / s[1].best,
+           same ? "bitwise the same" : "DIFFER");
+    return 0;
+}
