@@ -207,6 +207,11 @@ static int avx2_prune(const prune_job *j, int64_t t0, int64_t t1) {
     return 0;
 }
 
+/* The rows of one band of the sums pass: its lines stay in L1 while 16-channel strips go down them. */
+#ifndef SUMS_BAND_BYTES
+#define SUMS_BAND_BYTES (16 * 1024)
+#endif
+
 /* dense[0..8) += |x|, kept[0..8) += |x| where kp, in double, as the reference adds. */
 static inline void acc8(__m256d *d, __m256d *k, __m256 x, __m256i kp) {
     __m256 a = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
@@ -224,26 +229,36 @@ static inline __attribute__((always_inline)) void sums_m(const prune_job *j, int
         prune_ref_sums(j, b, dense, kept);
         return;
     }
-    /* 16 channels at a time down the sample's rows, the 8 double sums in registers; the keep
-     * masks go to j->keep for the second pass */
+    /* Bands of rows of about SUMS_BAND_BYTES; in each, 16 channels at a time down the band's rows,
+     * the 8 double sums in registers between bands in dense / kept. Walking 16 channels down a
+     * whole sample read one line per row at a stride of C floats: at C = 512 the sample (P x C)
+     * outgrew Zen 3's 512 KiB L2 and the pass ran at half speed. Each sum still adds its rows in
+     * order, so the bits do not depend on the band. The keep masks go to j->keep for the second pass. */
     rank8 rp;
     rank8_init(&rp, j->n, m);
-    for (int64_t c0 = 0; c0 < C; c0 += 16) {
-        __m256d d[4], k[4];
-        for (int h = 0; h < 4; h++) d[h] = k[h] = _mm256_setzero_pd();
-        for (int64_t r = rb; r < re; r++) {
-            const float *xr = j->x + r * C + c0;
-            __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8);
-            __m256i k0 = keep8_m(&rp, key8(x0), M), k1 = keep8_m(&rp, key8(x1), M);
-            if (j->keep)
-                j->keep[(r - j->keep_r0) * W + c0 / 16] =
-                    (uint16_t)(_mm256_movemask_ps(_mm256_castsi256_ps(k0)) | _mm256_movemask_ps(_mm256_castsi256_ps(k1)) << 8);
-            acc8(d, k, x0, k0);
-            acc8(d + 2, k + 2, x1, k1);
-        }
-        for (int h = 0; h < 4; h++) {
-            _mm256_storeu_pd(dense + c0 + 4 * h, d[h]);
-            _mm256_storeu_pd(kept + c0 + 4 * h, k[h]);
+    int64_t band = SUMS_BAND_BYTES / (C * (int64_t)sizeof(float));
+    if (band < 1) band = 1;
+    memset(dense, 0, (size_t)C * sizeof *dense);
+    memset(kept, 0, (size_t)C * sizeof *kept);
+    for (int64_t r0 = rb; r0 < re; r0 += band) {
+        const int64_t r1 = r0 + band < re ? r0 + band : re;
+        for (int64_t c0 = 0; c0 < C; c0 += 16) {
+            __m256d d[4], k[4];
+            for (int h = 0; h < 4; h++) d[h] = _mm256_loadu_pd(dense + c0 + 4 * h), k[h] = _mm256_loadu_pd(kept + c0 + 4 * h);
+            for (int64_t r = r0; r < r1; r++) {
+                const float *xr = j->x + r * C + c0;
+                __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8);
+                __m256i k0 = keep8_m(&rp, key8(x0), M), k1 = keep8_m(&rp, key8(x1), M);
+                if (j->keep)
+                    j->keep[(r - j->keep_r0) * W + c0 / 16] =
+                        (uint16_t)(_mm256_movemask_ps(_mm256_castsi256_ps(k0)) | _mm256_movemask_ps(_mm256_castsi256_ps(k1)) << 8);
+                acc8(d, k, x0, k0);
+                acc8(d + 2, k + 2, x1, k1);
+            }
+            for (int h = 0; h < 4; h++) {
+                _mm256_storeu_pd(dense + c0 + 4 * h, d[h]);
+                _mm256_storeu_pd(kept + c0 + 4 * h, k[h]);
+            }
         }
     }
 }
