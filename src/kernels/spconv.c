@@ -32,18 +32,20 @@
 
 static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
     /* shared_acc: AVX-512 32 zmm = 24 accumulators + 4 panel vectors + broadcasts; AVX2 16 ymm =
-     * 8 + 4 + broadcasts; the reference has no registers to count */
-    [SDGP_ISA_REF] = {SDGP_ISA_REF, 64, spconv_tile_ref, spconv_tile_shared_ref, 16, 64},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, 64, spconv_tile_avx2, spconv_tile_shared_avx2, 8, 8},
-    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, 128, spconv_tile_avx512, spconv_tile_shared_avx512, 16, 24},
+     * 8 + 4 + broadcasts; the reference has no registers to count.
+     * unit_bytes (README.md, "Work units and L2"): 256 KiB of dD per unit on Zen 4 (1 MiB L2); 64 KiB
+     * on Zen 3 (512 KiB L2), where a unit's dD block and the entries one (chunk, tap group) sweep
+     * streams through it must share L2 */
+    [SDGP_ISA_REF] = {SDGP_ISA_REF, 64, spconv_tile_ref, spconv_tile_shared_ref, 16, 64, 256 * 1024},
+    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, 64, spconv_tile_avx2, spconv_tile_shared_avx2, 8, 8, 64 * 1024},
+    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, 128, spconv_tile_avx512, spconv_tile_shared_avx512, 16, 24, 256 * 1024},
 };
 
 /* Default blocking (README.md has the measurements): column blocks of 64 floats; the
- * (chunk, tap group) working set of panels about SPCONV_WS_BYTES; units of about
- * SPCONV_UNIT_BYTES of dD. */
+ * (chunk, tap group) working set of panels about SPCONV_WS_BYTES; units of about the kernel
+ * table's unit_bytes of dD. */
 #define SPCONV_NR_DEFAULT 64
 #define SPCONV_WS_BYTES (32 * 1024)
-#define SPCONV_UNIT_BYTES (256 * 1024)
 
 const spconv_kernels *spconv_kernels_for(sdgp_isa isa) { return &kernel_table[isa]; }
 
@@ -197,7 +199,7 @@ static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
         kc = p->cog;
         tg = rows / p->cog < T ? rows / p->cog : T;
     }
-    return (spconv_blocking){.nr = (int)nr, .kc = (int)kc, .tg = (int)tg, .tile_px = SPCONV_UNIT_BYTES / row_bytes};
+    return (spconv_blocking){.nr = (int)nr, .kc = (int)kc, .tg = (int)tg, .tile_px = p->k.unit_bytes / row_bytes};
 }
 
 sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,

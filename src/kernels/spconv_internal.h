@@ -95,13 +95,16 @@ typedef void (*spconv_tile_fn)(const spconv_tile *t);
 #define SPCONV_SHARED_MAX_NX 8
 
 /* One ISA's kernels. nr: the widest column block the tile kernel takes; vec: floats per vector;
- * shared_acc: vector accumulators tile_shared may hold (nx * vectors of a row). */
+ * shared_acc: vector accumulators tile_shared may hold (nx * vectors of a row); unit_bytes: the
+ * default work unit's dD block (spconv_blocking.tile_px times a panel row), sized to the L2 of the
+ * cores this path was tuned on. */
 typedef struct {
     sdgp_isa isa;
     int nr;
     spconv_tile_fn tile;
     spconv_tile_fn tile_shared;
     int vec, shared_acc;
+    int64_t unit_bytes;
 } spconv_kernels;
 
 /* The most pixels one tile_shared call may take at this column width. */
