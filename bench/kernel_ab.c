@@ -10,6 +10,8 @@
  *         along output channels
  *   sdgp  SDGP's backward-data (sdgp_sparse_bwd_*): dO compressed 2:4 along channels with random masks,
  *         dense weights, packed once (the timed product is sdgp_sparse_bwd_data alone)
+ *   mvue  the weight gradient (sdgp_sparse_wgrad_*): dO compressed 2:4 along positions (rows) with
+ *         random masks per channel, as MVUE's pruning leaves it
  *
  * e.g. with the previous commit's library built in a worktree:
  *   git worktree add /tmp/old HEAD~1 && cmake -S /tmp/old -B /tmp/old/build -DCMAKE_BUILD_TYPE=Release &&
@@ -34,19 +36,25 @@ typedef sdgp_status (*fwd_run_fn)(sdgp_sparse_fwd *, float *, const float *, sdg
 typedef sdgp_status (*bwd_create_fn)(sdgp_sparse_bwd **, const sdgp_conv_geom *, int, int, sdgp_isa, int, sdgp_error *);
 typedef sdgp_status (*bwd_pack_fn)(sdgp_sparse_bwd *, const float *, sdgp_error *);
 typedef sdgp_status (*bwd_run_fn)(sdgp_sparse_bwd *, float *, const sdgp_nm_tensor *, sdgp_error *);
+typedef sdgp_status (*wgrad_create_fn)(sdgp_sparse_wgrad **, const sdgp_conv_geom *, int, int, sdgp_isa, int, sdgp_error *);
+typedef sdgp_status (*wgrad_run_fn)(sdgp_sparse_wgrad *, float *, const float *, const sdgp_nm_tensor *, sdgp_error *);
+
+typedef enum { KERNEL_COUT, KERNEL_SDGP, KERNEL_MVUE } kernel_kind;
+static const char *const KERNEL_NAMES[] = {"cout", "sdgp", "mvue"};
 
 typedef struct {
-    int sdgp; /* 0: cout forward, 1: SDGP backward-data */
+    kernel_kind kind;
     int B, H, Cin, Cout, k, stride, pad, threads, reps;
     int Ho; /* output rows = columns */
-    float *w, *x; /* x: the forward's input */
-    sdgp_nm_tensor dy; /* SDGP's compressed dO */
+    float *w, *x; /* w: the weights (cout, sdgp); x: the input (cout, mvue) */
+    sdgp_nm_tensor dy; /* the compressed dO (sdgp: along channels; mvue: along rows) */
 } problem;
 
 typedef struct {
     void *plan;
     fwd_run_fn fwd_run;
     bwd_run_fn bwd_run;
+    wgrad_run_fn wgrad_run;
     float *out;
     double best;
 } side;
@@ -56,10 +64,14 @@ static const int KEEP24[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}}
 static float urand(void) { return (float)rand() / (float)RAND_MAX - 0.5f; }
 
 static size_t out_floats(const problem *p) {
-    return p->sdgp ? (size_t)p->B * p->H * p->H * p->Cin : (size_t)p->B * p->Ho * p->Ho * p->Cout;
+    switch (p->kind) {
+    case KERNEL_SDGP: return (size_t)p->B * p->H * p->H * p->Cin;
+    case KERNEL_MVUE: return (size_t)p->Cout * p->Cin * p->k * p->k;
+    default: return (size_t)p->B * p->Ho * p->Ho * p->Cout;
+    }
 }
 
-/* The operands: random values, random 2:4 masks (on the weights for cout, on dO for sdgp). 0 on failure. */
+/* The operands: random values, random 2:4 masks (on the weights for cout, on dO for sdgp and mvue). 0 on failure. */
 static int make_problem(problem *p) {
     const int taps = p->k * p->k;
     const size_t nw = (size_t)p->Cout * p->Cin * taps;
@@ -70,18 +82,20 @@ static int make_problem(problem *p) {
             for (int t = 0; t < taps; t++) {
                 const int q = rand() % 6;
                 for (int r = 0; r < 4; r++) {
-                    const int kept = p->sdgp || r == KEEP24[q][0] || r == KEEP24[q][1];
+                    const int kept = p->kind != KERNEL_COUT || r == KEEP24[q][0] || r == KEEP24[q][1];
                     p->w[((size_t)(co + r) * p->Cin + ci) * taps + t] = kept ? urand() : 0.0f;
                 }
             }
-    if (!p->sdgp) {
+    if (p->kind != KERNEL_SDGP) {
         const size_t nx = (size_t)p->B * p->H * p->H * p->Cin;
         if (!(p->x = malloc(nx * sizeof(float)))) return 0;
         for (size_t i = 0; i < nx; i++) p->x[i] = urand();
-        return 1;
+        if (p->kind == KERNEL_COUT) return 1;
     }
-    const int64_t rows = (int64_t)p->B * p->Ho * p->Ho, groups = rows * (p->Cout / 4);
-    p->dy = (sdgp_nm_tensor){.axis = SDGP_AXIS_CHANNEL, .n = 2, .m = 4, .rows = rows, .C = p->Cout};
+    /* groups of 4 channels of a row (sdgp), or of 4 rows of a channel (mvue): 2 slots each, either way */
+    const int64_t rows = (int64_t)p->B * p->Ho * p->Ho, groups = rows * p->Cout / 4;
+    p->dy = (sdgp_nm_tensor){.axis = p->kind == KERNEL_MVUE ? SDGP_AXIS_ROW : SDGP_AXIS_CHANNEL, .n = 2, .m = 4, .rows = rows,
+                             .C = p->Cout};
     p->dy.values = malloc((size_t)groups * 2 * sizeof(float));
     p->dy.index = malloc((size_t)groups * 2);
     if (!p->dy.values || !p->dy.index) return 0;
@@ -107,7 +121,14 @@ static int open_side(side *s, const char *lib, const problem *p) {
         return 0;
     }
     sdgp_status st;
-    if (p->sdgp) {
+    if (p->kind == KERNEL_MVUE) {
+        wgrad_create_fn create = (wgrad_create_fn)dlsym(h, "sdgp_sparse_wgrad_create");
+        s->wgrad_run = (wgrad_run_fn)dlsym(h, "sdgp_sparse_wgrad_run");
+        if (!create || !s->wgrad_run) return fprintf(stderr, "kernel_ab: %s lacks the weight gradient's API\n", lib), 0;
+        sdgp_sparse_wgrad *plan = NULL;
+        st = create(&plan, &g, 2, 4, SDGP_ISA_AUTO, p->threads, &e);
+        s->plan = plan;
+    } else if (p->kind == KERNEL_SDGP) {
         bwd_create_fn create = (bwd_create_fn)dlsym(h, "sdgp_sparse_bwd_create");
         bwd_pack_fn pack = (bwd_pack_fn)dlsym(h, "sdgp_sparse_bwd_pack");
         s->bwd_run = (bwd_run_fn)dlsym(h, "sdgp_sparse_bwd_data");
@@ -134,15 +155,20 @@ static int open_side(side *s, const char *lib, const problem *p) {
 
 static sdgp_status run_side(side *s, const problem *p) {
     sdgp_error e;
-    return p->sdgp ? s->bwd_run((sdgp_sparse_bwd *)s->plan, s->out, &p->dy, &e)
-                   : s->fwd_run((sdgp_sparse_fwd *)s->plan, s->out, p->x, &e);
+    switch (p->kind) {
+    case KERNEL_SDGP: return s->bwd_run((sdgp_sparse_bwd *)s->plan, s->out, &p->dy, &e);
+    case KERNEL_MVUE: return s->wgrad_run((sdgp_sparse_wgrad *)s->plan, s->out, p->x, &p->dy, &e);
+    default: return s->fwd_run((sdgp_sparse_fwd *)s->plan, s->out, p->x, &e);
+    }
 }
 
 int main(int argc, char **argv) {
     problem p = {0};
-    if (argc == 13) p.sdgp = !strcmp(argv[1], "sdgp");
-    if (argc != 13 || (!p.sdgp && strcmp(argv[1], "cout"))) {
-        fprintf(stderr, "usage: %s cout|sdgp LIB_A LIB_B B H Cin Cout k stride pad threads reps\n", argv[0]);
+    int known = 0;
+    for (int k = 0; argc == 13 && k < 3; k++)
+        if (!strcmp(argv[1], KERNEL_NAMES[k])) p.kind = (kernel_kind)k, known = 1;
+    if (!known) {
+        fprintf(stderr, "usage: %s cout|sdgp|mvue LIB_A LIB_B B H Cin Cout k stride pad threads reps\n", argv[0]);
         return 2;
     }
     int *const a[] = {&p.B, &p.H, &p.Cin, &p.Cout, &p.k, &p.stride, &p.pad, &p.threads, &p.reps};
@@ -151,6 +177,10 @@ int main(int argc, char **argv) {
     if (p.B < 1 || p.H < 1 || p.Cin < 1 || p.Cout < 4 || p.Cout % 4 || p.k < 1 || p.pad < 0 || p.Ho < 1 || p.threads < 1 ||
         p.reps < 1) {
         fprintf(stderr, "kernel_ab: sizes must be >= 1 and make a convolution, Cout a multiple of 4\n");
+        return 2;
+    }
+    if (p.kind == KERNEL_MVUE && (int64_t)p.B * p.Ho * p.Ho % 4) {
+        fprintf(stderr, "kernel_ab: mvue needs B*Ho*Wo (%lld) a multiple of 4\n", (long long)p.B * p.Ho * p.Ho);
         return 2;
     }
     side s[2];
