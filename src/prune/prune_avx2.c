@@ -208,9 +208,7 @@ static int avx2_prune(const prune_job *j, int64_t t0, int64_t t1) {
 }
 
 /* The rows of one band of the sums pass: its lines stay in L1 while 16-channel strips go down them. */
-#ifndef SUMS_BAND_BYTES
 #define SUMS_BAND_BYTES (16 * 1024)
-#endif
 
 /* dense[0..8) += |x|, kept[0..8) += |x| where kp, in double, as the reference adds. */
 static inline void acc8(__m256d *d, __m256d *k, __m256 x, __m256i kp) {
