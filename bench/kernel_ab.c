@@ -74,18 +74,20 @@ static size_t out_floats(const problem *p) {
 /* The operands: random values, random 2:4 masks (on the weights for cout, on dO for sdgp and mvue). 0 on failure. */
 static int make_problem(problem *p) {
     const int taps = p->k * p->k;
-    const size_t nw = (size_t)p->Cout * p->Cin * taps;
-    if (!(p->w = malloc(nw * sizeof(float)))) return 0;
     srand(3);
-    for (int co = 0; co < p->Cout; co += 4)
-        for (int ci = 0; ci < p->Cin; ci++)
-            for (int t = 0; t < taps; t++) {
-                const int q = rand() % 6;
-                for (int r = 0; r < 4; r++) {
-                    const int kept = p->kind != KERNEL_COUT || r == KEEP24[q][0] || r == KEEP24[q][1];
-                    p->w[((size_t)(co + r) * p->Cin + ci) * taps + t] = kept ? urand() : 0.0f;
+    if (p->kind != KERNEL_MVUE) { /* the weight gradient takes no weights */
+        const size_t nw = (size_t)p->Cout * p->Cin * taps;
+        if (!(p->w = malloc(nw * sizeof(float)))) return 0;
+        for (int co = 0; co < p->Cout; co += 4)
+            for (int ci = 0; ci < p->Cin; ci++)
+                for (int t = 0; t < taps; t++) {
+                    const int q = rand() % 6;
+                    for (int r = 0; r < 4; r++) {
+                        const int kept = p->kind != KERNEL_COUT || r == KEEP24[q][0] || r == KEEP24[q][1];
+                        p->w[((size_t)(co + r) * p->Cin + ci) * taps + t] = kept ? urand() : 0.0f;
+                    }
                 }
-            }
+    }
     if (p->kind != KERNEL_SDGP) {
         const size_t nx = (size_t)p->B * p->H * p->H * p->Cin;
         if (!(p->x = malloc(nx * sizeof(float)))) return 0;
