@@ -12,7 +12,8 @@
  * its group of m. The micro-kernel wants one 64-bit entry per slot: the value's bits and the byte
  * offset of the panel row, ((g*m) % cog + index) * ldp * 4 (spconv_internal.h: the row within its
  * conv group's panels, p->slot_base). Each work unit packs the
- * dO rows it reads into its thread's buffer, reused by every tap and column block. */
+ * dO rows it reads into its thread's buffer, reused by every tap and column block, chunk-major
+ * (spconv_internal.h: a (chunk, tap) pass then streams its entries contiguously). */
 #include <omp.h>
 #include <string.h>
 
@@ -48,8 +49,22 @@ void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w, const int64_
 }
 
 void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO, int64_t row0,
-                         int64_t nrows) {
-    const int64_t slots = p->slots;
-    spconv_entries_from_slots(out, dO->values + row0 * slots, dO->index + row0 * slots, p->slot_base, nrows, slots,
-                              (uint32_t)(p->ldp * sizeof(float)));
+                         int64_t nrows, int64_t pix0, int64_t npix) {
+    const int64_t slots = p->slots, gslots = p->cog / p->m * p->n, groups = slots / gslots;
+    const uint32_t row_bytes = (uint32_t)(p->ldp * sizeof(float));
+    for (int64_t grp = 0; grp < groups; grp++)
+        for (int64_t k0 = 0; k0 < p->cog; k0 += p->blk.kc) {
+            const int64_t kc = p->cog - k0 < p->blk.kc ? p->cog - k0 : p->blk.kc;
+            const int64_t s0 = grp * gslots + k0 / p->m * p->n, ns = kc / p->m * p->n;
+            spconv_entry *restrict o = out + npix * s0 + pix0 * ns;
+            const float *restrict vals = dO->values + row0 * slots + s0;
+            const uint8_t *restrict idx = dO->index + row0 * slots + s0;
+            const int32_t *restrict base = p->slot_base + s0;
+            for (int64_t r = 0; r < nrows; r++)
+                for (int64_t i = 0; i < ns; i++) {
+                    uint32_t bits;
+                    memcpy(&bits, vals + r * slots + i, sizeof bits);
+                    o[r * ns + i] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[i] + idx[r * slots + i]) * row_bytes) << 32);
+                }
+        }
 }

@@ -308,7 +308,7 @@ static void run_shared(const sdgp_sparse_bwd *p, spconv_tile *t, int nt, const i
         const int64_t parts = (x1 - x0 + nxmax - 1) / nxmax;
         for (int64_t q = 0; q < parts; q++) {
             const int64_t xa = x0 + (x1 - x0) * q / parts, xb = x0 + (x1 - x0) * (q + 1) / parts;
-            for (int k = 0; k < nt; k++) ent[k] = tap_ent[k] + xa * p->slots;
+            for (int k = 0; k < nt; k++) ent[k] = tap_ent[k] + xa * t->e_sx;
             t->nx = (int)(xb - xa);
             t->dd = dD + ((b0 * g->H + hs) * g->W + C->start + xa) * g->Cin + c0;
             p->k.tile_shared(t);
@@ -336,7 +336,7 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
     /* the block's group: its slots and its panels' cog rows */
     int64_t c0, ncols;
     const int64_t grp = block_columns(p, nb, &c0, &ncols);
-    const int64_t slots = p->slots, T = (int64_t)g->kh * g->kw, tg = p->blk.tg ? p->blk.tg : T;
+    const int64_t T = (int64_t)g->kh * g->kw, tg = p->blk.tg ? p->blk.tg : T;
     const int64_t grp_e0 = grp * (cog / p->m * p->n);
     const float *wblock = p->wp + (int64_t)nb * T * cog * p->ldp;
     /* shared masks: stride 1 (a pixel run reads a run of source pixels) and a width the shared
@@ -360,12 +360,14 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
         }
     int64_t tap_ent[SPCONV_MAX_TAPS];
     const float *tap_panel[SPCONV_MAX_TAPS];
-    spconv_tile t = {.dd_sx = s * Cin, .dd_sy = s * W * Cin, .dd_sz = H * W * Cin, .ent = ent, .e_sx = slots,
-                     .e_sy = Wo * slots, .e_sz = nho * Wo * slots, .tap_ent = tap_ent, .tap_panel = tap_panel,
-                     .nz = (int)(b1 - b0), .ncols = (int)ncols};
+    spconv_tile t = {.dd_sx = s * Cin, .dd_sy = s * W * Cin, .dd_sz = H * W * Cin, .tap_ent = tap_ent,
+                     .tap_panel = tap_panel, .nz = (int)(b1 - b0), .ncols = (int)ncols};
+    const int64_t npix = (b1 - b0) * nho * Wo; /* the unit's source pixels: ent holds a slab of them per chunk */
     for (int64_t k0 = 0; k0 < cog; k0 += p->blk.kc) {
-        const int64_t kc = cog - k0 < p->blk.kc ? cog - k0 : p->blk.kc, e0 = grp_e0 + k0 / p->m * p->n;
-        t.ne = (int)(kc / p->m * p->n);
+        const int64_t kc = cog - k0 < p->blk.kc ? cog - k0 : p->blk.kc, ns = kc / p->m * p->n;
+        t.ne = (int)ns;
+        t.ent = ent + npix * (grp_e0 + k0 / p->m * p->n); /* the chunk's slab (spconv_pack_entries) */
+        t.e_sx = ns, t.e_sy = Wo * ns, t.e_sz = nho * Wo * ns;
         for (int64_t tap0 = 0; tap0 < T; tap0 += tg) {
             const int64_t tap1 = tap0 + tg < T ? tap0 + tg : T;
             for (int ri = 0; ri < p->nrow_runs; ri++) {
@@ -389,7 +391,7 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
                             for (int64_t tap = tap0; tap < tap1; tap++) {
                                 const int64_t i = tap / g->kw;
                                 if (tap % g->kw != j || !((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
-                                tap_ent[nt] = ((hs + pad - i - ho_lo) * Wo + ws + pad - j) * slots + e0;
+                                tap_ent[nt] = ((hs + pad - i - ho_lo) * Wo + ws + pad - j) * ns;
                                 tap_panel[nt] = wblock + tap * cog * p->ldp;
                                 if (++nt == SPCONV_MAX_TAPS) run_shared(p, &t, nt, tap_ent, !*wr && !any, dD, 0, hs - h0, C, ws + pad - j, c0), nt = 0, any = 1;
                             }
@@ -403,7 +405,7 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
                         const int64_t i = tap / g->kw, j = tap % g->kw;
                         if (!((R->mask >> i) & 1) || !((C->mask >> j) & 1)) continue;
                         /* source pixel of the block's first pixel: ((hs + pad - i)/s, (ws + pad - j)/s) */
-                        tap_ent[nt] = (((hs + pad - i) / s - ho_lo) * Wo + (ws + pad - j) / s) * slots + e0;
+                        tap_ent[nt] = (((hs + pad - i) / s - ho_lo) * Wo + (ws + pad - j) / s) * ns;
                         tap_panel[nt] = wblock + tap * cog * p->ldp;
                         if (++nt == SPCONV_MAX_TAPS) run_block(p, &t, nt, wr, dD, 0, hs - h0, ws, c0), nt = 0;
                     }
@@ -426,9 +428,10 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *
     int64_t ho_lo = ceil_div(h0 + g->pad - (g->kh - 1), g->stride), ho_hi = floor_div(h1 - 1 + g->pad, g->stride) + 1;
     if (ho_lo < 0) ho_lo = 0;
     if (ho_hi > g->Ho) ho_hi = g->Ho;
-    const int64_t nho = ho_hi > ho_lo ? ho_hi - ho_lo : 0, img_entries = nho * g->Wo * p->slots;
+    const int64_t nho = ho_hi > ho_lo ? ho_hi - ho_lo : 0;
     for (int64_t b = b0; b < b1; b++)
-        spconv_pack_entries(ent + (b - b0) * img_entries, p, dO, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo);
+        spconv_pack_entries(ent, p, dO, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo, (b - b0) * nho * g->Wo,
+                            (b1 - b0) * nho * g->Wo);
     const int64_t HW = (int64_t)g->H * g->W, Cin = g->Cin, npx = (h1 - h0) * g->W;
     if (p->out_layout == SDGP_LAYOUT_NHWC) {
         for (int nb = 0; nb < p->nblocks; nb++)

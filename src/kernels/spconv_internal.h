@@ -182,9 +182,13 @@ struct sdgp_sparse_bwd {
 /* W (Cout x Cin/groups x kh x kw) -> p->wp; w's element (k, c, i, j), c < cig, at w + k*strides[0] +
  * c*strides[1] + i*strides[2] + j*strides[3]. Team size: p->threads. */
 void spconv_pack_weights(struct sdgp_sparse_bwd *p, const float *w, const int64_t strides[4]);
-/* Compressed dO rows row0 .. row0+nrows-1 (values + offsets within the group) -> entries. */
+/* Compressed dO rows row0 .. row0+nrows-1 (values + offsets within the group) -> entries of a unit's
+ * pixels pix0 .. pix0+nrows-1, the unit having npix pixels. The unit's buffer is chunk-major: the
+ * slots of one chunk (kc output channels of one conv group: slots s0 .. s0+ns-1, s0 = the chunk's
+ * first slot) form a slab of npix x ns entries at npix * s0, so a (chunk, tap) pass reads its
+ * pixels' entries as one contiguous stream. */
 void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, const sdgp_nm_tensor *dO, int64_t row0,
-                         int64_t nrows);
+                         int64_t nrows, int64_t pix0, int64_t npix);
 
 /* Overrides the plan's blocking (tuning experiments and tests); validates it. */
 sdgp_status spconv_set_blocking(struct sdgp_sparse_bwd *p, const spconv_blocking *b, sdgp_error *err);
