@@ -61,10 +61,7 @@ void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, con
             const uint8_t *restrict idx = dO->index + row0 * slots + s0;
             const int32_t *restrict base = p->slot_base + s0;
             for (int64_t r = 0; r < nrows; r++)
-                for (int64_t i = 0; i < ns; i++) {
-                    uint32_t bits;
-                    memcpy(&bits, vals + r * slots + i, sizeof bits);
-                    o[r * ns + i] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[i] + idx[r * slots + i]) * row_bytes) << 32);
-                }
+                for (int64_t i = 0; i < ns; i++)
+                    o[r * ns + i] = spconv_entry_make(vals[r * slots + i], (uint32_t)(base[i] + idx[r * slots + i]) * row_bytes);
         }
 }
