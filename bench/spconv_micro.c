@@ -6,8 +6,9 @@
  *             The entries and the dD rows stream (every pixel has its own).
  *   layer:    the calls of one column block of a 16x16 layer with 256 output channels, as spconv.c makes
  *             them: 2 chunks of 128 channels x 9 taps, one call per (chunk, tap) over the image's pixels,
- *             each tap its own panel of a 590 KB weight block, entries 128 apart (one pixel's slots),
- *             dD rows 256 floats apart (Cin 256).
+ *             each tap its own panel of a 590 KB weight block, dD rows 256 floats apart (Cin 256); the
+ *             entries either per pixel (all 128 slots of a pixel together, a chunk's 64 of them 128 apart)
+ *             or chunk-major (a slab of the pixels per chunk, 64 apart: what spconv.c packs).
  *   GFLOP/s   useful (kept) multiply-adds; / ceiling the fraction of the FMA ceiling.
  * Build and run (not part of `all`):
  *   cmake --build build --target sdgp_spconv_micro && build/sdgp_spconv_micro [avx2|avx512]
@@ -37,15 +38,18 @@ static void fill_entries(spconv_entry *ent, int64_t npix, int64_t es, int ne, in
         }
 }
 
-/* One column block of the 16x16 layer: 2 chunks x 9 taps, a call per (chunk, tap) over the image. */
-static void layer_block(spconv_tile_fn tile, const float *wp, float *dd, const spconv_entry *ent) {
+/* One column block of the 16x16 layer: 2 chunks x 9 taps, a call per (chunk, tap) over the image. Entries
+ * per pixel (es = all slots of a pixel) or chunk-major (es = one chunk's slots, a slab per chunk). */
+static void layer_block(spconv_tile_fn tile, const float *wp, float *dd, const spconv_entry *ent, int chunk_major) {
+    const int64_t es = chunk_major ? KC / 2 : COUT / 2;
     for (int k = 0; k < COUT / KC; k++)
         for (int tap = 0; tap < T; tap++) {
-            const int64_t tap_ent[1] = {(tap % 3 + (int64_t)(tap / 3) * WPAD) * (COUT / 2) + k * (KC / 2)};
+            const spconv_entry *base = chunk_major ? ent + (int64_t)k * WPAD * WPAD * es : ent + k * (KC / 2);
+            const int64_t tap_ent[1] = {(tap % 3 + (int64_t)(tap / 3) * WPAD) * es};
             const float *tap_panel[1] = {wp + (size_t)tap * COUT * LDP};
-            const spconv_tile t = {.dd = dd, .dd_sx = 256, .dd_sy = (int64_t)SIDE * 256, .ent = ent, .e_sx = COUT / 2,
-                                   .e_sy = (int64_t)WPAD * (COUT / 2), .ntaps = 1, .tap_ent = tap_ent,
-                                   .tap_panel = tap_panel, .ne = KC / 2, .nx = SIDE, .ny = SIDE, .nz = 1, .ncols = COLS};
+            const spconv_tile t = {.dd = dd, .dd_sx = 256, .dd_sy = (int64_t)SIDE * 256, .ent = base, .e_sx = es,
+                                   .e_sy = WPAD * es, .ntaps = 1, .tap_ent = tap_ent, .tap_panel = tap_panel,
+                                   .ne = KC / 2, .nx = SIDE, .ny = SIDE, .nz = 1, .ncols = COLS};
             tile(&t);
         }
 }
@@ -89,16 +93,22 @@ int main(int argc, char **argv) {
         printf("%-28s %9.1f %8.2f\n", name, gf, gf / ceiling);
     }
 
-    fill_entries(ent, (int64_t)WPAD * WPAD, COUT / 2, COUT / 2, 0, 11); /* chunk k's entries are slots k*64.. */
-    double best = 1e30;
-    for (int round = 0; round < 7; round++) {
-        const double t0 = sdgp_now_s();
-        for (int it = 0; it < 4; it++) layer_block(tile, wp, dd, ent);
-        const double dt = sdgp_now_s() - t0;
-        if (dt < best) best = dt;
+    for (int chunk_major = 0; chunk_major < 2; chunk_major++) {
+        if (chunk_major) /* slab k: the pixels' entries of chunk k, rows k*KC .. */
+            for (int k = 0; k < COUT / KC; k++)
+                fill_entries(ent + (int64_t)k * WPAD * WPAD * (KC / 2), (int64_t)WPAD * WPAD, KC / 2, KC / 2, k * KC, 11);
+        else /* chunk k's entries are slots k*KC/2 .. of every pixel */
+            fill_entries(ent, (int64_t)WPAD * WPAD, COUT / 2, COUT / 2, 0, 11);
+        double best = 1e30;
+        for (int round = 0; round < 7; round++) {
+            const double t0 = sdgp_now_s();
+            for (int it = 0; it < 4; it++) layer_block(tile, wp, dd, ent, chunk_major);
+            const double dt = sdgp_now_s() - t0;
+            if (dt < best) best = dt;
+        }
+        const double gf = 4.0 * 2 * SIDE * SIDE * (COUT / 2) * T * COLS / best * 1e-9;
+        printf("%-28s %9.1f %8.2f\n", chunk_major ? "layer 16x16, chunk-major" : "layer 16x16, per pixel", gf, gf / ceiling);
     }
-    const double gf = 4.0 * 2 * SIDE * SIDE * (COUT / 2) * T * COLS / best * 1e-9;
-    printf("%-28s %9.1f %8.2f\n", "layer 16x16, 256 -> 64 cols", gf, gf / ceiling);
     free(wp), free(dd), free(ent);
     return 0;
 }
