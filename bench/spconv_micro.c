@@ -27,7 +27,7 @@ enum { T = 9, COUT = 256, KC = 128, SIDE = 16, WPAD = SIDE + 2 };
 
 static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
 
-/* ne entries (two of every four rows of rows_in_use, from row0) for each of npix pixels, es apart. */
+/* ne entries for each of npix pixels, es apart: two of every four panel rows from row0 on (2 ne rows), in order. */
 static void fill_entries(spconv_entry *ent, int64_t npix, int64_t es, int ne, int row0, uint32_t seed) {
     for (int64_t p = 0; p < npix; p++)
         for (int g = 0; g < ne / 2; g++) {
