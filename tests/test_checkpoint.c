@@ -227,9 +227,7 @@ TEST_CASE(checkpoint_keeps_conv_choice) {
 
 int main(void) {
     omp_set_num_threads(2);
-    sdgp_error err;
-    have_fmnist = sdgp_dataset_load(&fmnist, "fashion-mnist", FMNIST, 1, &err) == SDGP_OK;
-    if (!have_fmnist) fprintf(stderr, "note: %s; the data-driven cases are skipped\n", err.msg);
+    have_fmnist = load_fmnist(&fmnist);
     RUN(checkpoint_keeps_kernel_choice);
     RUN(checkpoint_keeps_conv_choice);
     RUN(checkpoint_resume_is_exact);

@@ -584,9 +584,7 @@ TEST_CASE(recompute_blocks_is_bitwise_and_smaller) {
 
 int main(void) {
     omp_set_num_threads(2);
-    sdgp_error err;
-    have_fmnist = sdgp_dataset_load(&fmnist, "fashion-mnist", FMNIST, 1, &err) == SDGP_OK;
-    if (!have_fmnist) fprintf(stderr, "note: %s; the data-driven cases are skipped\n", err.msg);
+    have_fmnist = load_fmnist(&fmnist);
     RUN(config_table_round_trips);
     RUN(bad_model_configs);
     RUN(model_registry);
