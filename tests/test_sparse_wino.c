@@ -306,7 +306,7 @@ TEST_CASE(wino_block_entries_equal_compressed_rows_bitwise) {
                     j.rank = prune_kernels_for((sdgp_isa)isa);
                     j.vals = vals, j.idx = idx;
                     int bad = prune_kernels_block.prune(&j, 0, rows);
-                    spconv_entries_from_slots(want, vals, idx, base, rows, slots, row_bytes);
+                    spconv_entries_from_slots(want, vals, idx, base, rows, slots, slots, row_bytes);
                     const spwino_sink sink = {.ent = got, .slots = slots, .row_bytes = row_bytes};
                     j.vals = NULL, j.idx = NULL;
                     j.emit = loops[isa]->block_entries;

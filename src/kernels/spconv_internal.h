@@ -34,18 +34,17 @@ static inline float spconv_entry_value(spconv_entry e) {
 }
 static inline uint32_t spconv_entry_offset(spconv_entry e) { return (uint32_t)(e >> 32); }
 
-/* Compressed rows (vals/idx, nrows x slots, the sdgp_nm_tensor channel layout) -> entries:
- * base[s] is the first channel of slot s's group, row_bytes the bytes of one panel row. One flat
- * loop (it vectorises even for SSE2); static inline so each ISA file compiles it with its flags. */
+/* Compressed rows -> entries: nrows rows of ns slots each, read at a stride of src_stride slots
+ * (vals/idx in the sdgp_nm_tensor channel layout; ns < src_stride takes one chunk's slots of each
+ * row) and written densely. base[s] is the first channel of slot s's group, row_bytes the bytes of
+ * one panel row. A flat inner loop (it vectorises even for SSE2); static inline so each ISA file
+ * compiles it with its flags. */
 static inline void spconv_entries_from_slots(spconv_entry *restrict out, const float *restrict vals,
                                              const uint8_t *restrict idx, const int32_t *restrict base, int64_t nrows,
-                                             int64_t slots, uint32_t row_bytes) {
-    for (int64_t r = 0, i = 0; r < nrows; r++)
-        for (int64_t s = 0; s < slots; s++, i++) {
-            uint32_t bits;
-            memcpy(&bits, vals + i, sizeof bits);
-            out[i] = (uint64_t)bits | ((uint64_t)((uint32_t)(base[s] + idx[i]) * row_bytes) << 32);
-        }
+                                             int64_t ns, int64_t src_stride, uint32_t row_bytes) {
+    for (int64_t r = 0; r < nrows; r++, out += ns, vals += src_stride, idx += src_stride)
+        for (int64_t s = 0; s < ns; s++)
+            out[s] = spconv_entry_make(vals[s], (uint32_t)(base[s] + idx[s]) * row_bytes);
 }
 
 /* The widest column block of any ISA's micro-kernel (AVX-512: 8 zmm). */

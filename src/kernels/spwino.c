@@ -350,7 +350,7 @@ static int run_unit(const sdgp_sparse_wino *p, const wino_prune *wp, float *dD, 
         spconv_entry *ent_e = ent + e * rows * slots;
         for (int64_t i = 0; i < nimg; i++) p->loops->transform(p, v + i * T * C, dO, b0 + i, e);
         bad |= prune_images(p, wp, tb, v, vals, idx, fused ? ent_e : NULL, b0, nimg, e);
-        if (!fused) p->loops->entries(ent_e, vals, idx, p->slot_base, rows, slots, row_bytes);
+        if (!fused) p->loops->entries(ent_e, vals, idx, p->slot_base, rows, slots, slots, row_bytes);
     }
     for (int nb = 0; nb < p->nblocks; nb++) {
         const int64_t c0 = (int64_t)nb * p->nr, ncols = g->Cin - c0 < p->nr ? g->Cin - c0 : p->nr;

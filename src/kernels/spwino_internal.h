@@ -28,7 +28,7 @@ typedef struct {
     void (*transform)(const sdgp_sparse_wino *p, float *v, const float *dO, int64_t b, int e);
     /* spconv_entries_from_slots, compiled with this ISA's flags. */
     void (*entries)(spconv_entry *ent, const float *vals, const uint8_t *idx, const int32_t *base, int64_t rows,
-                    int64_t slots, uint32_t row_bytes);
+                    int64_t slots, int64_t src_stride, uint32_t row_bytes);
     /* Shared masks: a prune_job emit (prune_internal.h; j->emit_ctx a spwino_sink) that makes the
      * entries of one block's rows straight from V, as entries() would from the block pruning's
      * compressed rows, bitwise: no compressed copy. */
