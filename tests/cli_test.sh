@@ -114,5 +114,11 @@ out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 2 --inference --inte
 if [ "$(grep -c '"inference":true' <<<"$out")" = 2 ] && grep -q '"torch_ms":0.00' <<<"$out"; then ok; else
   bad "bench step --inference: $out"; fi
 expect 2 "unknown option or missing value: --inference" -- "$SDGP" bench layers --inference
+# bench step --rescale-scope: rescaled rows write their scope (sdgp report matches runs on it); the
+# other functions have none
+out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 2 --no-torch --prune rescaled,magnitude --nm 2:4 --rescale-scope channel --json 2>&1)
+if grep '"prune":"rescaled"' <<<"$out" | grep -q '"rescale_scope":"channel"' && grep -q '"prune":"magnitude"' <<<"$out" &&
+   ! grep '"prune":"magnitude"' <<<"$out" | grep -q rescale_scope; then ok; else bad "bench step --rescale-scope: $out"; fi
+expect 2 "rescale-scope: unknown value 'row' \\(sample-channel \\| channel\\)" -- "$SDGP" bench step --rescale-scope row
 
 finish

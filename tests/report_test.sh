@@ -142,7 +142,7 @@ if grep -qE '^\| dense \| 6/6 \| 234 \| 100\.00 \| 23\.4 \| 1\.000x \| row 1: re
   bad "dense step time: $(grep -E '^\| dense \| 6/6 \| 234' "$R")"; fi
 if grep -qE '^\| shift \| 6/6 \| 117 \| 80\.00 \| 9\.4 \| 2\.500x \| row 3: .*magnitude 2:4(; not compared: mask_block)? \|' "$R"; then ok; else
   bad "shift step time (must match the pixel line 3): $(grep -E '^\| shift \| 6/6 \| 117' "$R")"; fi
-if grep -qE '^\| ident \| 2/2 \| 234 \| 90\.00 \| 21\.1 \| 1\.111x \| row 4: .*rescaled 2:4; not compared: threads(, mask_block)? \|' "$R"; then ok; else
+if grep -qE '^\| ident \| 2/2 \| 234 \| 90\.00 \| 21\.1 \| 1\.111x \| row 4: .*rescaled 2:4; not compared: threads(, mask_block)?, rescale_scope \|' "$R"; then ok; else
   bad "ident step time: $(grep -E '^\| ident \| 2/2 \| 234' "$R")"; fi
 if grep -qE '^\| random-2:4 \| 0/2 \| not reached \| — \| — \| — \| no match \(closest: row 1, with batch 512 where the run has 256, prune none where the run has random\) \|' "$R"; then ok; else
   bad "random: $(grep -E '^\| random-2:4 \| 0/2 \| not' "$R")"; fi
@@ -150,6 +150,20 @@ if grep -qE '^\| random-2:4 \| 0/2 \| not reached \| — \| — \| — \| no mat
 if grep -qE '^\| mvue-2:4 \| 1/1 \| 234 \| 50\.00 \(i\) \| 11\.7 \| 2\.000x \| row 5: .*mvue 2:4(; not compared: threads)?(, mask_block)? \|' "$R"; then ok; else
   bad "mvue (interleaved line): $(grep -E '^\| mvue-2:4 \| 1/1 \| 234' "$R")"; fi
 if grep -qF '(i): the line was measured with `--interleave`' "$R"; then ok; else bad "the (i) note"; fi
+# the rescale scope: a line that has it is matched on it, and of the matching lines the one that knows
+# the most keys counts (line 7, channel scope, 95 ms: 22.2 s, not the scope-less line 4 before it)
+{ cat "$T/step.jsonl"
+  echo '{"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"prune":"rescaled","nm":"2:4","sdgp_domain":"pixel","mask_block":1,"rescale_scope":"sample-channel","dense_ms":100.00,"sdgp_ms":85.00,"speedup":1.176}'
+  echo '{"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"prune":"rescaled","nm":"2:4","sdgp_domain":"pixel","mask_block":1,"rescale_scope":"channel","dense_ms":100.00,"sdgp_ms":95.00,"speedup":1.053}'
+} > "$T/step-scope.jsonl"
+expect 0 "report: " -- "$SDGP" report "$S" --out "$T/scope" --target 89 --step-times "$T/step-scope.jsonl"
+if grep -qE '^\| ident \| 2/2 \| 234 \| 95\.00 \| 22\.2 \| 1\.053x \| row 7: .*rescaled 2:4 \(channel scope\); not compared: threads(, mask_block)? \|' "$T/scope/report.md"; then ok; else
+  bad "ident with scoped lines: $(grep -E '^\| ident \| 2/2 \| 234' "$T/scope/report.md")"; fi
+# only the other scope's line: no match
+grep -v '"rescale_scope":"channel"' "$T/step-scope.jsonl" | grep -v '"prune":"rescaled","nm":"2:4","sdgp_domain":"pixel","mask_block":1,"kernels"' > "$T/step-sc.jsonl"
+expect 0 "report: " -- "$SDGP" report "$S" --out "$T/sc" --target 89 --step-times "$T/step-sc.jsonl"
+if grep -qE '^\| ident \| 2/2 \| 234 \| — \| — \| — \| no match \(closest: ' "$T/sc/report.md"; then ok; else
+  bad "ident against the other scope's line: $(grep -E '^\| ident \| 2/2 \| 234' "$T/sc/report.md")"; fi
 # `bench step --inference` lines time inference forwards: never a training run's step time, even first
 { echo '{"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"recompute":"none","prune":"none","inference":true,"ours_ms":30.00,"torch_ms":0.00,"speedup":0.000,"ours_rss_mb":100.0,"torch_rss_mb":0.0}'
   cat "$T/step.jsonl"; } > "$T/step-inf.jsonl"

@@ -64,7 +64,7 @@ typedef struct {
 } options;
 
 static const char *const train_flags[] = {"--sparse-weights", "--nm-weights", "--weight-groups", "--prune-wgrad",
-                                          "--nm-wgrad", "--wgrad-block", "--sparse-kernel", NULL};
+                                          "--nm-wgrad", "--wgrad-block", "--sparse-kernel", "--rescale-scope", NULL};
 
 static const char *const train_switches[] = {"--prune-wgrad-first", NULL}; /* training's booleans: no value */
 
@@ -286,6 +286,10 @@ static const char *default_torch_script(void) {
 
 static void usage(FILE *f, const char *cmd) {
     char algos[64] = "", kinds[64] = "", groups[96] = ""; /* "direct | winograd | ...", from the one name tables */
+    char scope[32];
+    const char *scope_help;
+    const sdgp_train_config defaults = sdgp_train_config_default();
+    cli_train_config_value(&defaults, "rescale-scope", scope, sizeof scope, &scope_help);
     for (int i = 0; sdgp_conv_algo_names[i]; i++)
         snprintf(algos + strlen(algos), sizeof algos - strlen(algos), "%s%s", i ? " | " : "", sdgp_conv_algo_names[i]);
     for (int i = 0; sdgp_weights_kind_names[i]; i++)
@@ -310,6 +314,7 @@ static void usage(FILE *f, const char *cmd) {
             "                         or a list: each a dense row and its variant rows, all in this run [none]\n"
             "  --sdgp-domain LIST     where SDGP prunes 3x3 layers: pixel | winograd | auto, or a list [%s]\n"
             "  --mask-block LIST      rows sharing one N:M mask (1: a mask per row), or a list, e.g. 1,4,8 [%d]\n"
+            "  --rescale-scope S      rescaled rows' scale: %s [%s]\n"
             "  --sparse-weights K     variant rows with N:M weights: %s [%s]\n"
             "  --nm-weights N:M       their pattern [2:4]; --weight-groups %s [%s]\n"
             "  --prune-wgrad FN       variant rows with the weight gradient's dL/dO pruned: none | mvue | ... [none]\n"
@@ -332,7 +337,7 @@ static void usage(FILE *f, const char *cmd) {
                   "times, from timed training steps.",
             strcmp(cmd, "step") == 0 ? "none" : "magnitude", algos, sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
             sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
-            sdgp_model_config_default().prune.mask_block, kinds, sdgp_weights_kind_names[sdgp_model_config_default().weights.kind],
+            sdgp_model_config_default().prune.mask_block, scope_help, scope, kinds, sdgp_weights_kind_names[sdgp_model_config_default().weights.kind],
             groups, sdgp_weights_group_names[sdgp_model_config_default().weights.group], default_torch_script(),
             strcmp(cmd, "step") == 0
                 ? "  --interleave           each variant row's steps alternate with those of a dense partner in one\n"
@@ -555,6 +560,17 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
 /* ", recompute blocks" in a text row when asked for, nothing for the default */
 static const char *rec_note(sdgp_recompute r) { return r == SDGP_RECOMPUTE_BLOCKS ? ", recompute blocks" : ""; }
 
+/* A rescaled row's scope, as a JSON member ("rescale_scope":"...",) and as text; both "" for the
+ * other functions, which have none. */
+static void scope_note(const options *o, sdgp_prune_fn fn, char *kv, size_t kv_size, char *txt, size_t txt_size) {
+    kv[0] = txt[0] = '\0';
+    if (fn != SDGP_PRUNE_RESCALED) return;
+    char scope[32];
+    cli_train_config_value(&o->train, "rescale-scope", scope, sizeof scope, NULL);
+    snprintf(kv, kv_size, "\"rescale_scope\":\"%s\",", scope);
+    snprintf(txt, txt_size, " %s scope", scope);
+}
+
 int sdgp_cmd_bench_step(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
@@ -622,6 +638,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 sdgp_model_config pc = mc;
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
                 pc.prune.mask_block = (int)o.blocks[bi];
+                pc.prune.scope = o.train.model.prune.scope;
                 pc.domain = o.domains[di];
                 pc.weights = *wc;
                 pc.sparse = o.train.model.sparse;
@@ -639,19 +656,21 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 const double dense_ms = o.interleave ? rs[0].ms : ours.ms;
                 char rss[48] = "";
                 if (!o.interleave) snprintf(rss, sizeof rss, "\"ours_rss_mb\":%.1f,", sd->rss_mb);
+                char scope_kv[64], scope_txt[48];
+                scope_note(&o, o.fns[f], scope_kv, sizeof scope_kv, scope_txt, sizeof scope_txt);
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"recompute\":\"%s\",\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"interleaved\":%s,"
+                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,%s\"recompute\":\"%s\",\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"interleaved\":%s,"
                            "%s\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,%s%s}\n",
                            bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
-                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sdgp_recompute_names[pc.recompute],
+                           o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, scope_kv, sdgp_recompute_names[pc.recompute],
                            sdgp_sparse_mode_names[pc.sparse], sd->kernels, o.interleave ? "true" : "false",
                            o.inference ? "\"inference\":true," : "", dense_ms, sd->ms,
                            dense_ms / sd->ms, torch.ms, o.torch ? torch.ms / sd->ms : 0, rss, extras);
                 else
-                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s %8.1f ms  vs our dense%s%s x%.3f  kernels %s%s", bm->name,
+                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s%s %8.1f ms  vs our dense%s%s x%.3f  kernels %s%s", bm->name,
                            sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block,
-                           other ? "  with " : "", other ? extras : "", sd->ms, o.inference ? " inference" : "",
+                           scope_txt, other ? "  with " : "", other ? extras : "", sd->ms, o.inference ? " inference" : "",
                            o.interleave ? " (interleaved)" : "", dense_ms / sd->ms,
                            sd->kernels, o.torch ? "" : "\n");
                 if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd->ms);
@@ -719,6 +738,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                 sdgp_model_config pc = mc;
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
                 pc.prune.mask_block = (int)o.blocks[bi];
+                pc.prune.scope = o.train.model.prune.scope;
                 pc.sparse = SDGP_SPARSE_ON;
                 pc.domain = o.domains[di];
                 pc.weights = *wc;
@@ -733,18 +753,20 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                 }
                 if (o.interleave) dense = rs[0];
                 sp = rs[o.interleave ? 1 : 0];
+                char scope_kv[64], scope_txt[48];
+                scope_note(&o, o.fns[f], scope_kv, sizeof scope_kv, scope_txt, sizeof scope_txt);
                 for (int l = 0; l < dense.n_layers; l++) {
                     const double *d = dense.layer[l], *s = sp.layer[l];
                     if (o.json)
                         printf("{\"model\":\"%s\",\"layer\":\"conv%d\",\"threads\":%d,\"conv_algo\":\"%s\",\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                               "\"sdgp_domain\":\"%s\",\"mask_block\":%d,\"kernel\":\"%s\",\"fwd_ms\":%.3f,\"fwd_variant_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,"
+                               "\"sdgp_domain\":\"%s\",\"mask_block\":%d,%s\"kernel\":\"%s\",\"fwd_ms\":%.3f,\"fwd_variant_ms\":%.3f,\"bwd_data_dense_ms\":%.3f,"
                                "\"bwd_data_sparse_ms\":%.3f,\"prune_ms\":%.3f,\"bwd_weights_ms\":%.3f,\"bwd_weights_variant_ms\":%.3f}\n",
                                bm->name, l, o.threads, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1],
-                               sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, sp.kernel_name[l], d[0], s[0], d[1], l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3], s[3]);
+                               sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, scope_kv, sp.kernel_name[l], d[0], s[0], d[1], l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3], s[3]);
                     else
-                        printf("%-24s conv%d  %s  %s %d:%d  fwd %7.2f -> %7.2f  bwd-data dense %7.2f  %-8s %7.2f (+prune %5.2f)  "
+                        printf("%-24s conv%d  %s  %s %d:%d%s  fwd %7.2f -> %7.2f  bwd-data dense %7.2f  %-8s %7.2f (+prune %5.2f)  "
                                "bwd-weights %7.2f -> %7.2f ms\n",
-                               bm->name, l, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], d[0], s[0], d[1], sp.kernel_name[l],
+                               bm->name, l, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], scope_txt, d[0], s[0], d[1], sp.kernel_name[l],
                                l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3], s[3]);
                 }
                 print_layer_sums(&o, bm, &dense, &sp, o.fns[f], o.nm[k]);

@@ -21,6 +21,10 @@ int sdgp_cmd_report(int argc, char **argv);
 /* Applies `sdgp train` flags argv[1..argc) to cfg (argv[0] is the command's name). --resume's
  * argument goes to *resume (when resume is not NULL). Returns 0, or prints why and returns 2. */
 int cli_apply_train_flags(sdgp_train_config *cfg, int argc, char **argv, const char **resume);
+/* The value of the training configuration's field `name` (its `sdgp train` flag without "--"),
+ * as `sdgp train` prints it, into out; "" when this build has no such field. *help (when not NULL):
+ * the field's help text, or "". */
+void cli_train_config_value(const sdgp_train_config *cfg, const char *name, char *out, size_t size, const char **help);
 
 /* Data parallel train and eval (src/cli/dist_mpi.c): when an MPI launcher started this process, MPI is
  * initialised and the communicator of all its processes returned; otherwise (or without MPI in the

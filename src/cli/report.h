@@ -69,7 +69,7 @@ typedef struct {
  * flags, as text ("" when the line lacks the key), and its time per step. */
 enum {
     RP_SK_MODEL, RP_SK_BATCH, RP_SK_THREADS, RP_SK_ALGO, RP_SK_WS, RP_SK_PRUNE, RP_SK_NM, RP_SK_DOMAIN, RP_SK_BLOCK,
-    RP_SK_N
+    RP_SK_SCOPE, RP_SK_N
 };
 
 typedef struct {

@@ -15,9 +15,9 @@
 #include "cli/report.h"
 
 /* The keys a bench step line shares with a run: their JSON names (enum RP_SK_*). */
-static const char *const key_json[RP_SK_N] = {"model", "batch", "threads",     "conv_algo", "conv_ws_mb",
-                                              "prune", "nm",    "sdgp_domain", "mask_block"};
-static const int key_numeric[RP_SK_N] = {0, 1, 1, 0, 1, 0, 0, 0, 1};
+static const char *const key_json[RP_SK_N] = {"model", "batch", "threads",     "conv_algo",  "conv_ws_mb",
+                                              "prune", "nm",    "sdgp_domain", "mask_block", "rescale_scope"};
+static const int key_numeric[RP_SK_N] = {0, 1, 1, 0, 1, 0, 0, 0, 1, 0};
 
 /* ---------------------------------------------------------------------------------------------
  * Reading the bench lines */
@@ -129,18 +129,6 @@ static int split_words(char *s, char **argv, int max) {
     return n;
 }
 
-static void cfg_value(const sdgp_train_config *cfg, const char *name, char *out, size_t size) {
-    char buf[1100];
-    out[0] = '\0';
-    for (int i = 0; i < sdgp_train_config_field_count(); i++)
-        if (!strcmp(sdgp_train_config_field(cfg, i, NULL, buf, sizeof buf), name)) {
-            size_t n = strlen(buf) < size ? strlen(buf) : size - 1; /* our keys' values are short */
-            memcpy(out, buf, n);
-            out[n] = '\0';
-            return;
-        }
-}
-
 /* The input shape of each data set sdgp_dataset_load reads, as `sdgp bench step` names its models
  * ("resnet9-w0.25-28x28x1"). */
 static const char *data_shape(const char *data) {
@@ -169,22 +157,23 @@ static void read_run_keys(const char *dir, const char *run, run_keys *k) {
         snprintf(k->why, sizeof k->why, "%s/command.txt: flags not understood", run);
         return;
     }
-    static const char *const flag[RP_SK_N] = {NULL,    "batch-size", "threads",     "conv-algo", "conv-workspace",
-                                              "prune", "nm",         "sdgp-domain", "mask-block"};
+    static const char *const flag[RP_SK_N] = {NULL,    "batch-size", "threads",     "conv-algo",  "conv-workspace",
+                                              "prune", "nm",         "sdgp-domain", "mask-block", "rescale-scope"};
     for (int i = 0; i < RP_SK_N; i++) {
         k->applies[i] = 1;
         if (!flag[i]) continue;
-        cfg_value(&cfg, flag[i], k->key[i], sizeof k->key[i]); /* "" for a setting this build lacks */
+        cli_train_config_value(&cfg, flag[i], k->key[i], sizeof k->key[i], NULL); /* "" for a setting this build lacks */
         if (key_numeric[i] && k->key[i][0]) snprintf(k->key[i], sizeof k->key[i], "%g", strtod(k->key[i], NULL));
     }
     char model[32], width[32], data[64];
-    cfg_value(&cfg, "model", model, sizeof model);
-    cfg_value(&cfg, "width", width, sizeof width);
-    cfg_value(&cfg, "data", data, sizeof data);
+    cli_train_config_value(&cfg, "model", model, sizeof model, NULL);
+    cli_train_config_value(&cfg, "width", width, sizeof width, NULL);
+    cli_train_config_value(&cfg, "data", data, sizeof data, NULL);
     if (data_shape(data)[0])
         snprintf(k->key[RP_SK_MODEL], sizeof k->key[RP_SK_MODEL], "%s-w%g-%s", model, strtod(width, NULL), data_shape(data));
     if (!strcmp(k->key[RP_SK_THREADS], "0")) k->key[RP_SK_THREADS][0] = '\0';
     if (!strcmp(k->key[RP_SK_PRUNE], "none")) k->applies[RP_SK_NM] = k->applies[RP_SK_DOMAIN] = k->applies[RP_SK_BLOCK] = 0;
+    if (strcmp(k->key[RP_SK_PRUNE], "rescaled")) k->applies[RP_SK_SCOPE] = 0;
 }
 
 /* Whether row and run differ in key i (compared only where both know it). */
@@ -198,24 +187,32 @@ static const rp_step_row *match_row(const rp_steps *S, const run_keys *k, char *
         snprintf(cell, size, "no match (%s)", k->why);
         return NULL;
     }
-    int best = -1, best_diff = RP_SK_N + 1;
+    /* A line that matches: the one that knows the most of the run's keys (older lines lack some,
+     * e.g. the rescale scope), the first of those. Else the closest line, to say what differs. */
+    int best = -1, best_diff = RP_SK_N + 1, exact = -1, exact_unknown = RP_SK_N + 1;
     for (int i = 0; i < S->n; i++) {
-        int nd = 0;
-        for (int j = 0; j < RP_SK_N; j++) nd += differs(&S->rows[i], k, j);
-        if (nd == 0) {
-            const rp_step_row *r = &S->rows[i];
-            size_t len = (size_t)snprintf(cell, size, "row %d: %s, batch %s, %s threads, %s", r->row, r->key[RP_SK_MODEL],
-                                          r->key[RP_SK_BATCH], r->key[RP_SK_THREADS], r->key[RP_SK_PRUNE]);
-            if (k->applies[RP_SK_NM] && len < size) len += (size_t)snprintf(cell + len, size - len, " %s", r->key[RP_SK_NM]);
-            const char *sep = "; not compared: ";
-            for (int j = 0; j < RP_SK_N && len < size; j++)
-                if (k->applies[j] && (!r->key[j][0] || !k->key[j][0])) {
-                    len += (size_t)snprintf(cell + len, size - len, "%s%s", sep, key_json[j]);
-                    sep = ", ";
-                }
-            return r;
+        int nd = 0, unknown = 0;
+        for (int j = 0; j < RP_SK_N; j++) {
+            nd += differs(&S->rows[i], k, j);
+            unknown += k->applies[j] && (!S->rows[i].key[j][0] || !k->key[j][0]);
         }
+        if (nd == 0 && unknown < exact_unknown) exact = i, exact_unknown = unknown;
         if (nd < best_diff) best = i, best_diff = nd;
+    }
+    if (exact >= 0) {
+        const rp_step_row *r = &S->rows[exact];
+        size_t len = (size_t)snprintf(cell, size, "row %d: %s, batch %s, %s threads, %s", r->row, r->key[RP_SK_MODEL],
+                                      r->key[RP_SK_BATCH], r->key[RP_SK_THREADS], r->key[RP_SK_PRUNE]);
+        if (k->applies[RP_SK_NM] && len < size) len += (size_t)snprintf(cell + len, size - len, " %s", r->key[RP_SK_NM]);
+        if (k->applies[RP_SK_SCOPE] && r->key[RP_SK_SCOPE][0] && len < size)
+            len += (size_t)snprintf(cell + len, size - len, " (%s scope)", r->key[RP_SK_SCOPE]);
+        const char *sep = "; not compared: ";
+        for (int j = 0; j < RP_SK_N && len < size; j++)
+            if (k->applies[j] && (!r->key[j][0] || !k->key[j][0])) {
+                len += (size_t)snprintf(cell + len, size - len, "%s%s", sep, key_json[j]);
+                sep = ", ";
+            }
+        return r;
     }
     const rp_step_row *r = &S->rows[best];
     size_t len = (size_t)snprintf(cell, size, "no match (closest: row %d, with", r->row);
@@ -239,18 +236,19 @@ void rp_steps_markdown(FILE *f, const rp_data *d, const char *dir, const rp_step
         return;
     }
     fprintf(f, "From `%s` (`sdgp bench step --json`): each group's training steps to the target (the log's step "
-               "count at the end of the first epoch at or above %.2f%%, mean over seeds; only when every seed reached "
-               "it) times the ms per step of the bench line that matches the settings of the group's first run "
-               "(its `command.txt`): model and input, batch, threads, convolution algorithm and workspace, pruning "
-               "function, n:m, domain and mask block, each where both the line and the run have it; the first "
-               "matching line counts. These step times are quiet measurements (one process alone, the median of "
-               "its timed steps); the runs' wall times above are not: they include evaluation, start-up and "
-               "whatever else ran on the machine meanwhile (other runs of the sweep, other jobs), so they can "
-               "differ by more than the pruning saves. These estimates count training steps only. Settings that "
-               "bench step does not write are not compared (e.g. the rescale scope: `rescaled` of either scope "
-               "matches a `rescaled` line). (i): the line was measured with `--interleave`, its steps alternating "
-               "with a dense partner's in one process; its ms per step is the dense line's times its ratio to that "
-               "partner (sdgp_ms / dense_ms), so drift between the two lines' processes cancels.\n\n",
+               "count at the end of the first epoch at or above %.2f%%, mean over seeds; only when every seed "
+               "reached it) times the ms per step of the bench line that matches the settings of the group's first "
+               "run (its `command.txt`): model and input, batch, threads, convolution algorithm and workspace, "
+               "pruning function, n:m, domain, mask block and rescale scope, each where both the line and the run "
+               "have it; of the matching lines, the first of those that know the most of these counts. These step "
+               "times are quiet measurements (one process alone, the median of its timed steps); the runs' wall "
+               "times above are not: they include evaluation, start-up and whatever else ran on the machine "
+               "meanwhile (other runs of the sweep, other jobs), so they can differ by more than the pruning saves. "
+               "These estimates count training steps only. A setting a line does not have is not compared (lines "
+               "written before bench step wrote the rescale scope match `rescaled` runs of either scope; the row's "
+               "cell names what was not compared). (i): the line was measured with `--interleave`, its steps "
+               "alternating with a dense partner's in one process; its ms per step is the dense line's times its "
+               "ratio to that partner (sdgp_ms / dense_ms), so drift between the two lines' processes cancels.\n\n",
             S->path, 100 * target);
     fprintf(f, "| group | reached | steps to target | ms per step (quiet) | time to target s (quiet) | speedup vs dense "
                "| step-time row |\n|---|---:|---:|---:|---:|---:|---|\n");

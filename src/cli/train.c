@@ -31,6 +31,19 @@ static void train_usage(FILE *f) {
                "and checkpoints resume under any K. --sync-bn makes BatchNorm use the global batch's statistics.\n");
 }
 
+void cli_train_config_value(const sdgp_train_config *cfg, const char *name, char *out, size_t size, const char **help) {
+    char buf[1100];
+    const char *h = "";
+    out[0] = '\0';
+    if (help) *help = "";
+    for (int i = 0; i < sdgp_train_config_field_count(); i++)
+        if (!strcmp(sdgp_train_config_field(cfg, i, &h, buf, sizeof buf), name)) {
+            snprintf(out, size, "%s", buf);
+            if (help) *help = h;
+            return;
+        }
+}
+
 /* Applies argv's flags to cfg. Returns 0 on success, else prints why and returns 2. */
 int cli_apply_train_flags(sdgp_train_config *cfg, int argc, char **argv, const char **resume) {
     for (int i = 1; i < argc; i++) {
