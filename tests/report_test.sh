@@ -150,6 +150,16 @@ if grep -qE '^\| random-2:4 \| 0/2 \| not reached \| — \| — \| — \| no mat
 if grep -qE '^\| mvue-2:4 \| 1/1 \| 234 \| 50\.00 \(i\) \| 11\.7 \| 2\.000x \| row 5: .*mvue 2:4(; not compared: threads)?(, mask_block)? \|' "$R"; then ok; else
   bad "mvue (interleaved line): $(grep -E '^\| mvue-2:4 \| 1/1 \| 234' "$R")"; fi
 if grep -qF '(i): the line was measured with `--interleave`' "$R"; then ok; else bad "the (i) note"; fi
+# --tta median: at 90.15 % four of dense's six seeds reach it (at step 234), so the mean rule has no
+# time and the median has 234 steps (100 ms: 23.4 s); shift's six all reach it at 234 (80 ms: 18.7 s, 1.250x)
+expect 0 "report: " -- "$SDGP" report "$S" --out "$T/median" --target 90.15 --tta median --step-times "$T/step.jsonl"
+expect 0 "report: " -- "$SDGP" report "$S" --out "$T/mean" --target 90.15 --step-times "$T/step.jsonl"
+if grep -qE '^\| dense \| 4/6 \| 234 \| 100\.00 \| 23\.4 \| 1\.000x \|' "$T/median/report.md" &&
+   grep -qE '^\| shift \| 6/6 \| 234 \| 80\.00 \| 18\.7 \| 1\.250x \|' "$T/median/report.md" &&
+   grep -q "median over seeds (a seed that never reached it counts as slower" "$T/median/report.md" &&
+   grep -qE '^\| dense \| 4/6 \| not reached \|' "$T/mean/report.md"; then ok; else
+  bad "--tta median: $(grep -E '^\| (dense|shift) \| [46]/6 \| (234|not)' "$T/median/report.md" "$T/mean/report.md")"; fi
+expect 2 "--tta: 'avg' is not mean or median" -- "$SDGP" report "$S" --tta avg
 # the rescale scope: a line that has it is matched on it, and of the matching lines the one that knows
 # the most keys counts (line 7, channel scope, 95 ms: 22.2 s, not the scope-less line 4 before it)
 { cat "$T/step.jsonl"

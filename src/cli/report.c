@@ -256,22 +256,50 @@ static int first_epoch_at(const rp_run *r, double target) {
     return -1;
 }
 
-/* Time of the first epoch at or above target on each run of the group; the mean if all reached it. */
+const char *rp_tta_rule(const rp_data *d) {
+    return d->tta_median ? "median over seeds (a seed that never reached it counts as slower than every other, so "
+                           "a group has a time when more than half its seeds reached it; with an even number of "
+                           "seeds, the mean of the middle two)"
+                         : "mean over seeds (only when every seed reached it)";
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorted in place; INFINITY for a seed that never reached the target), NaN
+ * when it is not finite. */
+static double median_reached(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    const double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return isfinite(m) ? m : NAN;
+}
+
+/* Time and steps of the first epoch at or above target on each run of the group, over seeds by
+ * rp_tta_rule. */
 static void time_to_target(rp_data *d, double target) {
     for (int g = 0; g < d->n_groups; g++) {
         rp_group *G = &d->groups[g];
-        double sum = 0, steps = 0;
+        double t[RP_MAX_SEEDS], steps[RP_MAX_SEEDS], t_sum = 0, steps_sum = 0;
         G->tta_reached = 0;
         for (int k = 0; k < G->n; k++) {
             const rp_run *r = &d->runs[G->run[k]];
             const int e = first_epoch_at(r, target);
+            t[k] = e < 0 ? INFINITY : r->ep[e].t;
+            steps[k] = e < 0 ? INFINITY : (double)r->ep[e].step;
             if (e < 0) continue;
-            sum += r->ep[e].t;
-            steps += (double)r->ep[e].step;
+            t_sum += t[k];
+            steps_sum += steps[k];
             G->tta_reached++;
         }
-        G->tta = G->tta_reached == G->n ? sum / G->n : NAN;
-        G->tts = G->tta_reached == G->n ? steps / G->n : NAN;
+        if (d->tta_median) {
+            G->tta = median_reached(t, G->n);
+            G->tts = median_reached(steps, G->n);
+        } else {
+            G->tta = G->tta_reached == G->n ? t_sum / G->n : NAN;
+            G->tts = G->tta_reached == G->n ? steps_sum / G->n : NAN;
+        }
     }
 }
 
@@ -396,9 +424,9 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
         fprintf(f, "No target: give `--target ACC` (percent), or include a `dense` group.\n");
     } else {
         fprintf(f, "Target: %.2f%% test accuracy (%s). Time: the cumulative training wall time (trainer's elapsed_s "
-                   "plus earlier attempts) at the end of the first epoch at or above the target, mean over seeds "
-                   "(only when every seed reached it). Speedup: dense time / group time.\n\n",
-                100 * target, target_given ? "--target" : "0.3 points below dense's final mean accuracy");
+                   "plus earlier attempts) at the end of the first epoch at or above the target, %s. Speedup: dense "
+                   "time / group time.\n\n",
+                100 * target, target_given ? "--target" : "0.3 points below dense's final mean accuracy", rp_tta_rule(d));
         fprintf(f, "| group | reached | time to target s | speedup vs dense |\n|---|---:|---:|---:|\n");
         for (int g = 0; g < d->n_groups; g++) {
             const rp_group *G = &d->groups[g];
@@ -506,7 +534,7 @@ static void write_markdown(FILE *f, const rp_data *d, const char *dir, double ta
 
 static void report_usage(FILE *f) {
     fprintf(f,
-            "usage: sdgp report DIR [--out DIR2] [--target ACC] [--layers FILE] [--step-times FILE]\n\n"
+            "usage: sdgp report DIR [--out DIR2] [--target ACC] [--tta mean|median] [--layers FILE] [--step-times FILE]\n\n"
             "Summarises a sweep's results folder (DIR/NAME/log.jsonl + status.json; runs NAME-s<seed> form group\n"
             "NAME): writes DIR2/report.md (accuracy table with mean, range and std over seeds, the difference to\n"
             "the group `dense` and Welch's two-sided t-test p against it, wall time and speedup against dense,\n"
@@ -515,11 +543,13 @@ static void report_usage(FILE *f) {
             "(runs named N:M or containing n:m), fig9_layers (with --layers), fig10_time_to_acc (+- std).\n\n"
             "  --out DIR2         output folder [DIR]\n"
             "  --target ACC       target test accuracy in percent [dense's final mean - 0.3]\n"
+            "  --tta STAT         time to target over a group's seeds: mean (every seed must reach it) or median\n"
+            "                     (more than half must; a seed that never does counts as the slowest) [mean]\n"
             "  --layers FILE      output of `sdgp bench layers --json` for Figure 9\n"
             "  --step-times FILE  output of `sdgp bench step --json` (quiet step times): adds the time to target\n"
             "                     as each group's steps to it times the ms per step of the line matching its\n"
             "                     runs' settings (model, batch, threads, conv algorithm and workspace, pruning,\n"
-            "                     n:m, domain, mask block; from DIR/NAME/command.txt)\n\n"
+            "                     n:m, domain, mask block, rescale scope; from DIR/NAME/command.txt)\n\n"
             "Exit code: 0 ok (also when gnuplot is missing: figures skipped with a warning), 1 a figure failed,\n"
             "2 bad input.\n");
 }
@@ -527,13 +557,15 @@ static void report_usage(FILE *f) {
 int sdgp_cmd_report(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *layers_path = NULL, *steps_path = NULL;
     double target = NAN;
+    int tta_median = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             report_usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--out") || !strcmp(a, "--target") || !strcmp(a, "--layers") || !strcmp(a, "--step-times")) {
+        if (!strcmp(a, "--out") || !strcmp(a, "--target") || !strcmp(a, "--layers") || !strcmp(a, "--step-times") ||
+            !strcmp(a, "--tta")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "sdgp: %s needs a value\n", a);
                 return 2;
@@ -542,6 +574,13 @@ int sdgp_cmd_report(int argc, char **argv) {
             if (!strcmp(a, "--out")) out = v;
             else if (!strcmp(a, "--layers")) layers_path = v;
             else if (!strcmp(a, "--step-times")) steps_path = v;
+            else if (!strcmp(a, "--tta")) {
+                if (strcmp(v, "mean") && strcmp(v, "median")) {
+                    fprintf(stderr, "sdgp: report: --tta: '%s' is not mean or median\n", v);
+                    return 2;
+                }
+                tta_median = !strcmp(v, "median");
+            }
             else if (!cli_parse_float(a, v, 0, 100, &target)) return 2;
             else target /= 100;
         } else if (a[0] == '-') {
@@ -584,6 +623,7 @@ int sdgp_cmd_report(int argc, char **argv) {
     if (rc != 0) goto done;
     int target_given = !isnan(target);
     if (!target_given && d.dense >= 0) target = d.groups[d.dense].acc_mean - 0.003;
+    d.tta_median = tta_median;
     if (!isnan(target)) time_to_target(&d, target);
 
     int have_fig[RP_N_FIGS] = {0};

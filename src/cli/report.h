@@ -40,7 +40,7 @@ typedef struct {
     int incomplete, ep_min, ep_max;
     double acc_mean, acc_min, acc_max, acc_std, best_mean; /* final test accuracy over seeds */
     double wall_mean, ips_mean;
-    double tta;       /* mean time to the target accuracy over seeds; NaN unless every seed reached it */
+    double tta;       /* time to the target accuracy over seeds (rp_data.tta_median: the statistic); NaN if none */
     double tts;       /* the same in training steps (the log's "step" of that epoch) */
     int tta_reached;  /* seeds that reached it */
 } rp_group;
@@ -51,7 +51,11 @@ typedef struct {
     rp_group *groups; /* runs with at least one epoch; "dense" first */
     int n_groups;
     int dense;        /* index of the group "dense", or -1 */
+    int tta_median;   /* --tta median: time to target is the median over seeds (else the mean, every seed reaching it) */
 } rp_data;
+
+/* How the time to target is taken over a group's seeds, in a sentence for report.md. */
+const char *rp_tta_rule(const rp_data *d);
 
 /* One line of `sdgp bench layers --json`, times in ms per step. */
 typedef struct {

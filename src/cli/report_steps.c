@@ -236,20 +236,20 @@ void rp_steps_markdown(FILE *f, const rp_data *d, const char *dir, const rp_step
         return;
     }
     fprintf(f, "From `%s` (`sdgp bench step --json`): each group's training steps to the target (the log's step "
-               "count at the end of the first epoch at or above %.2f%%, mean over seeds; only when every seed "
-               "reached it) times the ms per step of the bench line that matches the settings of the group's first "
-               "run (its `command.txt`): model and input, batch, threads, convolution algorithm and workspace, "
-               "pruning function, n:m, domain, mask block and rescale scope, each where both the line and the run "
-               "have it; of the matching lines, the first of those that know the most of these counts. These step "
-               "times are quiet measurements (one process alone, the median of its timed steps); the runs' wall "
-               "times above are not: they include evaluation, start-up and whatever else ran on the machine "
-               "meanwhile (other runs of the sweep, other jobs), so they can differ by more than the pruning saves. "
-               "These estimates count training steps only. A setting a line does not have is not compared (lines "
-               "written before bench step wrote the rescale scope match `rescaled` runs of either scope; the row's "
-               "cell names what was not compared). (i): the line was measured with `--interleave`, its steps "
-               "alternating with a dense partner's in one process; its ms per step is the dense line's times its "
-               "ratio to that partner (sdgp_ms / dense_ms), so drift between the two lines' processes cancels.\n\n",
-            S->path, 100 * target);
+               "count at the end of the first epoch at or above %.2f%%, %s) times the ms per step of the bench line "
+               "that matches the settings of the group's first run (its `command.txt`): model and input, batch, "
+               "threads, convolution algorithm and workspace, pruning function, n:m, domain, mask block and rescale "
+               "scope, each where both the line and the run have it; of the matching lines, the first of those that "
+               "know the most of these counts. These step times are quiet measurements (one process alone, the "
+               "median of its timed steps); the runs' wall times above are not: they include evaluation, start-up "
+               "and whatever else ran on the machine meanwhile (other runs of the sweep, other jobs), so they can "
+               "differ by more than the pruning saves. These estimates count training steps only. A setting a line "
+               "does not have is not compared (lines written before bench step wrote the rescale scope match "
+               "`rescaled` runs of either scope; the row's cell names what was not compared). (i): the line was "
+               "measured with `--interleave`, its steps alternating with a dense partner's in one process; its ms "
+               "per step is the dense line's times its ratio to that partner (sdgp_ms / dense_ms), so drift between "
+               "the two lines' processes cancels.\n\n",
+            S->path, 100 * target, rp_tta_rule(d));
     fprintf(f, "| group | reached | steps to target | ms per step (quiet) | time to target s (quiet) | speedup vs dense "
                "| step-time row |\n|---|---:|---:|---:|---:|---:|---|\n");
     double dense_time = NAN;
