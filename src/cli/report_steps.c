@@ -181,6 +181,11 @@ static int differs(const rp_step_row *r, const run_keys *k, int i) {
     return k->applies[i] && r->key[i][0] && k->key[i][0] && strcmp(r->key[i], k->key[i]);
 }
 
+/* Whether key i applies to the run but the row or the run does not know it (not compared). */
+static int not_compared(const rp_step_row *r, const run_keys *k, int i) {
+    return k->applies[i] && (!r->key[i][0] || !k->key[i][0]);
+}
+
 /* The cell that says which bench line a group's time comes from, or why none. */
 static const rp_step_row *match_row(const rp_steps *S, const run_keys *k, char *cell, size_t size) {
     if (k->why[0]) {
@@ -194,7 +199,7 @@ static const rp_step_row *match_row(const rp_steps *S, const run_keys *k, char *
         int nd = 0, unknown = 0;
         for (int j = 0; j < RP_SK_N; j++) {
             nd += differs(&S->rows[i], k, j);
-            unknown += k->applies[j] && (!S->rows[i].key[j][0] || !k->key[j][0]);
+            unknown += not_compared(&S->rows[i], k, j);
         }
         if (nd == 0 && unknown < exact_unknown) exact = i, exact_unknown = unknown;
         if (nd < best_diff) best = i, best_diff = nd;
@@ -208,7 +213,7 @@ static const rp_step_row *match_row(const rp_steps *S, const run_keys *k, char *
             len += (size_t)snprintf(cell + len, size - len, " (%s scope)", r->key[RP_SK_SCOPE]);
         const char *sep = "; not compared: ";
         for (int j = 0; j < RP_SK_N && len < size; j++)
-            if (k->applies[j] && (!r->key[j][0] || !k->key[j][0])) {
+            if (not_compared(r, k, j)) {
                 len += (size_t)snprintf(cell + len, size - len, "%s%s", sep, key_json[j]);
                 sep = ", ";
             }
