@@ -81,7 +81,7 @@ SDGP_API sdgp_status sdgp_sparse_bwd_set_output_layout(sdgp_sparse_bwd *p, sdgp_
  * would not survive the transform (every V value mixes 16 pixels): hence pruning V itself.
  * The GEMM stage runs on the sparse micro-kernels of sdgp_sparse_bwd (same ISA table), with the
  * transform, pruning and inverse transform fused per work unit (whole images) so that V and M
- * never exist for the whole batch (src/kernels/README.md). */
+ * never exist for the whole batch (src/kernels/spwino.md). */
 typedef struct sdgp_sparse_wino sdgp_sparse_wino;
 
 /* 1 when the geometry has a Winograd-domain kernel: 3x3, stride 1, pad <= 2, groups 1 (any B, H, W, C). */
@@ -109,7 +109,7 @@ SDGP_API sdgp_status sdgp_sparse_wino_data(sdgp_sparse_wino *p, float *dD, const
  * channels whose weights are nonzero anywhere in the block (any tap): the form of
  * --weight-groups block16 / block32 (sdgp_weights_project). The kernel runs the dense product over
  * the kept input channels only: n/m of the multiplies. X, Y NHWC; no grouped convolutions; Cin % m
- * == 0; block 16 or 32; other arguments as sdgp_sparse_bwd_create. src/kernels/README.md has the
+ * == 0; block 16 or 32; other arguments as sdgp_sparse_bwd_create. src/kernels/spfwd.md has the
  * design and the measurements. */
 typedef struct sdgp_sparse_fwd sdgp_sparse_fwd;
 
@@ -195,10 +195,10 @@ SDGP_API sdgp_status sdgp_sparse_wdata_run(sdgp_sparse_wdata *p, float *dx, cons
  * permute picks each channel's row, so m must divide 8 (1:2, 2:4, 1:4, 2:8, 4:8, ...; other m:
  * SDGP_ERR_UNSUPPORTED). g is the forward geometry (X: B x H x W x Cin, NHWC); dw is OIHW
  * (Cout x Cin x kh x kw), overwritten. Bitwise the same for every thread count and every ISA path:
- * one fp32 FMA chain per output element over its channel's slots in row order. src/kernels/README.md,
- * section "Sparse weight gradient", has the design and the measurements (on Zen 5 the permutes
- * bound it: at 2:4 about as fast as a dense product at the FMA ceiling; the AVX2 path runs a
- * row-wise form with the same bits instead: 1.45-1.54x over oneDNN at 2:4 on Zen 3). */
+ * one fp32 FMA chain per output element over its channel's slots in row order.
+ * src/kernels/spwgrad.md has the design and the measurements (on Zen 5 the permutes bound it: at
+ * 2:4 about as fast as a dense product at the FMA ceiling; the AVX2 path runs a row-wise form
+ * with the same bits instead: 1.45-1.54x over oneDNN at 2:4 on Zen 3). */
 typedef struct sdgp_sparse_wgrad sdgp_sparse_wgrad;
 
 SDGP_API sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,

@@ -1,12 +1,12 @@
 /* Shared masks: N:M pruning where the rows of a block (consecutive positions of one line) keep
  * the same channels of every group (include/sdgp/prune.h states the rules). Portable C: the
  * decision is made once per block from per-channel sums over its rows, so its cost is divided by
- * the block size; then each row gathers its kept values (scalar here; src/kernels/README.md,
- * "Shared masks", has the costs).
+ * the block size; then each row gathers its kept values (scalar here; src/kernels/shared-masks.md
+ * has the costs).
  *
  * Used through the prune_kernels_block table by sdgp_prune (cfg->mask_block > 1) and by the
  * Winograd-domain kernel, whose shared-mask micro-kernel loads each kept weight row once for
- * every row of a block (src/kernels/README.md). That kernel sets prune_job.emit: the block's
+ * every row of a block (src/kernels/shared-masks.md). That kernel sets prune_job.emit: the block's
  * decision goes to its per-ISA entry packing instead of block_write (no compressed copy). */
 #include <math.h>
 #include <string.h>
