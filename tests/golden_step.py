@@ -91,7 +91,7 @@ def sparse_weights(model, cfg, init):
     return out
 
 
-def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", extra=None):
+def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", extra=None, env=None):
     H, W, C = hwc
     torch.manual_seed(0)
     # fixed data per case and seed (hash() is salted per process)
@@ -107,7 +107,7 @@ def run_seed(name, seed, model_kind, width, hwc, batch, prune="none", nm="2:4", 
         cfg.update(extra or {})
         with open(os.path.join(d, "config.txt"), "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in cfg.items())
-        r = subprocess.run([DRIVER, d], capture_output=True, text=True)
+        r = subprocess.run([DRIVER, d], capture_output=True, text=True, env={**os.environ, **(env or {})})
         if r.returncode != 0:
             G.problems.append(f"driver exit {r.returncode}: {r.stderr.strip()}")
             return
@@ -168,6 +168,8 @@ run_case = functools.partial(G.run_case, run_seed)
 
 run_case("smallcnn dense", "smallcnn", 1.0, (12, 12, 1), 8)
 run_case("resnet9 w0.25 dense", "resnet9", 0.25, (16, 16, 3), 8)  # --conv-algo auto: Winograd at 16x16, 8x8
+# sdgp's own Winograd kernels (forward, backward-data) on every machine, not only where oneDNN has none
+run_case("resnet9 w0.25 dense, sdgp's Winograd", "resnet9", 0.25, (16, 16, 3), 8, env={"SDGP_WINOGRAD": "sdgp"})
 run_case("resnet9 w0.25 dense, direct convs", "resnet9", 0.25, (16, 16, 3), 8, extra={"conv-algo": "direct"})
 # small workspace limits split the Winograd passes: 12 MB chunks backward-weights (adding the
 # chunks' gradients) at conv4-6; 7 MB slices forward/backward-data and runs backward-weights direct

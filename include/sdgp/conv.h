@@ -36,13 +36,18 @@ SDGP_API sdgp_status sdgp_conv_geom_set_groups(sdgp_conv_geom *g, int groups, sd
 /* ---- Dense convolution through oneDNN (primitives created once per geometry) ---- */
 typedef struct sdgp_conv sdgp_conv;
 
-/* The algorithm of oneDNN's convolution. DIRECT reads and writes the caller's NHWC tensors in
- * place. WINOGRAD (F(4x4, 3x3), oneDNN's jit_wino_4x3: 3x3 kernels, stride 1, AVX-512) does 4x
- * fewer multiplications in its products; it needs oneDNN's blocked activation layout, so each
- * call reorders between NHWC and that layout in the workspace, and oneDNN's scratchpad holds the
- * transformed tiles and weights (for ResNet-9 w=1 at batch 64, up to 230 MB for one layer). Its
+/* The algorithm of the convolution. DIRECT (oneDNN's) reads and writes the caller's NHWC tensors in
+ * place. WINOGRAD, F(4x4, 3x3) for 3x3 kernels at stride 1, does 4x fewer multiplications in its
+ * products. Two implementations: oneDNN's jit_wino_4x3 (AVX-512 only) needs oneDNN's blocked
+ * activation layout, so each call reorders between NHWC and that layout in the workspace, and
+ * oneDNN's scratchpad holds the transformed tiles and weights (for ResNet-9 w=1 at batch 64, up to
+ * 230 MB for one layer). Where oneDNN has none, sdgp's own kernels run the forward and the
+ * backward-data (padding 0-2, no groups) on NHWC, their workspace the transformed weights (36 Cin
+ * Cout floats); oneDNN's direct kernel is 1.2-2x slower than them on AVX2 (src/nn/conv_sdgp_wino.c
+ * has the measurements), but there is no Winograd backward-weights without AVX-512. The
+ * environment variable SDGP_WINOGRAD=sdgp puts sdgp's first, =onednn leaves it out. Winograd's
  * rounding differs from DIRECT's: relative error against an exact product ~1e-6 instead of ~1e-7.
- * AUTO: WINOGRAD where oneDNN has that kernel and it measured faster here (at least 16 input
+ * AUTO: WINOGRAD where a kernel of it runs the pass and it measured faster here (at least 16 input
  * channels and at least 75 % of its 4x4 output tiles used), DIRECT elsewhere; one rule for all
  * three passes of a layer.
  * MEASURED: a model setting only (sdgp_model_config.conv_algo; a conv refuses it): the model times
@@ -64,18 +69,21 @@ typedef enum { SDGP_CONV_FORWARD = 0, SDGP_CONV_BACKWARD_DATA = 1, SDGP_CONV_BAC
  * weight gradient sums the chunks) times `parts` slices of the channels the pass writes (forward
  * and backward-weights: Cout, backward-data: Cin; multiples of 16). Among the splits that fit it
  * takes the one with the fewest calls. If none fits, AUTO runs that pass DIRECT, WINOGRAD takes
- * the split with the smallest workspace (the limit is then exceeded). DIRECT ignores the limit
- * (its workspace is a few MB). */
+ * the split with the smallest workspace (the limit is then exceeded). sdgp's Winograd pass is one
+ * call: over the limit, AUTO runs DIRECT, WINOGRAD exceeds it. DIRECT ignores the limit (its
+ * workspace is a few MB). */
 typedef struct {
     sdgp_conv_algo algo;
     size_t workspace_limit;
 } sdgp_conv_options;
 
-/* How one pass runs: algo DIRECT or WINOGRAD; chunk x parts calls (DIRECT: B x 1). */
+/* How one pass runs: algo DIRECT or WINOGRAD; chunk x parts calls (DIRECT: B x 1); impl "onednn",
+ * or "sdgp" for WINOGRAD by sdgp's own kernels (sdgp_conv_create_opts). */
 typedef struct {
     sdgp_conv_algo algo;
     int chunk, parts;
     size_t workspace_bytes;
+    const char *impl;
 } sdgp_conv_pass_plan;
 
 /* threads: the OpenMP team size oneDNN uses (0 = the caller's omp_get_max_threads()). With
@@ -89,9 +97,10 @@ typedef struct {
 SDGP_API sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                       sdgp_error *err);
 /* The same with a chosen algorithm and workspace limit (opt NULL: DIRECT). SDGP_ERR_UNSUPPORTED
- * (nothing created; the message names the pass) when oneDNN has no kernel of that algorithm for
- * this geometry on this CPU (WINOGRAD: not 3x3 stride 1, no AVX-512, channel counts it cannot
- * block); SDGP_ERR_INVALID for MEASURED or a value outside the enum. */
+ * (nothing created; the message names the pass) when no kernel of that algorithm runs a pass of
+ * this geometry on this CPU (WINOGRAD: not 3x3 stride 1; backward-weights without AVX-512; channel
+ * counts oneDNN cannot block); SDGP_ERR_INVALID for MEASURED, a value outside the enum, or an
+ * unknown SDGP_WINOGRAD. */
 SDGP_API sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                            const sdgp_conv_options *opt, sdgp_error *err);
 /* The same with an algorithm per pass: pass i (sdgp_conv_pass) runs pass_algo[i], DIRECT, WINOGRAD

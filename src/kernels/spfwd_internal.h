@@ -143,6 +143,7 @@ struct sdgp_sparse_fwd {
     int wtile;
     spfwd_wino_shape ws;
     float *up;             /* U: [(r+2)^2 elements][nblk][K][bw], the kept rows of G g G^T */
+    int u_borrowed;        /* up is the caller's (spfwd_wino_borrow_u) */
     unsigned char *tbuf;   /* per thread: r+2 V_e (rows x Cin) then r+2 M (rows x bw) */
     size_t tbytes, o_m;
     /* masks along output channels (sdgp_sparse_fwd_create_cout, spcout.c): the other fields above
@@ -176,6 +177,7 @@ struct sdgp_sparse_wdata {
     int32_t *perm;         /* [nchunk][nblk][w]: each column's compact slot, -1 where the block prunes it */
     uint8_t *nz;           /* per thread: Cin bytes for spfwd_block_keep */
     float *up;             /* U: [(r+2)^2 elements][nchunk][nblk][bw][cw], G rot(g) G^T of the kept pairs */
+    int u_borrowed;        /* up is the caller's (spwdata_borrow_u) */
     unsigned char *tbuf;   /* per thread: r+2 V_e (rows x Cout) then r+2 M (rows x w) */
     size_t tbytes, o_m;
     int packed;
@@ -187,6 +189,15 @@ sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err);
 void spfwd_wino_pack_block(sdgp_sparse_fwd *p, int blk, const float *wc);
 void spfwd_wino_run(const sdgp_sparse_fwd *p, float *y, const float *x);
 void spfwd_wino_free(sdgp_sparse_fwd *p);
+
+/* For sdgp_conv's Winograd passes (src/nn/conv_sdgp_wino.c), which pack the weights before every
+ * run: U in the caller's buffer (64-byte aligned, at least u_bytes, for the rest of the plan's life)
+ * in place of the plan's own, so that the layers of a model share one buffer (U of the dense
+ * product is 38 MB at 512 -> 512 channels). The plan holds no weights until its next pack. */
+size_t spfwd_wino_u_bytes(const sdgp_sparse_fwd *p);
+void spfwd_wino_borrow_u(sdgp_sparse_fwd *p, float *u);
+size_t spwdata_u_bytes(const sdgp_sparse_wdata *p);
+void spwdata_borrow_u(sdgp_sparse_wdata *p, float *u);
 
 /* spcout.c: the cout form's pack, product (y, x NHWC) and freeing. */
 struct spcout;

@@ -60,8 +60,20 @@ static int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 void spfwd_wino_free(sdgp_sparse_fwd *p) {
     free(p->ws.zrow);
-    free(p->up);
+    if (!p->u_borrowed) free(p->up);
     free(p->tbuf);
+}
+
+size_t spfwd_wino_u_bytes(const sdgp_sparse_fwd *p) {
+    const size_t alpha = (size_t)p->wtile + 2;
+    return alpha * alpha * p->nblk * p->K * p->bw * sizeof(float);
+}
+
+void spfwd_wino_borrow_u(sdgp_sparse_fwd *p, float *u) {
+    if (!p->u_borrowed) free(p->up);
+    p->up = u;
+    p->u_borrowed = 1;
+    p->packed = 0;
 }
 
 float *spfwd_wino_shape_init(spfwd_wino_shape *s, const sdgp_conv_geom *g, int r, int threads) {
@@ -85,7 +97,7 @@ sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err) {
     const int64_t rows = p->ws.ib * p->ws.T;
     p->o_m = (size_t)round64(alpha * rows * g->Cin * 4);
     p->tbytes = p->o_m + (size_t)round64(alpha * rows * p->bw * 4);
-    const size_t ubytes = (size_t)alpha * alpha * p->nblk * p->K * p->bw * sizeof(float);
+    const size_t ubytes = spfwd_wino_u_bytes(p);
     if (posix_memalign((void **)&p->up, 64, ubytes)) p->up = NULL;
     if (posix_memalign((void **)&p->tbuf, 64, (size_t)p->threads * p->tbytes)) p->tbuf = NULL;
     if (!zrow || !p->up || !p->tbuf)
@@ -177,10 +189,22 @@ void sdgp_sparse_wdata_destroy(sdgp_sparse_wdata *p) {
     free(p->idx);
     free(p->perm);
     free(p->nz);
-    free(p->up);
+    if (!p->u_borrowed) free(p->up);
     free(p->tbuf);
     free(p->ws.zrow);
     free(p);
+}
+
+size_t spwdata_u_bytes(const sdgp_sparse_wdata *p) {
+    const size_t alpha = (size_t)p->ws.r + 2;
+    return alpha * alpha * p->nchunk * p->nblk * p->bw * p->cw * sizeof(float);
+}
+
+void spwdata_borrow_u(sdgp_sparse_wdata *p, float *u) {
+    if (!p->u_borrowed) free(p->up);
+    p->up = u;
+    p->u_borrowed = 1;
+    p->packed = 0;
 }
 
 sdgp_isa sdgp_sparse_wdata_isa(const sdgp_sparse_wdata *p) { return p->k.isa; }
@@ -235,7 +259,7 @@ sdgp_status sdgp_sparse_wdata_create(sdgp_sparse_wdata **out, const sdgp_conv_ge
     const int64_t rows = p->ws.ib * p->ws.T;
     p->o_m = (size_t)round64(alpha * rows * g->Cout * 4);
     p->tbytes = p->o_m + (size_t)round64(alpha * rows * p->w * 4);
-    const size_t ubytes = (size_t)alpha * alpha * p->nchunk * p->nblk * block * p->cw * sizeof(float);
+    const size_t ubytes = spwdata_u_bytes(p);
     p->idx = malloc((size_t)p->nblk * p->K * sizeof *p->idx);
     p->perm = malloc((size_t)p->nchunk * p->nblk * p->w * sizeof *p->perm);
     p->nz = malloc((size_t)p->threads * g->Cin);

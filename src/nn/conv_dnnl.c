@@ -9,7 +9,8 @@
  *   Measured on this 2-core AVX-512 CPU for the ResNet-9 layers (3x3, 64-512 channels, 4x4 to 32x32
  *   pixels): each pass 1.5-2.5x faster than DIRECT; one reorder costs 1-25 % of a pass's time.
  *   Under a workspace limit a pass runs as several calls: chunks of the batch x slices of the
- *   channels it writes (conv_pass_plan).
+ *   channels it writes (conv_pass_plan). Where oneDNN has no Winograd kernel (no AVX-512), the
+ *   forward and backward-data run sdgp's own F(4x4,3x3) kernels on NHWC (conv_sdgp_wino.c).
  * Weights change every step, so every call reorders the caller's OIHW into the layout oneDNN chose
  * (format_tag any), and backward-weights computes into its layout and reorders back.
  *
@@ -139,6 +140,7 @@ static sdgp_status create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bia
     if (!c) return sdgp_fail(err, SDGP_ERR_NOMEM, "conv_create: out of memory");
     c->ctx.g = *g;
     c->ctx.with_bias = with_bias != 0;
+    c->ctx.threads = threads;
     c->threads = threads;
     int saved = threads_enter(threads);
     st = conv_build(c, opt, err);
@@ -198,10 +200,11 @@ sdgp_conv_algo sdgp_conv_get_algo(const sdgp_conv *c) {
 }
 
 sdgp_conv_pass_plan sdgp_conv_get_plan(const sdgp_conv *c, sdgp_conv_pass pass) {
-    sdgp_conv_pass_plan r = {SDGP_CONV_DIRECT, 0, 0, 0};
+    sdgp_conv_pass_plan r = {SDGP_CONV_DIRECT, 0, 0, 0, "onednn"};
     if (!c || pass < SDGP_CONV_FORWARD || pass > SDGP_CONV_BACKWARD_WEIGHTS) return r;
     const conv_pass *p = &c->pass[pass];
     r.algo = p->algo;
+    if (p->own_fwd || p->own_data) r.impl = "sdgp";
     r.chunk = p->chunk;
     r.parts = p->parts;
     r.workspace_bytes = conv_pass_bytes(p);
@@ -299,6 +302,7 @@ static sdgp_status forward_impl(sdgp_conv *c, float *y, const float *x, const fl
                                 sdgp_error *err) {
     const sdgp_conv_geom *g = &c->ctx.g;
     conv_pass *p = &c->pass[SDGP_CONV_FORWARD];
+    if (p->own_fwd) return conv_sdgp_wino_forward(p, y, x, w, c->ctx.with_bias ? bias : NULL, err);
     const int wino = p->algo == SDGP_CONV_WINOGRAD;
     const size_t xs = (size_t)g->H * g->W * g->Cin, ys = (size_t)g->Ho * g->Wo * g->Cout;
     const size_t ws = (size_t)p->slice * g->Cin * g->kh * g->kw; /* floats of a weights slice */
@@ -331,6 +335,7 @@ sdgp_status sdgp_conv_forward(sdgp_conv *c, float *y, const float *x, const floa
 static sdgp_status backward_data_impl(sdgp_conv *c, float *dx, const float *dy, const float *w, sdgp_error *err) {
     const sdgp_conv_geom *g = &c->ctx.g;
     conv_pass *p = &c->pass[SDGP_CONV_BACKWARD_DATA];
+    if (p->own_data) return conv_sdgp_wino_backward_data(p, dx, dy, w, err);
     const int wino = p->algo == SDGP_CONV_WINOGRAD;
     const size_t xs = (size_t)g->H * g->W * g->Cin, ys = (size_t)g->Ho * g->Wo * g->Cout;
     const size_t kk = (size_t)g->kh * g->kw;

@@ -8,6 +8,7 @@
 #include <dnnl.h>
 
 #include "sdgp/conv.h"
+#include "sdgp/sparse.h"
 
 /* One reorder primitive and its scratchpad view. */
 typedef struct {
@@ -39,12 +40,18 @@ typedef struct {
     conv_reorder x_re, y_re;
     /* its workspace: [wmem | xb | yb | scratchpads], each part a multiple of 64 bytes */
     size_t w_bytes, xb_bytes, yb_bytes, scratch_bytes;
+    /* WINOGRAD by sdgp's own kernels instead (conv_sdgp_wino.c; prim is then NULL): the plan of
+     * the forward or of the backward-data, whose U (own_bytes) is the pass's workspace */
+    sdgp_sparse_fwd *own_fwd;
+    sdgp_sparse_wdata *own_data;
+    size_t own_bytes;
 } conv_pass;
 
 /* What building a pass needs to know of its conv. */
 typedef struct {
     sdgp_conv_geom g;
     int with_bias;
+    int threads; /* the conv's (0: the caller's omp_get_max_threads() at create) */
     dnnl_engine_t engine;
 } conv_ctx;
 
@@ -60,5 +67,22 @@ sdgp_status conv_pass_bind(conv_pass *p, void *ws, sdgp_error *err);
 void conv_pass_free(conv_pass *p);
 
 sdgp_status conv_dnnl_ok(dnnl_status_t s, sdgp_error *err, const char *what);
+
+/* conv_sdgp_wino.c: WINOGRAD by sdgp's own F(4x4,3x3) kernels. The order of the two Winograd
+ * implementations from SDGP_WINOGRAD: 0 oneDNN's first (unset or empty), 1 sdgp's first ("sdgp"),
+ * -1 oneDNN's only ("onednn"); SDGP_ERR_INVALID naming the variable for anything else. */
+sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err);
+/* Whether sdgp's kernels run this pass of ctx's convolution (forward, backward-data: 3x3, stride
+ * 1, padding 0-2, no groups), and the plan (p->pass set; SDGP_ERR_UNSUPPORTED naming the pass
+ * where they do not). */
+int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass);
+sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, sdgp_error *err);
+/* Points U at the workspace (the pass packs before every run). */
+void conv_sdgp_wino_bind(conv_pass *p, void *ws);
+void conv_sdgp_wino_free(conv_pass *p);
+/* The passes' calls: pack the caller's OIHW weights into U, then the product (forward: + bias). */
+sdgp_status conv_sdgp_wino_forward(conv_pass *p, float *y, const float *x, const float *w, const float *bias,
+                                   sdgp_error *err);
+sdgp_status conv_sdgp_wino_backward_data(conv_pass *p, float *dx, const float *dy, const float *w, sdgp_error *err);
 
 #endif

@@ -256,7 +256,9 @@ static sdgp_status pass_build_any(conv_pass *p, const conv_ctx *ctx, sdgp_conv_a
     return pass_build(p, ctx, algo, chunk, parts, 0, &bytes, &fits, err);
 }
 
-size_t conv_pass_bytes(const conv_pass *p) { return p->w_bytes + p->xb_bytes + p->yb_bytes + p->scratch_bytes; }
+size_t conv_pass_bytes(const conv_pass *p) {
+    return p->w_bytes + p->xb_bytes + p->yb_bytes + p->scratch_bytes + p->own_bytes;
+}
 
 typedef struct {
     int chunk, parts;
@@ -276,13 +278,12 @@ static double split_cost(const sdgp_conv_geom *g, sdgp_conv_pass pass, int chunk
     return (parts - 1) * g->B * tiles * read + (chunks - 1) * per_chunk + 1e-3 * chunks * parts; /* ties: fewer calls */
 }
 
-/* The splits: chunks that divide B, slices of multiples of 16 channels (oneDNN's blocking), at
- * most 16 calls. Built in the order of split_cost until one fits. */
-sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, size_t limit, int fallback_direct,
-                           sdgp_error *err) {
+/* oneDNN's Winograd: the splits, chunks that divide B, slices of multiples of 16 channels (oneDNN's
+ * blocking), at most 16 calls, built in the order of split_cost until one fits. */
+static sdgp_status plan_dnnl_winograd(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, size_t limit,
+                                      int fallback_direct, sdgp_error *err) {
     const sdgp_conv_geom *g = &ctx->g;
     const int B = g->B, wide = p->pass == SDGP_CONV_BACKWARD_DATA ? g->Cin : g->Cout;
-    if (algo == SDGP_CONV_DIRECT) return pass_build_any(p, ctx, SDGP_CONV_DIRECT, B, 1, err);
     if (g->groups > 1)
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "conv: oneDNN has no Winograd kernel for grouped convolutions (groups=%d)",
                          g->groups);
@@ -314,11 +315,36 @@ sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo alg
     return pass_build_any(p, ctx, algo, cand[best].chunk, cand[best].parts, err);
 }
 
+/* sdgp's Winograd: one call whose workspace is U; over the limit, DIRECT when allowed. */
+static sdgp_status plan_sdgp_winograd(conv_pass *p, const conv_ctx *ctx, size_t limit, int fallback_direct,
+                                      sdgp_error *err) {
+    sdgp_status st = conv_sdgp_wino_plan(p, ctx, err);
+    if (st != SDGP_OK || !limit || conv_pass_bytes(p) <= limit || !fallback_direct) return st;
+    conv_pass_free(p);
+    return pass_build_any(p, ctx, SDGP_CONV_DIRECT, ctx->g.B, 1, err);
+}
+
+/* WINOGRAD's implementations in SDGP_WINOGRAD's order: the first that has a kernel for the pass.
+ * Where none has, the error is oneDNN's. */
+sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, size_t limit, int fallback_direct,
+                           sdgp_error *err) {
+    if (algo == SDGP_CONV_DIRECT) return pass_build_any(p, ctx, SDGP_CONV_DIRECT, ctx->g.B, 1, err);
+    int order;
+    sdgp_status st = conv_sdgp_wino_order(&order, err);
+    if (st != SDGP_OK) return st;
+    const int ours = order >= 0 && conv_sdgp_wino_supports(ctx, p->pass);
+    if (order > 0 && ours) return plan_sdgp_winograd(p, ctx, limit, fallback_direct, err);
+    st = plan_dnnl_winograd(p, ctx, algo, limit, fallback_direct, err);
+    if (st == SDGP_ERR_UNSUPPORTED && ours && order == 0) return plan_sdgp_winograd(p, ctx, limit, fallback_direct, err);
+    return st;
+}
+
 static sdgp_status bind_view(dnnl_memory_t view, void *at, sdgp_error *err) {
     return view ? conv_dnnl_ok(dnnl_memory_set_data_handle(view, at), err, "workspace binding") : SDGP_OK;
 }
 
 sdgp_status conv_pass_bind(conv_pass *p, void *ws, sdgp_error *err) {
+    conv_sdgp_wino_bind(p, ws);
     char *xb = (char *)ws + p->w_bytes, *yb = xb + p->xb_bytes, *scratch = yb + p->yb_bytes;
     dnnl_memory_t scratches[5] = {p->scratch, p->w_re.scratch, p->w_add.scratch, p->x_re.scratch, p->y_re.scratch};
     sdgp_status st;
@@ -336,6 +362,7 @@ void conv_pass_free(conv_pass *p) {
         if (prims[i]) dnnl_primitive_destroy(prims[i]);
     for (int i = 0; i < 12; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
+    conv_sdgp_wino_free(p);
     const sdgp_conv_pass pass = p->pass;
     memset(p, 0, sizeof *p);
     p->pass = pass;

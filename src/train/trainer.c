@@ -288,8 +288,8 @@ static void report_layers(run *r) {
                 r->cfg->model.batch, r->batch, r->cfg->sync_bn ? "synced" : "per-rank", 1e-6 * (double)g.floats * 4,
                 g.buckets, g.blocking_ms);
     }
-    /* per layer: forward,backward-data,backward-weights as "direct" or "wino" with its split
-     * (images per call x channel slices) when it has one */
+    /* per layer: forward,backward-data,backward-weights as "direct", or "wino" (oneDNN's, with its
+     * split, images per call x channel slices, when it has one) or "sdgp-wino" (sdgp's kernels) */
     fprintf(r->out, "dense convolutions (--conv-algo %s%s --conv-workspace %d; fwd,bwd-data,bwd-weights):",
             sdgp_conv_algo_name(r->cfg->model.conv_algo),
             r->cfg->model.conv_algo != SDGP_CONV_MEASURED ? ""
@@ -303,6 +303,7 @@ static void report_layers(run *r) {
         for (int p = 0; p < 3; p++) {
             const sdgp_conv_pass_plan *pl = &li->plan[p];
             if (pl->algo != SDGP_CONV_WINOGRAD) fprintf(r->out, "%sdirect", p ? "," : "");
+            else if (!strcmp(pl->impl, "sdgp")) fprintf(r->out, "%ssdgp-wino", p ? "," : "");
             else if (pl->chunk == r->batch && pl->parts == 1) fprintf(r->out, "%swino", p ? "," : "");
             else fprintf(r->out, "%swino/%dx%d", p ? "," : "", pl->chunk, pl->parts);
         }

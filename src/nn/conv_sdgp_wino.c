@@ -1,0 +1,101 @@
+/* WINOGRAD by sdgp's own kernels, for the CPUs where oneDNN has no Winograd kernel (oneDNN 2.x has
+ * one for AVX-512 only): the forward and the backward-data of 3x3 stride-1 convolutions by
+ * F(4x4,3x3). They are the sparse-weight Winograd kernels (src/kernels/spfwd_wino.c) at 1:1, which
+ * keep every input channel, so they compute the dense product (src/kernels/spfwd.md has their
+ * design). On Zen 3 (AVX2), 2 threads, ResNet-9 w=0.25 at batch 512, against oneDNN's direct
+ * kernel, per 3x3 layer with the packing (`build/sdgp_nm_weight_fwd w0.25 3 2 512`,
+ * `build/sdgp_nm_weight_data w0.25 3 2 512`, the "W4 4:4" columns): forward 1.16-1.97x on the layers
+ * AUTO's rule gives Winograd, backward-data 1.25-1.59x. oneDNN has no Winograd backward-weights
+ * there, and neither have we: that pass stays direct.
+ *
+ * The weights change every step, so every call packs them (U = G g G^T, 0.1-0.7 ms a layer) and
+ * then runs. U is the pass's workspace, so the layers of a model share one buffer (38 MB at
+ * 512 -> 512 channels); the plan's other buffers (per thread, one work unit's transformed tiles:
+ * 1.5 MB at 512 channels) stay its own. The result differs from the direct product by the
+ * transforms' rounding (about 1e-6 relative, as oneDNN's Winograd), and it is bitwise the same for
+ * every thread count and every ISA path (SDGP_ISA chooses the path, as for the sparse kernels). */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv_dnnl_internal.h"
+#include "kernels/spfwd_internal.h"
+
+/* 1:1 in blocks of 32 output channels: at 4:4 (the same work) the faster block on w1 and w0.25 */
+#define DENSE_N 1
+#define DENSE_M 1
+#define DENSE_BLOCK 32
+#define TILE 4
+
+sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err) {
+    const char *env = getenv("SDGP_WINOGRAD");
+    *order = 0;
+    if (!env || !*env) return SDGP_OK;
+    if (!strcmp(env, "sdgp")) *order = 1;
+    else if (!strcmp(env, "onednn")) *order = -1;
+    else
+        return sdgp_fail(err, SDGP_ERR_INVALID,
+                         "SDGP_WINOGRAD=%s: unknown Winograd implementation (expected sdgp or onednn, or unset: oneDNN's "
+                         "where it has one, else sdgp's)",
+                         env);
+    return SDGP_OK;
+}
+
+int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass) {
+    return pass != SDGP_CONV_BACKWARD_WEIGHTS && ctx->g.groups == 1 && sdgp_sparse_fwd_wino_supports(&ctx->g);
+}
+
+sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, sdgp_error *err) {
+    static const char *const names[3] = {"forward", "backward-data", "backward-weights"};
+    if (!conv_sdgp_wino_supports(ctx, p->pass))
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
+                         "conv (%s): sdgp's Winograd kernels run the forward and backward-data of 3x3 stride-1 "
+                         "convolutions with padding 0-2 and no groups",
+                         names[p->pass]);
+    sdgp_status st = p->pass == SDGP_CONV_FORWARD
+                         ? sdgp_sparse_fwd_create_wino(&p->own_fwd, &ctx->g, DENSE_N, DENSE_M, DENSE_BLOCK, TILE,
+                                                       SDGP_ISA_AUTO, ctx->threads, err)
+                         : sdgp_sparse_wdata_create(&p->own_data, &ctx->g, DENSE_N, DENSE_M, DENSE_BLOCK, TILE,
+                                                    SDGP_ISA_AUTO, ctx->threads, err);
+    if (st != SDGP_OK) return st;
+    const size_t u = p->own_fwd ? spfwd_wino_u_bytes(p->own_fwd) : spwdata_u_bytes(p->own_data);
+    p->own_bytes = (u + 63) / 64 * 64;
+    p->algo = SDGP_CONV_WINOGRAD;
+    p->chunk = ctx->g.B;
+    p->parts = 1;
+    p->slice = p->pass == SDGP_CONV_BACKWARD_DATA ? ctx->g.Cin : ctx->g.Cout;
+    p->name = p->pass == SDGP_CONV_FORWARD ? "sdgp winograd forward" : "sdgp winograd backward-data";
+    return SDGP_OK;
+}
+
+void conv_sdgp_wino_bind(conv_pass *p, void *ws) {
+    if (p->own_fwd) spfwd_wino_borrow_u(p->own_fwd, ws);
+    if (p->own_data) spwdata_borrow_u(p->own_data, ws);
+}
+
+void conv_sdgp_wino_free(conv_pass *p) {
+    sdgp_sparse_fwd_destroy(p->own_fwd);
+    sdgp_sparse_wdata_destroy(p->own_data);
+    p->own_fwd = NULL;
+    p->own_data = NULL;
+    p->own_bytes = 0;
+}
+
+sdgp_status conv_sdgp_wino_forward(conv_pass *p, float *y, const float *x, const float *w, const float *bias,
+                                   sdgp_error *err) {
+    sdgp_status st = sdgp_sparse_fwd_pack(p->own_fwd, w, err);
+    if (st == SDGP_OK) st = sdgp_sparse_fwd_run(p->own_fwd, y, x, err);
+    if (st != SDGP_OK || !bias) return st;
+    const sdgp_conv_geom *g = &p->own_fwd->g;
+    const int64_t rows = (int64_t)g->B * g->Ho * g->Wo;
+    const int C = g->Cout;
+#pragma omp parallel for schedule(static) num_threads(p->own_fwd->threads)
+    for (int64_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) y[r * C + c] += bias[c];
+    return SDGP_OK;
+}
+
+sdgp_status conv_sdgp_wino_backward_data(conv_pass *p, float *dx, const float *dy, const float *w, sdgp_error *err) {
+    sdgp_status st = sdgp_sparse_wdata_pack(p->own_data, w, err);
+    return st == SDGP_OK ? sdgp_sparse_wdata_run(p->own_data, dx, dy, err) : st;
+}

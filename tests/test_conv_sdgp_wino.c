@@ -1,0 +1,286 @@
+/* The dense convolution's WINOGRAD by sdgp's own kernels (src/nn/conv_sdgp_wino.c), forced on
+ * every machine with SDGP_WINOGRAD=sdgp: the forward and backward-data against the naive loops
+ * (padding 0-2, odd sizes, channel counts off the blocks, bias), bitwise the same for every thread
+ * count, every ISA path and a shared, poisoned workspace; the backward-data against finite
+ * differences of the forward; which implementation serves WINOGRAD and AUTO, under SDGP_WINOGRAD
+ * and a workspace limit; and the errors. */
+#include <stdlib.h>
+
+#include "harness.h"
+#include "sdgp/conv.h"
+#include "sdgp/isa.h"
+
+static const sdgp_conv_algo D = SDGP_CONV_DIRECT, W = SDGP_CONV_WINOGRAD, A = SDGP_CONV_AUTO;
+
+static sdgp_conv_geom geom(int B, int H, int Wd, int Cin, int Cout, int k, int stride, int pad) {
+    sdgp_conv_geom g;
+    sdgp_error err;
+    if (sdgp_conv_geom_init(&g, B, H, Wd, Cin, Cout, k, k, stride, pad, &err) != SDGP_OK) {
+        fprintf(stderr, "test geometry rejected: %s\n", err.msg);
+        exit(2);
+    }
+    return g;
+}
+
+typedef struct {
+    size_t nx, ny, nw;
+    float *x, *w, *b, *dy;
+} operands;
+
+static operands make_operands(const sdgp_conv_geom *g, uint64_t seed) {
+    operands o = {(size_t)g->B * g->H * g->W * g->Cin, (size_t)g->B * g->Ho * g->Wo * g->Cout,
+                  (size_t)g->Cout * g->Cin * 9, NULL, NULL, NULL, NULL};
+    o.x = test_xmalloc(o.nx * 4), o.w = test_xmalloc(o.nw * 4), o.dy = test_xmalloc(o.ny * 4);
+    o.b = test_xmalloc((size_t)g->Cout * 4);
+    test_fill_normal(o.x, o.nx, seed), test_fill_normal(o.w, o.nw, seed + 1), test_fill_normal(o.dy, o.ny, seed + 2);
+    test_fill_normal(o.b, (size_t)g->Cout, seed + 3);
+    return o;
+}
+
+static void free_operands(operands *o) { free(o->x), free(o->w), free(o->b), free(o->dy); }
+
+/* y and dx of a conv with {WINOGRAD, WINOGRAD, DIRECT} (bias when b) on o. */
+static void run_wino(const sdgp_conv_geom *g, int threads, const operands *o, int bias, float *y, float *dx) {
+    const sdgp_conv_algo algos[3] = {W, W, D};
+    sdgp_conv *c = NULL;
+    sdgp_error err;
+    sdgp_status st = sdgp_conv_create_passes(&c, g, bias, threads, algos, NULL, &err);
+    REQUIRE(st == SDGP_OK, "create: %s", err.msg);
+    for (int p = 0; p < 2; p++) {
+        sdgp_conv_pass_plan pl = sdgp_conv_get_plan(c, (sdgp_conv_pass)p);
+        CHECK(pl.algo == W && !strcmp(pl.impl, "sdgp") && pl.chunk == g->B && pl.parts == 1 &&
+                  pl.workspace_bytes >= (size_t)36 * g->Cin * g->Cout * 4,
+              "pass %d: %s by %s, %zu bytes", p, sdgp_conv_algo_name(pl.algo), pl.impl, pl.workspace_bytes);
+    }
+    CHECK(sdgp_conv_get_plan(c, SDGP_CONV_BACKWARD_WEIGHTS).algo == D, "backward-weights direct");
+    CHECK(sdgp_conv_forward(c, y, o->x, o->w, bias ? o->b : NULL, &err) == SDGP_OK, "forward: %s", err.msg);
+    CHECK(sdgp_conv_backward_data(c, dx, o->dy, o->w, &err) == SDGP_OK, "backward-data: %s", err.msg);
+    sdgp_conv_destroy(c);
+}
+
+TEST_CASE(sdgp_wino_matches_naive_and_repeats_bitwise) {
+    setenv("SDGP_WINOGRAD", "sdgp", 1);
+    const int shapes[][6] = {
+        /* B  H  W Cin Cout pad */
+        {2, 9, 7, 16, 16, 1}, {3, 6, 5, 32, 48, 0}, {1, 14, 14, 64, 32, 1}, {2, 4, 4, 24, 40, 2},
+        {2, 1, 1, 8, 8, 1},   {1, 2, 3, 12, 20, 1}, {4, 7, 7, 128, 64, 1}, {8, 2, 2, 512, 512, 1}, {8, 4, 4, 256, 256, 1},
+        {37, 7, 7, 16, 24, 1}, {19, 14, 14, 16, 16, 1}, {64, 16, 16, 32, 32, 1},
+    };
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int *s = shapes[t];
+        sdgp_conv_geom g = geom(s[0], s[1], s[2], s[3], s[4], 3, 1, s[5]);
+        operands o = make_operands(&g, 10 * t + 1);
+        float *y_ref = test_xmalloc(o.ny * 4), *dx_ref = test_xmalloc(o.nx * 4);
+        float *y[3], *dx[3];
+        for (int k = 0; k < 3; k++) y[k] = test_xmalloc(o.ny * 4), dx[k] = test_xmalloc(o.nx * 4);
+        const int bias = (int)(t % 2);
+        sdgp_conv_forward_naive(y_ref, o.x, o.w, &g);
+        for (size_t r = 0; bias && r < o.ny; r++) y_ref[r] += o.b[r % (size_t)g.Cout];
+        sdgp_conv_backward_data_naive(dx_ref, o.dy, o.w, &g);
+        for (int th = 1; th <= 3; th++) run_wino(&g, th, &o, bias, y[th - 1], dx[th - 1]);
+        double ey = test_rel_err(y[0], y_ref, o.ny), ex = test_rel_err(dx[0], dx_ref, o.nx);
+        if (getenv("SDGP_TEST_VERBOSE")) printf("  shape %zu: rel err forward %.2e, backward-data %.2e\n", t, ey, ex);
+        CHECK(ey < 2e-5 && ex < 2e-5, "shape %zu (bias %d): rel err forward %.2e, backward-data %.2e", t, bias, ey, ex);
+        for (int th = 2; th <= 3; th++)
+            CHECK(test_bitwise_equal(y[0], y[th - 1], o.ny * 4) && test_bitwise_equal(dx[0], dx[th - 1], o.nx * 4),
+                  "shape %zu: %d threads differ from 1", t, th);
+        /* every ISA path this CPU runs gives the reference path's bits */
+        setenv("SDGP_ISA", "ref", 1);
+        run_wino(&g, 2, &o, bias, y[1], dx[1]);
+        unsetenv("SDGP_ISA");
+        CHECK(test_bitwise_equal(y[0], y[1], o.ny * 4) && test_bitwise_equal(dx[0], dx[1], o.nx * 4),
+              "shape %zu: the ref path differs from the best", t);
+        free_operands(&o);
+        free(y_ref), free(dx_ref);
+        for (int k = 0; k < 3; k++) free(y[k]), free(dx[k]);
+    }
+    unsetenv("SDGP_WINOGRAD");
+}
+
+/* Each image's result does not depend on the batch around it: a conv over the first images of a
+ * batch gives their rows of the whole batch's result, bitwise (data-parallel ranks, which each
+ * run a part of the batch, then compute what one process does). */
+TEST_CASE(sdgp_wino_images_independent_of_the_batch) {
+    setenv("SDGP_WINOGRAD", "sdgp", 1);
+    const int shapes[][3] = {{64, 14, 16}, {64, 7, 32}, {37, 16, 8}, {37, 16, 40}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int B = shapes[t][0], H = shapes[t][1], C = shapes[t][2];
+        const sdgp_conv_geom g = geom(B, H, H, C, C, 3, 1, 1), h = geom(B / 2, H, H, C, C, 3, 1, 1);
+        operands o = make_operands(&g, 60 + t);
+        const size_t part = o.nx / (size_t)B * (size_t)(B / 2); /* floats of B / 2 images (x, y alike here) */
+        float *y = test_xmalloc(o.ny * 4), *dx = test_xmalloc(o.nx * 4);
+        float *yh = test_xmalloc(o.ny * 4), *dxh = test_xmalloc(o.nx * 4);
+        for (int th = 1; th <= 2; th++) {
+            run_wino(&g, th, &o, 0, y, dx);
+            run_wino(&h, 3 - th, &o, 0, yh, dxh);
+            CHECK(test_bitwise_equal(y, yh, part * 4) && test_bitwise_equal(dx, dxh, part * 4),
+                  "B=%d %dx%d x%d: the first %d images differ from the whole batch's (rel err %.2g, %.2g)", B, H, H, C,
+                  B / 2, test_rel_err(yh, y, part), test_rel_err(dxh, dx, part));
+        }
+        free_operands(&o);
+        free(y), free(dx), free(yh), free(dxh);
+    }
+    unsetenv("SDGP_WINOGRAD");
+}
+
+/* Every call packs the caller's weights: new weights give the new product, and two convs sharing a
+ * workspace that is poisoned between calls give the bits of convs with their own. */
+TEST_CASE(sdgp_wino_shared_workspace_and_new_weights) {
+    setenv("SDGP_WINOGRAD", "sdgp", 1);
+    const sdgp_conv_geom g[2] = {geom(2, 8, 8, 32, 64, 3, 1, 1), geom(3, 5, 6, 64, 16, 3, 1, 0)};
+    const sdgp_conv_algo algos[3] = {W, W, D};
+    sdgp_conv *own[2], *shared[2];
+    size_t ws_bytes = 0;
+    sdgp_error err;
+    for (int i = 0; i < 2; i++) {
+        sdgp_status st = sdgp_conv_create_passes(&own[i], &g[i], 0, 2, algos, NULL, &err);
+        REQUIRE(st == SDGP_OK, "%s", err.msg);
+        st = sdgp_conv_create_passes(&shared[i], &g[i], 0, 2, algos, NULL, &err);
+        REQUIRE(st == SDGP_OK, "%s", err.msg);
+        if (sdgp_conv_workspace_bytes(own[i]) > ws_bytes) ws_bytes = sdgp_conv_workspace_bytes(own[i]);
+    }
+    unsigned char *ws = aligned_alloc(64, ws_bytes);
+    REQUIRE(ws != NULL, "workspace");
+    for (int i = 0; i < 2; i++) CHECK(sdgp_conv_set_workspace(shared[i], ws, &err) == SDGP_OK, "%s", err.msg);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 2; i++) {
+            operands o = make_operands(&g[i], 100 + 10 * (uint64_t)round + (uint64_t)i);
+            float *a[2] = {test_xmalloc(o.ny * 4), test_xmalloc(o.nx * 4)};
+            float *b[2] = {test_xmalloc(o.ny * 4), test_xmalloc(o.nx * 4)}, *ref = test_xmalloc(o.ny * 4);
+            CHECK(sdgp_conv_forward(own[i], a[0], o.x, o.w, NULL, &err) == SDGP_OK, "%s", err.msg);
+            CHECK(sdgp_conv_backward_data(own[i], a[1], o.dy, o.w, &err) == SDGP_OK, "%s", err.msg);
+            memset(ws, 0xff, ws_bytes); /* NaNs everywhere */
+            CHECK(sdgp_conv_forward(shared[i], b[0], o.x, o.w, NULL, &err) == SDGP_OK, "%s", err.msg);
+            memset(ws, 0xff, ws_bytes);
+            CHECK(sdgp_conv_backward_data(shared[i], b[1], o.dy, o.w, &err) == SDGP_OK, "%s", err.msg);
+            CHECK(test_bitwise_equal(a[0], b[0], o.ny * 4) && test_bitwise_equal(a[1], b[1], o.nx * 4),
+                  "round %d conv %d: the shared workspace changes the result", round, i);
+            sdgp_conv_forward_naive(ref, o.x, o.w, &g[i]);
+            CHECK(test_rel_err(a[0], ref, o.ny) < 2e-5, "round %d conv %d: the weights of this round", round, i);
+            free_operands(&o);
+            free(a[0]), free(a[1]), free(b[0]), free(b[1]), free(ref);
+        }
+    for (int i = 0; i < 2; i++) sdgp_conv_destroy(own[i]), sdgp_conv_destroy(shared[i]);
+    free(ws);
+    unsetenv("SDGP_WINOGRAD");
+}
+
+/* L = sum dyr * conv(x, w): the backward-data is dL/dx of the forward (both sdgp's Winograd). */
+typedef struct {
+    sdgp_conv *c;
+    const operands *o;
+    float *y;
+} fd_ctx;
+
+static double fd_loss(void *vctx, const float *unused) {
+    fd_ctx *f = vctx;
+    (void)unused;
+    sdgp_conv_forward(f->c, f->y, f->o->x, f->o->w, NULL, NULL);
+    double L = 0;
+    for (size_t k = 0; k < f->o->ny; k++) L += (double)f->o->dy[k] * f->y[k];
+    return L;
+}
+
+TEST_CASE(sdgp_wino_backward_data_matches_finite_differences) {
+    setenv("SDGP_WINOGRAD", "sdgp", 1);
+    const sdgp_conv_geom g = geom(2, 6, 5, 8, 8, 3, 1, 1);
+    const sdgp_conv_algo algos[3] = {W, W, D};
+    operands o = make_operands(&g, 7);
+    float *y = test_xmalloc(o.ny * 4), *dx = test_xmalloc(o.nx * 4);
+    sdgp_conv *c = NULL;
+    sdgp_error err;
+    sdgp_status st = sdgp_conv_create_passes(&c, &g, 0, 2, algos, NULL, &err);
+    REQUIRE(st == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_conv_backward_data(c, dx, o.dy, o.w, &err) == SDGP_OK, "%s", err.msg);
+    fd_ctx f = {c, &o, y};
+    double worst = 0;
+    for (size_t i = 0; i < o.nx; i += 5) {
+        double d = fabs(test_fd(fd_loss, &f, o.x, i, 1e-2f) - dx[i]);
+        if (d > worst) worst = d;
+    }
+    CHECK(worst < 2e-2, "dx vs finite differences: max abs diff %.3e", worst);
+    sdgp_conv_destroy(c);
+    free_operands(&o);
+    free(y), free(dx);
+    unsetenv("SDGP_WINOGRAD");
+}
+
+/* The implementation of each pass under {AUTO x 3} (optionally a workspace limit), or the status. */
+static sdgp_status plan_auto(const sdgp_conv_geom *g, sdgp_conv_algo algo, size_t limit, const char *impl[3],
+                             sdgp_conv_algo got[3], sdgp_error *err) {
+    const sdgp_conv_options opt = {algo, limit};
+    sdgp_conv *c = NULL;
+    sdgp_status st = sdgp_conv_create_opts(&c, g, 0, 2, &opt, err);
+    for (int p = 0; st == SDGP_OK && p < 3; p++) {
+        sdgp_conv_pass_plan pl = sdgp_conv_get_plan(c, (sdgp_conv_pass)p);
+        got[p] = pl.algo, impl[p] = pl.impl;
+    }
+    sdgp_conv_destroy(c);
+    return st;
+}
+
+TEST_CASE(sdgp_wino_choice_and_errors) {
+    const int avx512 = sdgp_isa_supported(SDGP_ISA_AVX512);
+    const sdgp_conv_geom g = geom(2, 16, 16, 32, 32, 3, 1, 1);
+    const char *impl[3];
+    sdgp_conv_algo got[3];
+    sdgp_error err;
+    /* unset: oneDNN's where it has one (AVX-512), else sdgp's forward and backward-data */
+    unsetenv("SDGP_WINOGRAD");
+    REQUIRE(plan_auto(&g, A, 0, impl, got, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(got[0] == W && got[1] == W && !strcmp(impl[0], avx512 ? "onednn" : "sdgp") &&
+              !strcmp(impl[1], avx512 ? "onednn" : "sdgp") && got[2] == (avx512 ? W : D),
+          "auto: %s/%s %s/%s %s", sdgp_conv_algo_name(got[0]), impl[0], sdgp_conv_algo_name(got[1]), impl[1],
+          sdgp_conv_algo_name(got[2]));
+    /* sdgp first, even where oneDNN has a kernel; backward-weights is oneDNN's or direct */
+    setenv("SDGP_WINOGRAD", "sdgp", 1);
+    REQUIRE(plan_auto(&g, A, 0, impl, got, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(!strcmp(impl[0], "sdgp") && !strcmp(impl[1], "sdgp") && !strcmp(impl[2], "onednn"), "sdgp first");
+    /* a limit under U: AUTO runs those passes direct, WINOGRAD exceeds it */
+    REQUIRE(plan_auto(&g, A, 1024, impl, got, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(got[0] == D && got[1] == D, "auto over the limit: direct");
+    const sdgp_conv_algo fwd_only[3] = {W, D, D};
+    const sdgp_conv_options lim = {D, 1024};
+    sdgp_conv *c = NULL;
+    REQUIRE(sdgp_conv_create_passes(&c, &g, 0, 2, fwd_only, &lim, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(!strcmp(sdgp_conv_get_plan(c, SDGP_CONV_FORWARD).impl, "sdgp"), "winograd over the limit: still sdgp's");
+    sdgp_conv_destroy(c);
+    /* geometries neither implementation takes, and a backward-weights only oneDNN's could run */
+    sdgp_conv_geom g5 = geom(2, 11, 10, 16, 32, 5, 2, 2), gg = g;
+    REQUIRE(sdgp_conv_geom_set_groups(&gg, 2, &err) == SDGP_OK, "%s", err.msg);
+    c = NULL;
+    CHECK(sdgp_conv_create_passes(&c, &g5, 0, 2, fwd_only, NULL, &err) == SDGP_ERR_UNSUPPORTED && c == NULL &&
+              strstr(err.msg, "Winograd") && strstr(err.msg, "forward"),
+          "5x5 stride 2: %s", err.msg);
+    CHECK(sdgp_conv_create_passes(&c, &gg, 0, 2, fwd_only, NULL, &err) == SDGP_ERR_UNSUPPORTED && c == NULL,
+          "grouped: %s", err.msg);
+    const sdgp_conv_algo wgrad[3] = {D, D, W};
+    sdgp_status st = sdgp_conv_create_passes(&c, &g, 0, 2, wgrad, NULL, &err);
+    CHECK(avx512 ? st == SDGP_OK : st == SDGP_ERR_UNSUPPORTED && strstr(err.msg, "backward-weights"),
+          "Winograd backward-weights: %s", err.msg);
+    sdgp_conv_destroy(c);
+    /* onednn only: without AVX-512 AUTO is direct everywhere and WINOGRAD is refused */
+    setenv("SDGP_WINOGRAD", "onednn", 1);
+    REQUIRE(plan_auto(&g, A, 0, impl, got, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(!strcmp(impl[0], "onednn") && got[0] == (avx512 ? W : D) && got[1] == (avx512 ? W : D), "onednn only");
+    c = NULL;
+    st = sdgp_conv_create_passes(&c, &g, 0, 2, fwd_only, NULL, &err);
+    CHECK(avx512 ? st == SDGP_OK : st == SDGP_ERR_UNSUPPORTED, "onednn only, winograd forward: %s", err.msg);
+    sdgp_conv_destroy(c);
+    /* an unknown value is refused by name, nothing created */
+    setenv("SDGP_WINOGRAD", "fast", 1);
+    c = NULL;
+    CHECK(sdgp_conv_create_passes(&c, &g, 0, 2, fwd_only, NULL, &err) == SDGP_ERR_INVALID && c == NULL &&
+              strstr(err.msg, "SDGP_WINOGRAD=fast") && strstr(err.msg, "onednn"),
+          "bad SDGP_WINOGRAD: %s", err.msg);
+    unsetenv("SDGP_WINOGRAD");
+}
+
+int main(void) {
+    RUN(sdgp_wino_matches_naive_and_repeats_bitwise);
+    RUN(sdgp_wino_images_independent_of_the_batch);
+    RUN(sdgp_wino_shared_workspace_and_new_weights);
+    RUN(sdgp_wino_backward_data_matches_finite_differences);
+    RUN(sdgp_wino_choice_and_errors);
+    return test_finish();
+}
