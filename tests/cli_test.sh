@@ -109,6 +109,14 @@ row=$(tail -1 <<<"$out")
 if grep -q '"interleaved":true' <<<"$row" && ! grep -q ours_rss_mb <<<"$row" &&
    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); d,v=r["dense_ms"],r["sdgp_ms"]; assert abs(r["speedup"]-d/v) <= 6e-4+d/v*(0.005/d+0.005/v)' "$row" 2>/dev/null; then ok; else
   bad "bench step --interleave: $out"; fi
+# bench step --interleave with two --conv-algo: the second one's dense step against the first's, a dense
+# line for the report with the partner's algorithm and time
+out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 2 --no-torch --interleave --conv-algo direct,auto --json 2>&1)
+row=$(grep '"vs_conv_algo"' <<<"$out")
+if [ "$(grep -c . <<<"$out")" = 3 ] && python3 -c 'import json,sys; r=json.loads(sys.argv[1])
+assert r["conv_algo"] == "auto" and r["vs_conv_algo"] == "direct" and r["prune"] == "none" and r["interleaved"]
+assert abs(r["vs_speedup"] - r["vs_ms"] / r["ours_ms"]) <= 6e-4 + 0.01 / r["ours_ms"]' "$row" 2>/dev/null; then ok; else
+  bad "bench step --interleave --conv-algo direct,auto: $out"; fi
 # bench step --inference: both lines say so (the report never takes them for training steps), no PyTorch peer
 out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 2 --inference --interleave --sparse-weights sste --json 2>&1)
 if [ "$(grep -c '"inference":true' <<<"$out")" = 2 ] && grep -q '"torch_ms":0.00' <<<"$out"; then ok; else

@@ -341,7 +341,8 @@ static void usage(FILE *f, const char *cmd) {
             groups, sdgp_weights_group_names[sdgp_model_config_default().weights.group], default_torch_script(),
             strcmp(cmd, "step") == 0
                 ? "  --interleave           each variant row's steps alternate with those of a dense partner in one\n"
-                  "                         process: the ratio survives the host's drift; no RSS for the row\n"
+                  "                         process: the ratio survives the host's drift; no RSS for the row. With\n"
+                  "                         several --conv-algo, also each one's dense step against the first's\n"
                   "  --inference            time inference forwards instead of training steps (BatchNorm's running\n"
                   "                         statistics, the weights as `sdgp eval` uses them); no PyTorch peer\n"
                 : "  --interleave           each variant's steps alternate with the dense model's in one process, so\n"
@@ -571,6 +572,33 @@ static void scope_note(const options *o, sdgp_prune_fn fn, char *kv, size_t kv_s
     snprintf(txt, txt_size, " %s scope", scope);
 }
 
+/* --interleave with several --conv-algo: this algorithm's dense step (mc) alternating with the first
+ * algorithm's in one child, the ratio that survives the host's drift. A dense line for the report
+ * (ours_ms is this algorithm's step), with the partner's algorithm and time. */
+static int interleave_algos(const options *o, const bench_model *bm, const sdgp_model_config *mc, int flags) {
+    options first = *o;
+    first.conv_algo = o->conv_algos[0];
+    sdgp_model_config pair[2] = {model_config(bm, &first), *mc};
+    pair[0].recompute = mc->recompute;
+    result rs[2];
+    if (!run_child_ours(pair, 2, o->steps, flags, rs)) {
+        fprintf(stderr, "sdgp: %s: %s against %s: %s\n", bm->name, sdgp_conv_algo_name(o->conv_algo),
+                sdgp_conv_algo_name(first.conv_algo), rs[0].err);
+        return 0;
+    }
+    if (o->json)
+        printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"recompute\":\"%s\","
+               "\"prune\":\"none\",%s\"interleaved\":true,\"ours_ms\":%.2f,\"vs_conv_algo\":\"%s\",\"vs_ms\":%.2f,"
+               "\"vs_speedup\":%.3f}\n",
+               bm->name, bm->batch, o->threads, sdgp_conv_algo_name(o->conv_algo), o->conv_ws_mb,
+               sdgp_recompute_names[mc->recompute], o->inference ? "\"inference\":true," : "", rs[1].ms,
+               sdgp_conv_algo_name(first.conv_algo), rs[0].ms, rs[0].ms / rs[1].ms);
+    else
+        printf("%-24s   dense (%s) against dense (%s), interleaved: %8.1f vs %8.1f ms  x%.3f\n", bm->name,
+               sdgp_conv_algo_name(o->conv_algo), sdgp_conv_algo_name(first.conv_algo), rs[1].ms, rs[0].ms, rs[0].ms / rs[1].ms);
+    return 1;
+}
+
 int sdgp_cmd_bench_step(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
@@ -618,6 +646,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         if (!o.json && o.conv_algo == SDGP_CONV_MEASURED) /* what was measured, and what it cost */
             printf("%-24s   per-pass algorithms (fwd,bwd-data,bwd-weights per layer) %s, model built in %.1f s\n", bm->name,
                    ours.convs, ours.create_s);
+        if (o.interleave && mi / o.n_rec % o.n_algos > 0 && !interleave_algos(&o, bm, &mc, flags)) return 1;
         fflush(stdout);
         /* Variant rows: each SDGP function x n:m x domain x block, all with the --sparse-weights and
          * --prune-wgrad settings; without --prune but with those, one row of them alone. */
