@@ -43,7 +43,7 @@ class ConvOptions(ctypes.Structure):  # sdgp_conv_options
     _fields_ = [("algo", c_int), ("workspace_limit", ctypes.c_size_t)]
 
 
-CONV_AUTO = 2  # SDGP_CONV_AUTO: Winograd where oneDNN has it and it pays, direct elsewhere
+CONV_AUTO = 2  # SDGP_CONV_AUTO: Winograd (oneDNN's, else sdgp's) where it pays, direct elsewhere
 CONV_WORKSPACE_MB = 48  # SDGP_CONV_WORKSPACE_MB_DEFAULT, as `sdgp train`
 
 
