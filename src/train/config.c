@@ -83,8 +83,9 @@ static const field fields[] = {
     {"threads", F_INT, OFF(model.threads), 0, 0, 1024, NULL, "OpenMP threads (0: all cores)"},
     {"conv-algo", F_ENUM, OFF(model.conv_algo), 0, 0, 0, sdgp_conv_algo_names,
      SDGP_CONV_ALGO_LIST(SDGP_CONV_ALGO_HELP) /* + 3 below skips the first " | " */
-     ": dense convolutions (auto: Winograd by a rule where oneDNN has it; measured: per layer and pass the faster "
-     "of direct and Winograd, timed at start)" + 3},
+     ": dense convolutions (auto: Winograd by a rule, oneDNN's or, where it has none, sdgp's (forward, backward-data; "
+     "SDGP_WINOGRAD=sdgp|onednn orders them); measured: per layer and pass the faster of direct and Winograd, timed "
+     "at start)" + 3},
     {"conv-workspace", F_INT, OFF(model.conv_workspace_mb), 0, 0, 1 << 20, NULL,
      "MB per conv pass; Winograd splits its calls to fit, auto falls back to direct (0: no limit)"},
     {"recompute", F_ENUM, OFF(model.recompute), 0, 0, 0, sdgp_recompute_names,
