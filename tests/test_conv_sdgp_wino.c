@@ -3,10 +3,11 @@
  * (padding 0-2, odd sizes, channel counts off the blocks, bias), bitwise the same for every thread
  * count, every ISA path and a shared, poisoned workspace; the backward-data against finite
  * differences of the forward; which implementation serves WINOGRAD and AUTO, under SDGP_WINOGRAD
- * and a workspace limit; and the errors. */
+ * and a workspace limit, and in a model's measured and given per-pass choices; and the errors. */
 #include <stdlib.h>
 
 #include "harness.h"
+#include "model_util.h"
 #include "sdgp/conv.h"
 #include "sdgp/isa.h"
 
@@ -276,11 +277,41 @@ TEST_CASE(sdgp_wino_choice_and_errors) {
     unsetenv("SDGP_WINOGRAD");
 }
 
+/* A model under --conv-algo measured times sdgp's Winograd as a candidate for the forward and
+ * backward-data; a given choice plans it ('w'), and where no kernel runs a 'w' pass (backward-weights
+ * without AVX-512) the choice is refused and the model keeps its convs. */
+TEST_CASE(sdgp_wino_in_a_model) {
+    setenv("SDGP_WINOGRAD", "sdgp", 1);
+    const int avx512 = sdgp_isa_supported(SDGP_ISA_AVX512);
+    sdgp_model_config c = small_config(8);
+    c.conv_algo = SDGP_CONV_MEASURED;
+    sdgp_model *m = NULL;
+    sdgp_error err;
+    sdgp_status st = sdgp_model_create(&m, &c, &err);
+    REQUIRE(st == SDGP_OK, "%s", err.msg);
+    char choice[SDGP_CONV_CHOICE_LEN];
+    sdgp_model_conv_choice(m, choice, sizeof choice);
+    CHECK(strlen(choice) == 7 && (avx512 || (choice[2] == 'd' && choice[6] == 'd')), "measured: '%s'", choice);
+    REQUIRE(sdgp_model_set_conv_choice(m, "ddd,wwd", &err) == SDGP_OK, "%s", err.msg);
+    const sdgp_layer_info *li = sdgp_model_conv_info(m, 1);
+    CHECK(li->plan[0].algo == W && !strcmp(li->plan[0].impl, "sdgp") && li->plan[1].algo == W &&
+              !strcmp(li->plan[1].impl, "sdgp") && li->plan[2].algo == D,
+          "ddd,wwd: %s/%s %s/%s %s", sdgp_conv_algo_name(li->plan[0].algo), li->plan[0].impl,
+          sdgp_conv_algo_name(li->plan[1].algo), li->plan[1].impl, sdgp_conv_algo_name(li->plan[2].algo));
+    st = sdgp_model_set_conv_choice(m, "ddd,wdw", &err);
+    sdgp_model_conv_choice(m, choice, sizeof choice);
+    CHECK(avx512 ? st == SDGP_OK : st == SDGP_ERR_UNSUPPORTED && !strcmp(choice, "ddd,wwd"),
+          "ddd,wdw: status %d, '%s': %s", (int)st, choice, err.msg);
+    sdgp_model_destroy(m);
+    unsetenv("SDGP_WINOGRAD");
+}
+
 int main(void) {
     RUN(sdgp_wino_matches_naive_and_repeats_bitwise);
     RUN(sdgp_wino_images_independent_of_the_batch);
     RUN(sdgp_wino_shared_workspace_and_new_weights);
     RUN(sdgp_wino_backward_data_matches_finite_differences);
     RUN(sdgp_wino_choice_and_errors);
+    RUN(sdgp_wino_in_a_model);
     return test_finish();
 }

@@ -226,11 +226,11 @@ SDGP_API void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t si
 SDGP_API sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err);
 
 /* --conv-algo measured: per conv layer and pass (forward, backward-data, backward-weights), times
- * oneDNN's DIRECT and WINOGRAD (each as the model calls it, Winograd's reorders included;
- * interleaved repetitions, the best of each, random data of the layer's shapes) and plans each
- * pass with the faster. WINOGRAD is a candidate only where oneDNN has it for all three passes
- * (3x3, stride 1, ungrouped, AVX-512) and, per pass, where a split of it fits the workspace
- * limit; a pass the model never runs (the image conv's backward-data) stays DIRECT. Called by
+ * DIRECT and WINOGRAD (each as the model calls it, oneDNN's reorders included; interleaved
+ * repetitions, the best of each, random data of the layer's shapes) and plans each pass with the
+ * faster. WINOGRAD is a candidate in the passes a Winograd kernel runs (3x3, stride 1, ungrouped:
+ * oneDNN's all three with AVX-512, else sdgp's forward and backward-data) and where its workspace
+ * fits the limit; a pass the model never runs (the image conv's backward-data) stays DIRECT. Called by
  * create under MEASURED unless cfg.conv_choice is given. Uses the activation buffers as test data
  * (not between a forward and its backward); takes about 2 x TUNE_REPS steps' worth of conv time. */
 SDGP_API sdgp_status sdgp_model_tune_conv(sdgp_model *m, sdgp_error *err);
@@ -241,7 +241,7 @@ SDGP_API sdgp_status sdgp_model_tune_conv(sdgp_model *m, sdgp_error *err);
 SDGP_API void sdgp_model_conv_choice(const sdgp_model *m, char *buf, size_t size);
 /* Re-plans every conv with such a text (any conv_algo; the workspace limit still bounds each
  * Winograd split as for WINOGRAD). SDGP_ERR_FORMAT for a malformed text or one of another layer
- * count, SDGP_ERR_UNSUPPORTED where oneDNN has no Winograd kernel for a 'w' pass; on error the
+ * count, SDGP_ERR_UNSUPPORTED where no Winograd kernel runs a 'w' pass; on error the
  * model keeps its convs. */
 SDGP_API sdgp_status sdgp_model_set_conv_choice(sdgp_model *m, const char *choice, sdgp_error *err);
 

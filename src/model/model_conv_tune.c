@@ -181,22 +181,46 @@ void model_fill_random(float *p, size_t n, uint64_t s) {
     }
 }
 
+/* The Winograd candidate of layer o: WINOGRAD in every pass a Winograd kernel runs (all three with
+ * oneDNN's; forward and backward-data with sdgp's, where oneDNN has none), DIRECT in the others
+ * (*wino_passes says which); NULL where no pass has one. */
+static sdgp_status winograd_candidate(const sdgp_model *m, const op *o, sdgp_conv **out, int wino_passes[3],
+                                      sdgp_error *err) {
+    const sdgp_conv_options wino = {SDGP_CONV_WINOGRAD, (size_t)m->cfg.conv_workspace_mb << 20};
+    sdgp_conv_algo algos[3];
+    sdgp_error e;
+    *out = NULL;
+    for (int p = 0; p < 3; p++) { /* which passes: each alone, the others direct */
+        sdgp_conv_algo one[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT};
+        one[p] = SDGP_CONV_WINOGRAD;
+        sdgp_conv *c = NULL;
+        sdgp_status st = sdgp_conv_create_passes(&c, &o->geom, 0, m->cfg.threads, one, &wino, &e);
+        sdgp_conv_destroy(c);
+        if (st != SDGP_OK && st != SDGP_ERR_UNSUPPORTED) return sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
+        wino_passes[p] = st == SDGP_OK;
+        algos[p] = wino_passes[p] ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
+    }
+    if (!wino_passes[0] && !wino_passes[1] && !wino_passes[2]) return SDGP_OK;
+    sdgp_status st = sdgp_conv_create_passes(out, &o->geom, 0, m->cfg.threads, algos, &wino, &e);
+    return st == SDGP_OK ? st : sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
+}
+
 /* Layer i: out[p] = the faster algorithm of each pass (DIRECT where Winograd is no candidate). */
 static sdgp_status tune_layer(sdgp_model *m, int i, sdgp_conv_algo *out, sdgp_error *err) {
     op *o = &m->ops[m->conv_ops[i]];
     const sdgp_conv_geom *g = &o->geom;
     for (int p = 0; p < 3; p++) out[p] = SDGP_CONV_DIRECT;
     const size_t limit = (size_t)m->cfg.conv_workspace_mb << 20;
-    const sdgp_conv_options wino = {SDGP_CONV_WINOGRAD, limit};
     sdgp_conv *cand[2] = {NULL, NULL}; /* DIRECT, WINOGRAD */
-    sdgp_error e;
-    sdgp_status st = sdgp_conv_create_opts(&cand[1], g, 0, m->cfg.threads, &wino, &e);
-    if (st == SDGP_ERR_UNSUPPORTED) return SDGP_OK; /* no Winograd kernel for this layer here */
-    if (st != SDGP_OK) return sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
+    int wino_passes[3];
+    sdgp_status st = winograd_candidate(m, o, &cand[1], wino_passes, err);
+    if (st != SDGP_OK || !cand[1]) return st; /* no Winograd kernel for this layer here */
     int eligible[3], any = 0;
     for (int p = 0; p < 3; p++) {
-        /* a split that fits the limit (WINOGRAD exceeds it when none does), and a pass that runs */
-        eligible[p] = (limit == 0 || sdgp_conv_get_plan(cand[1], (sdgp_conv_pass)p).workspace_bytes <= limit) &&
+        /* a Winograd kernel, a split that fits the limit (WINOGRAD exceeds it when none does), and a
+         * pass that runs */
+        eligible[p] = wino_passes[p] &&
+                      (limit == 0 || sdgp_conv_get_plan(cand[1], (sdgp_conv_pass)p).workspace_bytes <= limit) &&
                       (p != SDGP_CONV_BACKWARD_DATA || o->in_mode != GRAD_NONE);
         any |= eligible[p];
     }
