@@ -6,22 +6,11 @@
  * and a workspace limit, and in a model's measured and given per-pass choices; and the errors. */
 #include <stdlib.h>
 
-#include "harness.h"
+#include "conv_util.h"
 #include "model_util.h"
-#include "sdgp/conv.h"
 #include "sdgp/isa.h"
 
 static const sdgp_conv_algo D = SDGP_CONV_DIRECT, W = SDGP_CONV_WINOGRAD, A = SDGP_CONV_AUTO;
-
-static sdgp_conv_geom geom(int B, int H, int Wd, int Cin, int Cout, int k, int stride, int pad) {
-    sdgp_conv_geom g;
-    sdgp_error err;
-    if (sdgp_conv_geom_init(&g, B, H, Wd, Cin, Cout, k, k, stride, pad, &err) != SDGP_OK) {
-        fprintf(stderr, "test geometry rejected: %s\n", err.msg);
-        exit(2);
-    }
-    return g;
-}
 
 typedef struct {
     size_t nx, ny, nw;
@@ -69,7 +58,7 @@ TEST_CASE(sdgp_wino_matches_naive_and_repeats_bitwise) {
     };
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *s = shapes[t];
-        sdgp_conv_geom g = geom(s[0], s[1], s[2], s[3], s[4], 3, 1, s[5]);
+        sdgp_conv_geom g = test_conv_geom(s[0], s[1], s[2], s[3], s[4], 3, 1, s[5]);
         operands o = make_operands(&g, 10 * t + 1);
         float *y_ref = test_xmalloc(o.ny * 4), *dx_ref = test_xmalloc(o.nx * 4);
         float *y[3], *dx[3];
@@ -106,7 +95,7 @@ TEST_CASE(sdgp_wino_images_independent_of_the_batch) {
     const int shapes[][3] = {{64, 14, 16}, {64, 7, 32}, {37, 16, 8}, {37, 16, 40}};
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int B = shapes[t][0], H = shapes[t][1], C = shapes[t][2];
-        const sdgp_conv_geom g = geom(B, H, H, C, C, 3, 1, 1), h = geom(B / 2, H, H, C, C, 3, 1, 1);
+        const sdgp_conv_geom g = test_conv_geom(B, H, H, C, C, 3, 1, 1), h = test_conv_geom(B / 2, H, H, C, C, 3, 1, 1);
         operands o = make_operands(&g, 60 + t);
         const size_t part = o.nx / (size_t)B * (size_t)(B / 2); /* floats of B / 2 images (x, y alike here) */
         float *y = test_xmalloc(o.ny * 4), *dx = test_xmalloc(o.nx * 4);
@@ -128,7 +117,7 @@ TEST_CASE(sdgp_wino_images_independent_of_the_batch) {
  * workspace that is poisoned between calls give the bits of convs with their own. */
 TEST_CASE(sdgp_wino_shared_workspace_and_new_weights) {
     setenv("SDGP_WINOGRAD", "sdgp", 1);
-    const sdgp_conv_geom g[2] = {geom(2, 8, 8, 32, 64, 3, 1, 1), geom(3, 5, 6, 64, 16, 3, 1, 0)};
+    const sdgp_conv_geom g[2] = {test_conv_geom(2, 8, 8, 32, 64, 3, 1, 1), test_conv_geom(3, 5, 6, 64, 16, 3, 1, 0)};
     const sdgp_conv_algo algos[3] = {W, W, D};
     sdgp_conv *own[2], *shared[2];
     size_t ws_bytes = 0;
@@ -184,7 +173,7 @@ static double fd_loss(void *vctx, const float *unused) {
 
 TEST_CASE(sdgp_wino_backward_data_matches_finite_differences) {
     setenv("SDGP_WINOGRAD", "sdgp", 1);
-    const sdgp_conv_geom g = geom(2, 6, 5, 8, 8, 3, 1, 1);
+    const sdgp_conv_geom g = test_conv_geom(2, 6, 5, 8, 8, 3, 1, 1);
     const sdgp_conv_algo algos[3] = {W, W, D};
     operands o = make_operands(&g, 7);
     float *y = test_xmalloc(o.ny * 4), *dx = test_xmalloc(o.nx * 4);
@@ -222,7 +211,7 @@ static sdgp_status plan_auto(const sdgp_conv_geom *g, sdgp_conv_algo algo, size_
 
 TEST_CASE(sdgp_wino_choice_and_errors) {
     const int avx512 = sdgp_isa_supported(SDGP_ISA_AVX512);
-    const sdgp_conv_geom g = geom(2, 16, 16, 32, 32, 3, 1, 1);
+    const sdgp_conv_geom g = test_conv_geom(2, 16, 16, 32, 32, 3, 1, 1);
     const char *impl[3];
     sdgp_conv_algo got[3];
     sdgp_error err;
@@ -247,7 +236,7 @@ TEST_CASE(sdgp_wino_choice_and_errors) {
     CHECK(!strcmp(sdgp_conv_get_plan(c, SDGP_CONV_FORWARD).impl, "sdgp"), "winograd over the limit: still sdgp's");
     sdgp_conv_destroy(c);
     /* geometries neither implementation takes, and a backward-weights only oneDNN's could run */
-    sdgp_conv_geom g5 = geom(2, 11, 10, 16, 32, 5, 2, 2), gg = g;
+    sdgp_conv_geom g5 = test_conv_geom(2, 11, 10, 16, 32, 5, 2, 2), gg = g;
     REQUIRE(sdgp_conv_geom_set_groups(&gg, 2, &err) == SDGP_OK, "%s", err.msg);
     c = NULL;
     CHECK(sdgp_conv_create_passes(&c, &g5, 0, 2, fwd_only, NULL, &err) == SDGP_ERR_UNSUPPORTED && c == NULL &&

@@ -1,8 +1,7 @@
 /* The dense oneDNN convolution (src/nn/conv_dnnl.c) against naive loops (forward and
  * backward-weights written here, backward-data the library's oracle), and its backward passes
  * against finite differences of the forward. */
-#include "harness.h"
-#include "sdgp/conv.h"
+#include "conv_util.h"
 #include "sdgp/isa.h"
 
 /* ---- naive oracles, NHWC activations, OIHW weights, double accumulation ---- */
@@ -58,16 +57,6 @@ static void naive_backward_weights(float *dw, float *dbias, const float *x, cons
             dbias[o] = (float)acc;
         }
     }
-}
-
-static sdgp_conv_geom make_geom(int B, int H, int W, int Cin, int Cout, int k, int stride, int pad) {
-    sdgp_conv_geom g;
-    sdgp_error err;
-    if (sdgp_conv_geom_init(&g, B, H, W, Cin, Cout, k, k, stride, pad, &err) != SDGP_OK) {
-        fprintf(stderr, "test geometry rejected: %s\n", err.msg);
-        exit(2);
-    }
-    return g;
 }
 
 /* Runs all three directions for one geometry and compares with the naive loops. */
@@ -134,7 +123,7 @@ TEST_CASE(conv_matches_naive) {
     };
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *s = shapes[t];
-        sdgp_conv_geom g = make_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+        sdgp_conv_geom g = test_conv_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
         const sdgp_conv_options direct = {SDGP_CONV_DIRECT, 0};
         for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0, direct, 1e-5);
     }
@@ -150,7 +139,7 @@ TEST_CASE(conv_grouped_matches_naive) {
     };
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *s = shapes[t];
-        sdgp_conv_geom g = make_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+        sdgp_conv_geom g = test_conv_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
         sdgp_error err;
         REQUIRE(sdgp_conv_geom_set_groups(&g, s[8], &err) == SDGP_OK, "groups: %s", err.msg);
         for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 0, (sdgp_conv_options){SDGP_CONV_DIRECT, 0}, 1e-5);
@@ -164,7 +153,7 @@ TEST_CASE(conv_grouped_matches_naive) {
               "Winograd for groups: %s", err.msg);
         sdgp_conv_destroy(c);
     }
-    sdgp_conv_geom g = make_geom(1, 4, 4, 6, 8, 3, 1, 1);
+    sdgp_conv_geom g = test_conv_geom(1, 4, 4, 6, 8, 3, 1, 1);
     sdgp_error err;
     CHECK(sdgp_conv_geom_set_groups(&g, 4, &err) == SDGP_ERR_INVALID && strstr(err.msg, "groups=4"), "4 does not divide 6");
     CHECK(sdgp_conv_geom_set_groups(&g, 0, &err) == SDGP_ERR_INVALID, "groups 0");
@@ -181,7 +170,7 @@ TEST_CASE(conv_winograd_matches_naive) {
     };
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *s = shapes[t];
-        sdgp_conv_geom g = make_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+        sdgp_conv_geom g = test_conv_geom(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
         sdgp_conv *c = NULL;
         sdgp_error err;
         sdgp_status st = sdgp_conv_create_algo(&c, &g, 0, 0, SDGP_CONV_WINOGRAD, &err);
@@ -194,7 +183,7 @@ TEST_CASE(conv_winograd_matches_naive) {
         const sdgp_conv_options wino = {SDGP_CONV_WINOGRAD, 0};
         for (int bias = 0; bias < 2; bias++) check_geom_vs_naive(&g, bias, t % 2 ? 1 : 2, wino, 2e-5);
     }
-    sdgp_conv_geom g = make_geom(2, 11, 10, 16, 32, 5, 2, 2);
+    sdgp_conv_geom g = test_conv_geom(2, 11, 10, 16, 32, 5, 2, 2);
     sdgp_conv *c = NULL;
     sdgp_error err;
     CHECK(sdgp_conv_create_algo(&c, &g, 0, 0, SDGP_CONV_WINOGRAD, &err) == SDGP_ERR_UNSUPPORTED && c == NULL &&
@@ -228,7 +217,7 @@ TEST_CASE(conv_per_pass_mix) {
     sdgp_conv *c = NULL;
     const sdgp_conv_algo D = SDGP_CONV_DIRECT, W = SDGP_CONV_WINOGRAD;
     if (sdgp_isa_supported(SDGP_ISA_AVX512)) {
-        sdgp_conv_geom g = make_geom(3, 9, 7, 32, 48, 3, 1, 1);
+        sdgp_conv_geom g = test_conv_geom(3, 9, 7, 32, 48, 3, 1, 1);
         const size_t nx = (size_t)g.B * g.H * g.W * g.Cin, ny = (size_t)g.B * g.Ho * g.Wo * g.Cout;
         const size_t nw = (size_t)g.Cout * g.Cin * 9;
         float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *dy = test_xmalloc(ny * 4);
@@ -286,7 +275,7 @@ TEST_CASE(conv_per_pass_mix) {
                   sdgp_conv_get_plan(c, SDGP_CONV_BACKWARD_WEIGHTS).algo == D,
               "auto, winograd, auto at 9x7");
         sdgp_conv_destroy(c);
-        sdgp_conv_geom g16 = make_geom(2, 16, 16, 32, 32, 3, 1, 1);
+        sdgp_conv_geom g16 = test_conv_geom(2, 16, 16, 32, 32, 3, 1, 1);
         REQUIRE(sdgp_conv_create_passes(&c, &g16, 0, 2, autos, NULL, &err) == SDGP_OK, "%s", err.msg);
         CHECK(sdgp_conv_get_plan(c, SDGP_CONV_FORWARD).algo == W && sdgp_conv_get_plan(c, SDGP_CONV_BACKWARD_WEIGHTS).algo == W,
               "auto at 16x16: winograd");
@@ -295,7 +284,7 @@ TEST_CASE(conv_per_pass_mix) {
         for (int k = 0; k < 3; k++) free(out[k][0]), free(out[k][1]), free(out[k][2]);
     }
     /* a 1x1 conv has no Winograd kernel: the error names the pass asked for */
-    sdgp_conv_geom g1 = make_geom(2, 8, 8, 32, 32, 1, 1, 0);
+    sdgp_conv_geom g1 = test_conv_geom(2, 8, 8, 32, 32, 1, 1, 0);
     const char *pass_word[3] = {"forward", "backward-data", "backward-weights"};
     for (int p = 0; p < 3; p++) {
         sdgp_conv_algo algos[3] = {D, D, D};
@@ -331,7 +320,7 @@ TEST_CASE(conv_per_pass_mix) {
  * pass DIRECT. */
 TEST_CASE(conv_winograd_splits) {
     if (!sdgp_isa_supported(SDGP_ISA_AVX512)) return;
-    sdgp_conv_geom g = make_geom(4, 8, 7, 32, 64, 3, 1, 1);
+    sdgp_conv_geom g = test_conv_geom(4, 8, 7, 32, 64, 3, 1, 1);
     sdgp_conv *c = NULL;
     sdgp_error err;
     int chunked[3] = {0}, sliced[3] = {0};
@@ -389,7 +378,7 @@ static double fd_loss(void *vctx, const float *unused) {
 }
 
 TEST_CASE(conv_backward_matches_finite_differences) {
-    sdgp_conv_geom g = make_geom(2, 7, 6, 4, 5, 3, 2, 1);
+    sdgp_conv_geom g = test_conv_geom(2, 7, 6, 4, 5, 3, 2, 1);
     size_t nx = (size_t)g.B * g.H * g.W * g.Cin, ny = (size_t)g.B * g.Ho * g.Wo * g.Cout;
     size_t nw = (size_t)g.Cout * g.Cin * g.kh * g.kw;
     float *x = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4), *y = test_xmalloc(ny * 4), *dy = test_xmalloc(ny * 4);
@@ -423,10 +412,10 @@ TEST_CASE(conv_backward_matches_finite_differences) {
 TEST_CASE(conv_rejects_bad_arguments) {
     sdgp_error err;
     sdgp_conv *c = (sdgp_conv *)&err; /* must be reset to NULL on failure */
-    sdgp_conv_geom g = make_geom(1, 4, 4, 2, 2, 3, 1, 1);
+    sdgp_conv_geom g = test_conv_geom(1, 4, 4, 2, 2, 3, 1, 1);
     g.Ho = 9;
     CHECK(sdgp_conv_create(&c, &g, 0, 0, &err) == SDGP_ERR_INVALID && c == NULL, "inconsistent Ho: %s", err.msg);
-    g = make_geom(1, 4, 4, 2, 2, 3, 1, 1);
+    g = test_conv_geom(1, 4, 4, 2, 2, 3, 1, 1);
     CHECK(sdgp_conv_create(&c, &g, 0, -1, &err) == SDGP_ERR_INVALID, "threads < 0");
     CHECK(sdgp_conv_create(&c, NULL, 0, 0, &err) == SDGP_ERR_INVALID, "NULL geometry");
     sdgp_status st = sdgp_conv_create(&c, &g, 1, 0, &err);
@@ -439,7 +428,7 @@ TEST_CASE(conv_rejects_bad_arguments) {
 }
 
 TEST_CASE(conv_repeats_bitwise) {
-    sdgp_conv_geom g = make_geom(8, 12, 12, 64, 64, 3, 1, 1);
+    sdgp_conv_geom g = test_conv_geom(8, 12, 12, 64, 64, 3, 1, 1);
     size_t nx = (size_t)g.B * g.H * g.W * g.Cin, nw = (size_t)g.Cout * g.Cin * 9;
     float *x = test_xmalloc(nx * 4), *dy = test_xmalloc(nx * 4), *w = test_xmalloc(nw * 4);
     float *out[2][3];
@@ -465,7 +454,7 @@ TEST_CASE(conv_repeats_bitwise) {
  * state in it for the next): every result equals, bitwise, the same call on a conv with its own
  * workspace. Then NULL gives a conv its own again. */
 static void check_shared_workspace(sdgp_conv_algo algo0) {
-    sdgp_conv_geom g[2] = {make_geom(4, 12, 12, 64, 64, 3, 1, 1), make_geom(2, 9, 9, 32, 128, 3, 2, 1)};
+    sdgp_conv_geom g[2] = {test_conv_geom(4, 12, 12, 64, 64, 3, 1, 1), test_conv_geom(2, 9, 9, 32, 128, 3, 2, 1)};
     sdgp_conv_algo algo[2] = {algo0, SDGP_CONV_DIRECT};
     sdgp_conv *own[2] = {NULL, NULL}, *shared[2] = {NULL, NULL};
     size_t ws_bytes = 0;
