@@ -5,8 +5,9 @@
  * the kernels were not tuned on, and RegNetX-400MF's grouped 3x3 convs) or one --shape, for every
  * thread count and n:m:
  *   dense_direct_ms   : oneDNN's direct backward-data on the dense dO (includes its weight reorder);
- *   dense_winograd_ms : oneDNN's Winograd backward-data under training's default 48 MB workspace
- *                       limit (null where oneDNN has no Winograd kernel for the layer);
+ *   dense_winograd_ms : the Winograd backward-data under training's default 48 MB workspace limit:
+ *                       oneDNN's, or sdgp's where oneDNN has none (AVX2: the header says
+ *                       which); null where no Winograd kernel runs the layer;
  *   best_dense_ms     : the faster of the two. Training runs Winograd where it pays, so a sparse
  *                       kernel only helps if it beats this, not just the direct kernel.
  * and for every domain of the sparse product (--sdgp-domain):
@@ -295,10 +296,12 @@ static void fill_normal(float *x, int64_t n, uint64_t seed) {
     }
 }
 
-/* oneDNN's Winograd backward-data as training would run it, or NULL where it does not apply. */
+/* The Winograd backward-data as training would run it (oneDNN's or sdgp's), or NULL where it does not
+ * apply. The other passes are direct: only this one is timed. */
 static sdgp_status create_dense_wino(bench_ctx *c, int threads, sdgp_error *e) {
-    const sdgp_conv_options opt = {SDGP_CONV_WINOGRAD, WINO_WORKSPACE};
-    sdgp_status st = sdgp_conv_create_opts(&c->wino, &c->g, 0, threads, &opt, e);
+    const sdgp_conv_options opt = {SDGP_CONV_DIRECT, WINO_WORKSPACE};
+    const sdgp_conv_algo algos[3] = {SDGP_CONV_DIRECT, SDGP_CONV_WINOGRAD, SDGP_CONV_DIRECT};
+    sdgp_status st = sdgp_conv_create_passes(&c->wino, &c->g, 0, threads, algos, &opt, e);
     if (st == SDGP_ERR_UNSUPPORTED) c->wino = NULL;
     else if (st != SDGP_OK) return st;
     if (c->wino && sdgp_conv_get_plan(c->wino, SDGP_CONV_BACKWARD_DATA).algo != SDGP_CONV_WINOGRAD) {
@@ -654,8 +657,8 @@ static void print_header(const options *o, int threads, double ceiling, const ch
         return;
     }
     printf("# threads %d: FMA ceiling %.1f GFLOP/s (%s, pure register loop); ms: medians of %d runs\n"
-           "# direct, wino: oneDNN dense backward-data (wino: Winograd, %d MB workspace; - where it does not apply);"
-           " best: the faster\n"
+           "# direct, wino: dense backward-data, oneDNN's direct and the Winograd (%d MB workspace; oneDNN's, else"
+           " sdgp's: SDGP_WINOGRAD; - where it does not apply); best: the faster\n"
            "# sparse: pack + data (winograd: pruning fused); prune: sdgp_prune (pixel); vs_best = best / (sparse + prune);"
            " vs_dir = direct / sparse\n"
            "# GF/s: useful FLOPs in direct terms; ceil: of the FMA ceiling (pixel); relL2: vs oneDNN direct (pixel: pruned"
