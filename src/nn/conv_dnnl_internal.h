@@ -73,8 +73,7 @@ sdgp_status conv_dnnl_ok(dnnl_status_t s, sdgp_error *err, const char *what);
  * -1 oneDNN's only ("onednn"); SDGP_ERR_INVALID naming the variable for anything else. */
 sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err);
 /* Whether sdgp's kernels run this pass of ctx's convolution (forward, backward-data: 3x3, stride
- * 1, padding 0-2, no groups), and the plan (p->pass set; SDGP_ERR_UNSUPPORTED naming the pass
- * where they do not). */
+ * 1, padding 0-2, no groups), and the plan of a pass they run (p->pass set). */
 int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass);
 sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, sdgp_error *err);
 /* Points U at the workspace (the pass packs before every run). */

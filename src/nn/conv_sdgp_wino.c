@@ -46,12 +46,6 @@ int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass) {
 }
 
 sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, sdgp_error *err) {
-    static const char *const names[3] = {"forward", "backward-data", "backward-weights"};
-    if (!conv_sdgp_wino_supports(ctx, p->pass))
-        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
-                         "conv (%s): sdgp's Winograd kernels run the forward and backward-data of 3x3 stride-1 "
-                         "convolutions with padding 0-2 and no groups",
-                         names[p->pass]);
     sdgp_status st = p->pass == SDGP_CONV_FORWARD
                          ? sdgp_sparse_fwd_create_wino(&p->own_fwd, &ctx->g, DENSE_N, DENSE_M, DENSE_BLOCK, TILE,
                                                        SDGP_ISA_AUTO, ctx->threads, err)
@@ -62,9 +56,7 @@ sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, sdgp_error *e
     p->own_bytes = (u + 63) / 64 * 64;
     p->algo = SDGP_CONV_WINOGRAD;
     p->chunk = ctx->g.B;
-    p->parts = 1;
-    p->slice = p->pass == SDGP_CONV_BACKWARD_DATA ? ctx->g.Cin : ctx->g.Cout;
-    p->name = p->pass == SDGP_CONV_FORWARD ? "sdgp winograd forward" : "sdgp winograd backward-data";
+    p->parts = 1; /* slice, name and the oneDNN members serve oneDNN's calls only */
     return SDGP_OK;
 }
 
