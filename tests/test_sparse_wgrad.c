@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "conv_util.h"
 #include "kernels/spwgrad_internal.h"
 #include "sdgp/conv.h"
 #include "sdgp/prune.h"
@@ -32,33 +32,6 @@ typedef struct {
 /* NaN everywhere: a position the run does not write shows up in the error */
 static void poison(float *a, size_t n) { memset(a, 0xff, n * sizeof *a); }
 
-/* dw[co][ci][i][j] = sum over rows (b, ho, wo) of dy[row][co] * x[b][ho*s - p + i][wo*s - p + j][ci], in double */
-static void naive_wgrad(float *dw, const float *x, const float *dy, const sdgp_conv_geom *g) {
-    const size_t nw = (size_t)g->Cout * g->Cin * g->kh * g->kw;
-    double *acc = calloc(nw, sizeof *acc);
-    if (!acc) exit(2);
-    for (int b = 0; b < g->B; b++)
-        for (int ho = 0; ho < g->Ho; ho++)
-            for (int wo = 0; wo < g->Wo; wo++) {
-                const float *d = dy + (((size_t)b * g->Ho + ho) * g->Wo + wo) * g->Cout;
-                for (int i = 0; i < g->kh; i++) {
-                    const int h = ho * g->stride - g->pad + i;
-                    if (h < 0 || h >= g->H) continue;
-                    for (int j = 0; j < g->kw; j++) {
-                        const int w = wo * g->stride - g->pad + j;
-                        if (w < 0 || w >= g->W) continue;
-                        const float *xs = x + (((size_t)b * g->H + h) * g->W + w) * g->Cin;
-                        for (int co = 0; co < g->Cout; co++) {
-                            if (d[co] == 0.0f) continue;
-                            double *a = acc + (size_t)co * g->Cin * g->kh * g->kw + (size_t)i * g->kw + j;
-                            for (int ci = 0; ci < g->Cin; ci++) a[(size_t)ci * g->kh * g->kw] += (double)d[co] * xs[ci];
-                        }
-                    }
-                }
-            }
-    for (size_t k = 0; k < nw; k++) dw[k] = (float)acc[k];
-    free(acc);
-}
 
 /* ||a - b|| / ||b|| (||b|| = 0: the absolute norm) */
 static double rel_l2(const float *a, const float *b, size_t n) {
@@ -174,7 +147,7 @@ TEST_CASE(sparse_wgrad_matches_naive_every_isa_and_thread_count) {
             free(x), free(dyd), free(dyp), free(want), free(first), free(dw);
             continue;
         }
-        naive_wgrad(want, x, dyp, &g);
+        test_wgrad_naive(want, x, dyp, &g);
         char what[200];
         snprintf(what, sizeof what, "shape %d (B%d %dx%d Cin %d Cout %d k%dx%d s%d p%d %s %d:%d rows %lld)", si, s.B, s.H, s.W,
                  s.Cin, s.Cout, s.kh, s.kw, s.stride, s.pad, sdgp_prune_fn_name(s.fn), s.n, s.m, (long long)rows);
@@ -232,7 +205,7 @@ TEST_CASE(sparse_wgrad_plan_reuse) {
     int ok = prune_rows(dyp, &t1, dyd, &g, SDGP_PRUNE_MVUE, 2, 4, 1);
     test_fill_normal(dyd, ny, 34);
     ok = prune_rows(dyp, &t2, dyd, &g, SDGP_PRUNE_MVUE, 2, 4, 2) && ok;
-    naive_wgrad(want, x2, dyp, &g);
+    test_wgrad_naive(want, x2, dyp, &g);
     for (int threads = 1; ok && threads <= 2; threads++) {
         sdgp_sparse_wgrad *p = NULL;
         CHECK(sdgp_sparse_wgrad_create(&p, &g, 2, 4, SDGP_ISA_AUTO, threads, &e) == SDGP_OK, "create: %s", e.msg);
@@ -297,7 +270,7 @@ TEST_CASE(sparse_wgrad_zero_slots_and_big_values) {
         if (!prune_rows(dyp, &t, dyd, &g, SDGP_PRUNE_MVUE, 2, 4, 9)) continue;
         if (variant == 0) t.values[5 * 20 + 7] = 0.0f, t.values[0] = -0.0f;
         CHECK(sdgp_nm_decompress(&t, dyp, &e) == SDGP_OK, "decompress: %s", e.msg);
-        naive_wgrad(want, x, dyp, &g);
+        test_wgrad_naive(want, x, dyp, &g);
         int have_first = 0;
         for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
             if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
@@ -451,7 +424,7 @@ TEST_CASE(sparse_wgrad_refusals) {
         CHECK(sdgp_sparse_wgrad_run(p, dw, x, &t, &e) == SDGP_OK, "good run after refusals: %s", e.msg);
         float *dyp24 = test_xmalloc(ny * 4);
         CHECK(sdgp_nm_decompress(&t, dyp24, &e) == SDGP_OK, "decompress: %s", e.msg);
-        naive_wgrad(want, x, dyp24, &g);
+        test_wgrad_naive(want, x, dyp24, &g);
         int co;
         CHECK(worst_channel_err(dw, want, &g, &co) <= TOL, "after refusals: rel err %.3g", worst_channel_err(dw, want, &g, &co));
         free(dyp24);
@@ -483,7 +456,7 @@ TEST_CASE(sparse_wgrad_matches_onednn_on_pruned_tensor) {
             CHECK(sdgp_conv_backward_weights(c, ref, NULL, x, dyp, &e) == SDGP_OK, "oneDNN backward-weights: %s", e.msg);
             poison(dw, nw);
             CHECK(sdgp_sparse_wgrad_run(p, dw, x, &t, &e) == SDGP_OK, "run: %s", e.msg);
-            naive_wgrad(want, x, dyp, &g);
+            test_wgrad_naive(want, x, dyp, &g);
             const double err = rel_l2(dw, ref, nw), err_naive = rel_l2(ref, want, nw);
             CHECK(err_naive <= TOL, "oneDNN against the naive loop: rel L2 %.3g (the oracle is off)", err_naive);
             CHECK(err <= TOL, "sparse %s against oneDNN on the pruned tensor: rel L2 %.3g", sdgp_isa_name(sdgp_sparse_wgrad_isa(p)),

@@ -41,11 +41,12 @@ typedef struct sdgp_conv sdgp_conv;
  * products. Two implementations: oneDNN's jit_wino_4x3 (AVX-512 only) needs oneDNN's blocked
  * activation layout, so each call reorders between NHWC and that layout in the workspace, and
  * oneDNN's scratchpad holds the transformed tiles and weights (for ResNet-9 w=1 at batch 64, up to
- * 230 MB for one layer). Where oneDNN has none, sdgp's own kernels run the forward and the
- * backward-data (padding 0-2, no groups) on NHWC, their workspace the transformed weights (36 Cin
- * Cout floats); oneDNN's direct kernel is 1.2-2x slower than them on AVX2 (src/nn/conv_sdgp_wino.c
- * has the measurements), but there is no Winograd backward-weights without AVX-512. The
- * environment variable SDGP_WINOGRAD=sdgp puts sdgp's first, =onednn leaves it out. Winograd's
+ * 230 MB for one layer). Where oneDNN has none, sdgp's own kernels run the three passes (padding
+ * 0-2, no groups) on NHWC, their workspace the transformed weights (forward, backward-data: 36 Cin
+ * Cout floats) or the weight gradient's 36 Cin Cout sums and a chunk of transformed tiles (about 16
+ * MB); oneDNN's direct kernel is 1.2-4.4x slower than them on AVX2 (src/nn/conv_sdgp_wino.c has the
+ * measurements). The environment variable SDGP_WINOGRAD=sdgp puts sdgp's first, =onednn leaves it
+ * out. Winograd's
  * rounding differs from DIRECT's: relative error against an exact product ~1e-6 instead of ~1e-7.
  * AUTO: WINOGRAD where a kernel of it runs the pass and it measured faster here (at least 16 input
  * channels and at least 75 % of its 4x4 output tiles used), DIRECT elsewhere; one rule for all
@@ -98,8 +99,8 @@ SDGP_API sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, 
                                       sdgp_error *err);
 /* The same with a chosen algorithm and workspace limit (opt NULL: DIRECT). SDGP_ERR_UNSUPPORTED
  * (nothing created; the message names the pass) when no kernel of that algorithm runs a pass of
- * this geometry on this CPU (WINOGRAD: not 3x3 stride 1; backward-weights without AVX-512; channel
- * counts oneDNN cannot block); SDGP_ERR_INVALID for MEASURED, a value outside the enum, or an
+ * this geometry on this CPU (WINOGRAD: not 3x3 stride 1, groups; with SDGP_WINOGRAD=onednn also no
+ * AVX-512 or channel counts oneDNN cannot block); SDGP_ERR_INVALID for MEASURED, a value outside the enum, or an
  * unknown SDGP_WINOGRAD. */
 SDGP_API sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                            const sdgp_conv_options *opt, sdgp_error *err);

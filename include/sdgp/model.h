@@ -229,7 +229,7 @@ SDGP_API sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *cho
  * DIRECT and WINOGRAD (each as the model calls it, oneDNN's reorders included; interleaved
  * repetitions, the best of each, random data of the layer's shapes) and plans each pass with the
  * faster. WINOGRAD is a candidate in the passes a Winograd kernel runs (3x3, stride 1, ungrouped:
- * oneDNN's all three with AVX-512, else sdgp's forward and backward-data) and where its workspace
+ * oneDNN's with AVX-512, else sdgp's) and where its workspace
  * fits the limit; a pass the model never runs (the image conv's backward-data) stays DIRECT. Called by
  * create under MEASURED unless cfg.conv_choice is given. Uses the activation buffers as test data
  * (not between a forward and its backward); takes about 2 x TUNE_REPS steps' worth of conv time. */

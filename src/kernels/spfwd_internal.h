@@ -59,10 +59,11 @@ typedef struct {
 } spfwd_wino_shape;
 
 /* The transforms (spfwd_wino_loops.h, compiled per ISA; every path the same bits): row a of
- * B^T d B for image b's tiles (element bb of tile t at v + bb*vstride + t*Cin), and row a of
+ * B^T d B for image b's tiles (element bb of tile t at v + bb*vstride + t*tstride, tstride >= Cin), and row a of
  * A^T M A into y (M_bb at M + bb*mstride, rows of ldm floats; columns co0 .. co0+ncols-1 of y,
  * ncols <= 64; store or add). */
-typedef void (*spfwd_wino_in_fn)(const spfwd_wino_shape *s, float *v, int64_t vstride, const float *x, int64_t b, int a);
+typedef void (*spfwd_wino_in_fn)(const spfwd_wino_shape *s, float *v, int64_t vstride, int64_t tstride, const float *x,
+                                 int64_t b, int a);
 typedef void (*spfwd_wino_out_fn)(const spfwd_wino_shape *s, float *y, const float *M, int64_t mstride, int64_t ldm,
                                   int64_t b0, int64_t nimg, int a, int co0, int ncols, int store);
 
@@ -108,9 +109,12 @@ typedef struct {
 void spfwd_tile_ref(const spfwd_tile *t, int bw);
 void spfwd_tile_avx2(const spfwd_tile *t, int bw);
 void spfwd_tile_avx512(const spfwd_tile *t, int bw);
-void spfwd_wino_in_ref(const spfwd_wino_shape *s, float *v, int64_t vstride, const float *x, int64_t b, int a);
-void spfwd_wino_in_avx2(const spfwd_wino_shape *s, float *v, int64_t vstride, const float *x, int64_t b, int a);
-void spfwd_wino_in_avx512(const spfwd_wino_shape *s, float *v, int64_t vstride, const float *x, int64_t b, int a);
+void spfwd_wino_in_ref(const spfwd_wino_shape *s, float *v, int64_t vstride, int64_t tstride, const float *x, int64_t b,
+                       int a);
+void spfwd_wino_in_avx2(const spfwd_wino_shape *s, float *v, int64_t vstride, int64_t tstride, const float *x, int64_t b,
+                        int a);
+void spfwd_wino_in_avx512(const spfwd_wino_shape *s, float *v, int64_t vstride, int64_t tstride, const float *x, int64_t b,
+                          int a);
 void spfwd_wino_out_ref(const spfwd_wino_shape *s, float *y, const float *M, int64_t mstride, int64_t ldm, int64_t b0,
                         int64_t nimg, int a, int co0, int ncols, int store);
 void spfwd_wino_out_avx2(const spfwd_wino_shape *s, float *y, const float *M, int64_t mstride, int64_t ldm, int64_t b0,

@@ -134,7 +134,7 @@ static void run_unit(const sdgp_sparse_fwd *p, float *y, const float *x, int64_t
     static const int64_t tap0 = 0;
     for (int ai = 0; ai < alpha; ai++) {
         const int a = ai == 0 ? 1 : ai == 1 ? 0 : ai; /* 1 first: it stores */
-        for (int64_t i = 0; i < nimg; i++) p->k.wino_in(&p->ws, v + i * T * C, rows * C, x, b0 + i, a);
+        for (int64_t i = 0; i < nimg; i++) p->k.wino_in(&p->ws, v + i * T * C, rows * C, C, x, b0 + i, a);
         for (int blk = 0; blk < p->nblk; blk++) {
             const int co0 = blk * bw, ncols = p->g.Cout - co0 < bw ? p->g.Cout - co0 : bw;
             for (int bb = 0; bb < alpha; bb++) {
@@ -328,7 +328,7 @@ static void data_unit(const sdgp_sparse_wdata *p, float *dx, const float *dy, in
     float *v = (float *)tb, *M = (float *)(tb + p->o_m);
     for (int ai = 0; ai < alpha; ai++) {
         const int a = ai == 0 ? 1 : ai == 1 ? 0 : ai; /* 1 first: it stores */
-        for (int64_t i = 0; i < nimg; i++) p->k.wino_in(s, v + i * T * C, rows * C, dy, b0 + i, a);
+        for (int64_t i = 0; i < nimg; i++) p->k.wino_in(s, v + i * T * C, rows * C, C, dy, b0 + i, a);
         for (int ch = 0; ch < p->nchunk; ch++) {
             const int ncols = s->g.Cout - ch * W < W ? s->g.Cout - ch * W : W;
             for (int bb = 0; bb < alpha; bb++) {

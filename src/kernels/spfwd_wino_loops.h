@@ -70,9 +70,10 @@ IN4_ROW(5)
 
 typedef void (*in_row_fn)(float *const *out, const float *const *d, int64_t C);
 
-/* V_(a, bb) of image b's tiles for every bb: element bb of tile t at v + bb * vstride + t * Cin.
+/* V_(a, bb) of image b's tiles for every bb: element bb of tile t at v + bb * vstride + t * tstride.
  * Patch pixels outside X (the padding) read p->zrow. */
-void SPFWD_WINO_IN(const spfwd_wino_shape *p, float *v, int64_t vstride, const float *x, int64_t b, int a) {
+void SPFWD_WINO_IN(const spfwd_wino_shape *p, float *v, int64_t vstride, int64_t tstride, const float *x, int64_t b,
+                   int a) {
     static const in_row_fn rows2[4] = {in2_row0, in2_row1, in2_row2, in2_row3};
     static const in_row_fn rows4[6] = {in4_row0, in4_row1, in4_row2, in4_row3, in4_row4, in4_row5};
     const sdgp_conv_geom *g = &p->g;
@@ -92,7 +93,7 @@ void SPFWD_WINO_IN(const spfwd_wino_shape *p, float *v, int64_t vstride, const f
                 }
             }
             const int64_t t = (int64_t)ty * p->tw + tx;
-            for (int bb = 0; bb < alpha; bb++) out[bb] = v + bb * vstride + t * g->Cin;
+            for (int bb = 0; bb < alpha; bb++) out[bb] = v + bb * vstride + t * tstride;
             fn(out, d, g->Cin);
         }
 }

@@ -181,9 +181,9 @@ void model_fill_random(float *p, size_t n, uint64_t s) {
     }
 }
 
-/* The Winograd candidate of layer o: WINOGRAD in every pass a Winograd kernel runs (all three with
- * oneDNN's; forward and backward-data with sdgp's, where oneDNN has none), DIRECT in the others
- * (*wino_passes says which); NULL where no pass has one. */
+/* The Winograd candidate of layer o: WINOGRAD in every pass a Winograd kernel runs (oneDNN's, or
+ * sdgp's where oneDNN has none; SDGP_WINOGRAD=onednn can leave a pass without one), DIRECT in the
+ * others (*wino_passes says which); NULL where no pass has one. */
 static sdgp_status winograd_candidate(const sdgp_model *m, const op *o, sdgp_conv **out, int wino_passes[3],
                                       sdgp_error *err) {
     const sdgp_conv_options wino = {SDGP_CONV_WINOGRAD, (size_t)m->cfg.conv_workspace_mb << 20};

@@ -10,7 +10,7 @@
  *   pixels): each pass 1.5-2.5x faster than DIRECT; one reorder costs 1-25 % of a pass's time.
  *   Under a workspace limit a pass runs as several calls: chunks of the batch x slices of the
  *   channels it writes (conv_pass_plan). Where oneDNN has no Winograd kernel (no AVX-512), the
- *   forward and backward-data run sdgp's own F(4x4,3x3) kernels on NHWC (conv_sdgp_wino.c).
+ *   passes run sdgp's own F(4x4,3x3) kernels on NHWC (conv_sdgp_wino.c).
  * Weights change every step, so every call reorders the caller's OIHW into the layout oneDNN chose
  * (format_tag any), and backward-weights computes into its layout and reorders back.
  *
@@ -204,7 +204,7 @@ sdgp_conv_pass_plan sdgp_conv_get_plan(const sdgp_conv *c, sdgp_conv_pass pass) 
     if (!c || pass < SDGP_CONV_FORWARD || pass > SDGP_CONV_BACKWARD_WEIGHTS) return r;
     const conv_pass *p = &c->pass[pass];
     r.algo = p->algo;
-    if (p->own_fwd || p->own_data) r.impl = "sdgp";
+    if (p->own_fwd || p->own_data || p->own_wgrad) r.impl = "sdgp";
     r.chunk = p->chunk;
     r.parts = p->parts;
     r.workspace_bytes = conv_pass_bytes(p);
@@ -371,6 +371,7 @@ static sdgp_status backward_weights_impl(sdgp_conv *c, float *dw, float *dbias, 
     const size_t xs = (size_t)g->H * g->W * g->Cin, ys = (size_t)g->Ho * g->Wo * g->Cout;
     const size_t ws = (size_t)p->slice * g->Cin * g->kh * g->kw;
     float *db = dbias ? dbias : c->dbias_sink, *db_chunk = c->dbias_sink ? c->dbias_sink + g->Cout : NULL;
+    if (p->own_wgrad) return conv_sdgp_wino_backward_weights(p, dw, c->ctx.with_bias ? db : NULL, x, dy, err);
     sdgp_status st;
     for (int b0 = 0; b0 < g->B; b0 += p->chunk) {
         if ((st = bind(p->x, x + b0 * xs, err)) || (wino && (st = reorder(c, &p->x_re, p->x, p->xb, err)))) return st;

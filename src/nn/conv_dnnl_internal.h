@@ -41,9 +41,11 @@ typedef struct {
     /* its workspace: [wmem | xb | yb | scratchpads], each part a multiple of 64 bytes */
     size_t w_bytes, xb_bytes, yb_bytes, scratch_bytes;
     /* WINOGRAD by sdgp's own kernels instead (conv_sdgp_wino.c; prim is then NULL): the plan of
-     * the forward or of the backward-data, whose U (own_bytes) is the pass's workspace */
+     * the forward or of the backward-data, whose U (own_bytes) is the pass's workspace, or of the
+     * backward-weights, whose transformed tiles and M are */
     sdgp_sparse_fwd *own_fwd;
     sdgp_sparse_wdata *own_data;
+    struct wgwino *own_wgrad;
     size_t own_bytes;
 } conv_pass;
 
@@ -72,16 +74,19 @@ sdgp_status conv_dnnl_ok(dnnl_status_t s, sdgp_error *err, const char *what);
  * implementations from SDGP_WINOGRAD: 0 oneDNN's first (unset or empty), 1 sdgp's first ("sdgp"),
  * -1 oneDNN's only ("onednn"); SDGP_ERR_INVALID naming the variable for anything else. */
 sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err);
-/* Whether sdgp's kernels run this pass of ctx's convolution (forward, backward-data: 3x3, stride
- * 1, padding 0-2, no groups), and the plan of a pass they run (p->pass set). */
+/* Whether sdgp's kernels run this pass of ctx's convolution (every pass: 3x3, stride 1, padding
+ * 0-2, no groups), and the plan of a pass they run (p->pass set). */
 int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass);
 sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, sdgp_error *err);
-/* Points U at the workspace (the pass packs before every run). */
+/* Points the plan's working memory (U, or the weight gradient's tiles) at the workspace. */
 void conv_sdgp_wino_bind(conv_pass *p, void *ws);
 void conv_sdgp_wino_free(conv_pass *p);
 /* The passes' calls: pack the caller's OIHW weights into U, then the product (forward: + bias). */
 sdgp_status conv_sdgp_wino_forward(conv_pass *p, float *y, const float *x, const float *w, const float *bias,
                                    sdgp_error *err);
 sdgp_status conv_sdgp_wino_backward_data(conv_pass *p, float *dx, const float *dy, const float *w, sdgp_error *err);
+/* dw and (when not NULL) dbias, overwritten. */
+sdgp_status conv_sdgp_wino_backward_weights(conv_pass *p, float *dw, float *dbias, const float *x, const float *dy,
+                                            sdgp_error *err);
 
 #endif
