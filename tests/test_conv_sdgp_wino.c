@@ -47,6 +47,9 @@ static operands make_operands(const sdgp_conv_geom *g, uint64_t seed) {
 
 static void free_operands(operands *o) { free(o->x), free(o->w), free(o->b), free(o->dy); }
 
+static sdgp_status plan_auto(const sdgp_conv_geom *g, sdgp_conv_algo algo, size_t limit, const char *impl[3],
+                             sdgp_conv_algo got[3], sdgp_error *err);
+
 /* The three passes of a conv with WINOGRAD everywhere (bias when b) on o. */
 static void run_wino(const sdgp_conv_geom *g, int threads, const operands *o, int bias, results *r) {
     const sdgp_conv_algo algos[3] = {W, W, W};
@@ -184,6 +187,49 @@ TEST_CASE(sdgp_wino_shared_workspace_and_new_weights) {
         }
     for (int i = 0; i < 2; i++) sdgp_conv_destroy(own[i]), sdgp_conv_destroy(shared[i]);
     free(ws);
+    unsetenv("SDGP_WINOGRAD");
+}
+
+/* The weight gradient takes the batch in chunks that fit a workspace limit; each element of its sums
+ * continues one FMA chain across chunks, so any chunking gives the bits of one chunk. AUTO's rule
+ * is the implementation's: sdgp's kernels run layers with a third of their tile outputs used (7x7 ->
+ * 5x5), not fewer (3x3 -> 1x1). */
+TEST_CASE(sdgp_wino_wgrad_chunks_and_auto_rule) {
+    setenv("SDGP_WINOGRAD", "sdgp", 1);
+    const sdgp_conv_geom g = test_conv_geom(37, 14, 14, 64, 64, 3, 1, 1);
+    const sdgp_conv_algo wgrad[3] = {D, D, W};
+    const size_t limit = 2u << 20, m_bytes = (size_t)36 * 64 * 64 * 4;
+    operands o = make_operands(&g, 77);
+    float *dw[2] = {test_xmalloc(o.nw * 4), test_xmalloc(o.nw * 4)}, *ref = test_xmalloc(o.nw * 4);
+    sdgp_error err;
+    for (int k = 0; k < 2; k++) {
+        const sdgp_conv_options opt = {D, k ? limit : 0};
+        sdgp_conv *c = NULL;
+        REQUIRE(sdgp_conv_create_passes(&c, &g, 0, 2, wgrad, &opt, &err) == SDGP_OK, "%s", err.msg);
+        const sdgp_conv_pass_plan pl = sdgp_conv_get_plan(c, SDGP_CONV_BACKWARD_WEIGHTS);
+        CHECK(!strcmp(pl.impl, "sdgp") && pl.workspace_bytes > m_bytes && (k ? pl.workspace_bytes <= limit : 1),
+              "limit %d: %s, %zu bytes", k, pl.impl, pl.workspace_bytes);
+        CHECK(sdgp_conv_backward_weights(c, dw[k], NULL, o.x, o.dy, &err) == SDGP_OK, "%s", err.msg);
+        sdgp_conv_destroy(c);
+    }
+    test_wgrad_naive(ref, o.x, o.dy, &g);
+    CHECK(test_bitwise_equal(dw[0], dw[1], o.nw * 4), "chunks of the batch change the bits");
+    CHECK(test_rel_err(dw[1], ref, o.nw) < 2e-5, "chunked: rel err %.2e", test_rel_err(dw[1], ref, o.nw));
+    /* a limit under M alone: AUTO runs the pass direct */
+    const char *impl[3];
+    sdgp_conv_algo got[3];
+    REQUIRE(plan_auto(&g, A, m_bytes / 2, impl, got, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(got[2] == D, "auto, limit under M: %s", sdgp_conv_algo_name(got[2]));
+    /* AUTO's tile rule for sdgp's kernels */
+    const sdgp_conv_geom g5 = test_conv_geom(4, 7, 7, 32, 16, 3, 1, 0), g1 = test_conv_geom(4, 3, 3, 32, 16, 3, 1, 0);
+    REQUIRE(plan_auto(&g5, A, 0, impl, got, &err) == SDGP_OK, "%s", err.msg);
+    for (int p = 0; p < 3; p++)
+        CHECK(got[p] == W && !strcmp(impl[p], "sdgp"), "7x7 -> 5x5, pass %d: %s/%s", p, sdgp_conv_algo_name(got[p]),
+              impl[p]);
+    REQUIRE(plan_auto(&g1, A, 0, impl, got, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(got[0] == D && got[1] == D && got[2] == D, "3x3 -> 1x1: direct");
+    free_operands(&o);
+    free(dw[0]), free(dw[1]), free(ref);
     unsetenv("SDGP_WINOGRAD");
 }
 
@@ -345,6 +391,7 @@ int main(void) {
     RUN(sdgp_wino_matches_naive_and_repeats_bitwise);
     RUN(sdgp_wino_images_independent_of_the_batch);
     RUN(sdgp_wino_shared_workspace_and_new_weights);
+    RUN(sdgp_wino_wgrad_chunks_and_auto_rule);
     RUN(sdgp_wino_backward_matches_finite_differences);
     RUN(sdgp_wino_choice_and_errors);
     RUN(sdgp_wino_in_a_model);

@@ -48,9 +48,9 @@ typedef struct sdgp_conv sdgp_conv;
  * measurements). The environment variable SDGP_WINOGRAD=sdgp puts sdgp's first, =onednn leaves it
  * out. Winograd's
  * rounding differs from DIRECT's: relative error against an exact product ~1e-6 instead of ~1e-7.
- * AUTO: WINOGRAD where a kernel of it runs the pass and it measured faster here (at least 16 input
- * channels and at least 75 % of its 4x4 output tiles used), DIRECT elsewhere; one rule for all
- * three passes of a layer.
+ * AUTO: WINOGRAD where a kernel of it runs the pass and it measured faster (at least 16 input
+ * channels and at least 75 % of its 4x4 output tiles used with oneDNN's kernel, a third with
+ * sdgp's), DIRECT elsewhere; one rule for all three passes of a layer.
  * MEASURED: a model setting only (sdgp_model_config.conv_algo; a conv refuses it): the model times
  * each pass of each layer with DIRECT and with WINOGRAD at start and keeps the faster per pass
  * (sdgp_model_tune_conv), planned here by sdgp_conv_create_passes. */
@@ -71,7 +71,8 @@ typedef enum { SDGP_CONV_FORWARD = 0, SDGP_CONV_BACKWARD_DATA = 1, SDGP_CONV_BAC
  * and backward-weights: Cout, backward-data: Cin; multiples of 16). Among the splits that fit it
  * takes the one with the fewest calls. If none fits, AUTO runs that pass DIRECT, WINOGRAD takes
  * the split with the smallest workspace (the limit is then exceeded). sdgp's Winograd pass is one
- * call: over the limit, AUTO runs DIRECT, WINOGRAD exceeds it. DIRECT ignores the limit (its
+ * call (its backward-weights takes the batch in chunks that fit the limit beside its 36 Cin Cout
+ * sums): over the limit, AUTO runs DIRECT, WINOGRAD exceeds it. DIRECT ignores the limit (its
  * workspace is a few MB). */
 typedef struct {
     sdgp_conv_algo algo;

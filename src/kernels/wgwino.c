@@ -15,8 +15,9 @@
 
 #include "kernels/wgwino_internal.h"
 
-/* Transformed tiles of a chunk, V and Y together: the GEMMs stream them from L3 and keep M's block
- * in registers, so a long chunk (many tiles per M load and store) matters more than cache fit. */
+/* Transformed tiles of a chunk, V and Y together, unless a workspace limit wants fewer: the GEMMs
+ * stream them from L3 and keep M's block in registers, so a long chunk (many tiles per M load and
+ * store) matters more than cache fit. */
 #define CHUNK_BYTES (16u << 20)
 #define CHUNK_TILES_MAX 1024
 /* Tiles per micro-kernel call: a 16-column panel of V (8 KB) and the Y rows it meets (128 lines)
@@ -51,7 +52,8 @@ static int64_t tile_stride(int64_t C) {
     return (lines % 2 ? lines : lines + 1) * 16;
 }
 
-sdgp_status wgwino_create(wgwino **out, const sdgp_conv_geom *g, sdgp_isa isa, int threads, sdgp_error *err) {
+sdgp_status wgwino_create(wgwino **out, const sdgp_conv_geom *g, sdgp_isa isa, int threads, size_t ws_limit,
+                          sdgp_error *err) {
     if (!out || !g) return sdgp_fail(err, SDGP_ERR_INVALID, "Winograd weight gradient: NULL %s", out ? "geometry" : "output");
     *out = NULL;
     if (!sdgp_sparse_fwd_wino_supports(g) || g->groups > 1)
@@ -73,13 +75,17 @@ sdgp_status wgwino_create(wgwino **out, const sdgp_conv_geom *g, sdgp_isa isa, i
         wgwino_destroy(p);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "Winograd weight gradient: out of memory");
     }
-    const int64_t T = p->s.T, per_tile = 36 * 4 * (int64_t)(g->Cin + g->Cout);
-    int64_t tiles = CHUNK_BYTES / per_tile;
+    p->ldv = tile_stride(g->Cin), p->ldy = tile_stride(g->Cout);
+    p->m_bytes = round64((size_t)36 * g->Cout * g->Cin * 4);
+    /* M (36 Cin Cout floats: 38 MB at 512 -> 512) is there whatever the chunk; the chunk takes the rest */
+    const size_t per_tile = (size_t)36 * 4 * (size_t)(p->ldv + p->ldy);
+    size_t budget = CHUNK_BYTES;
+    if (ws_limit && p->m_bytes + budget > ws_limit) budget = ws_limit > p->m_bytes ? ws_limit - p->m_bytes : 0;
+    const int64_t T = p->s.T;
+    int64_t tiles = (int64_t)(budget / per_tile);
     if (tiles > CHUNK_TILES_MAX) tiles = CHUNK_TILES_MAX;
     p->chunk_img = tiles / T < 1 ? 1 : tiles / T > g->B ? g->B : tiles / T;
     const int64_t K = p->chunk_img * T;
-    p->ldv = tile_stride(g->Cin), p->ldy = tile_stride(g->Cout);
-    p->m_bytes = round64((size_t)36 * g->Cout * g->Cin * 4);
     p->v_bytes = (size_t)36 * K * p->ldv * 4;
     p->y_bytes = (size_t)36 * K * p->ldy * 4;
     *out = p;

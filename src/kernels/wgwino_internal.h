@@ -52,8 +52,11 @@ void wgwino_dy_avx2(const spfwd_wino_shape *s, float *out, int64_t ostride, int6
 typedef struct wgwino wgwino;
 
 /* A plan for g (3x3, stride 1, padding 0-2, no groups: sdgp_sparse_fwd_wino_supports). isa AUTO
- * follows SDGP_ISA; AVX-512 runs the AVX2 kernels. threads 0: omp_get_max_threads(). */
-sdgp_status wgwino_create(wgwino **out, const sdgp_conv_geom *g, sdgp_isa isa, int threads, sdgp_error *err);
+ * follows SDGP_ISA; AVX-512 runs the AVX2 kernels. threads 0: omp_get_max_threads(). ws_limit
+ * (bytes, 0: none): chunks of the batch small enough that the working memory fits, where one
+ * image's tiles beside M fit at all (else the smallest chunk, over the limit). */
+sdgp_status wgwino_create(wgwino **out, const sdgp_conv_geom *g, sdgp_isa isa, int threads, size_t ws_limit,
+                          sdgp_error *err);
 void wgwino_destroy(wgwino *p);
 /* Its working memory (M, and one chunk's transformed tiles), which the caller lends. */
 size_t wgwino_ws_bytes(const wgwino *p);

@@ -69,16 +69,23 @@ static sdgp_status check_geom(const sdgp_conv_geom *g, sdgp_error *err) {
 
 static const char *const pass_names[3] = {"forward", "backward-data", "backward-weights"};
 
-/* AUTO's rule, from the layers of ResNet-9 timed on this CPU (`sdgp bench layers --conv-algo`):
- * Winograd's 4x4 output tiles and 16-channel blocks are padded, so it loses where few input
- * channels fill a block (1 -> 32 channels: 5x slower) or where the output wastes many tile
- * positions (5x5 outputs use 25 of 64: 15 % slower), and wins elsewhere (14x14: 1.2-1.4x,
- * 32x32 and 4x4-16x16 with 128-512 channels: 2-2.5x). */
-static int winograd_pays(const sdgp_conv_geom *g) {
-    if (g->groups > 1) return 0; /* oneDNN has no grouped Winograd kernel */
+/* AUTO's rule, from the layers of ResNet-9 timed on the Zen 4 host with oneDNN's kernel (`sdgp
+ * bench layers --conv-algo`): Winograd's 4x4 output tiles and 16-channel blocks are padded, so it
+ * loses where few input channels fill a block (1 -> 32 channels: 5x slower) or where the output
+ * wastes many tile positions (5x5 outputs use 25 of 64: 15 % slower), and wins elsewhere (14x14:
+ * 1.2-1.4x, 32x32 and 4x4-16x16 with 128-512 channels: 2-2.5x). sdgp's kernels (no channel blocks)
+ * win at 5x5 and 6x6 outputs too, in all three passes, on the Zen 3 host (`--conv-algo measured`
+ * chose them there: ResNet-9 w0.25 at batch 512 and w1 at batch 64), so their share is a third.
+ * used_twelfths: the share of tile outputs that must be used, in twelfths. */
+static int winograd_pays(const sdgp_conv_geom *g, int used_twelfths) {
+    if (g->groups > 1) return 0; /* no grouped Winograd kernel */
     int64_t tiles = (int64_t)((g->Ho + 3) / 4) * ((g->Wo + 3) / 4) * 16;
-    return g->Cin >= 16 && (int64_t)g->Ho * g->Wo * 4 >= tiles * 3; /* >= 75 % of tile outputs used */
+    return g->Cin >= 16 && (int64_t)g->Ho * g->Wo * 12 >= tiles * used_twelfths;
 }
+#define ONEDNN_USED 9 /* 75 % */
+#define SDGP_USED 4   /* 33 % */
+
+static int runs_sdgp(const conv_pass *p) { return p->own_fwd || p->own_data || p->own_wgrad; }
 
 /* What conv_build plans: per_pass ? pass_algo[i] : algo for pass i. */
 typedef struct {
@@ -94,17 +101,22 @@ static sdgp_status conv_build(sdgp_conv *c, const build_opts *opt, sdgp_error *e
         (st = conv_dnnl_ok(dnnl_stream_create(&c->stream, c->ctx.engine, dnnl_stream_default_flags), err,
                            "stream create")))
         return st;
-    const int pays = winograd_pays(&c->ctx.g);
+    const int pays_sdgp = winograd_pays(&c->ctx.g, SDGP_USED), pays_onednn = winograd_pays(&c->ctx.g, ONEDNN_USED);
     int no_wino = 0; /* one algo for all passes under AUTO: once oneDNN lacks Winograd, all go direct */
     for (int i = 0; i < 3; i++) {
         const sdgp_conv_algo asked = opt->per_pass ? opt->pass_algo[i] : opt->algo;
         const int autom = asked == SDGP_CONV_AUTO;
-        sdgp_conv_algo algo = autom ? (pays && !no_wino ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT) : asked;
-        c->pass[i].pass = (sdgp_conv_pass)i;
-        st = conv_pass_plan(&c->pass[i], &c->ctx, algo, opt->workspace_limit, autom, err);
-        if (st == SDGP_ERR_UNSUPPORTED && autom) { /* no Winograd kernel here */
-            no_wino = !opt->per_pass;
-            st = conv_pass_plan(&c->pass[i], &c->ctx, SDGP_CONV_DIRECT, 0, 1, err);
+        sdgp_conv_algo algo = autom ? (pays_sdgp && !no_wino ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT) : asked;
+        conv_pass *p = &c->pass[i];
+        p->pass = (sdgp_conv_pass)i;
+        st = conv_pass_plan(p, &c->ctx, algo, opt->workspace_limit, autom, err);
+        const int unsupported = st == SDGP_ERR_UNSUPPORTED; /* no Winograd kernel here */
+        if (unsupported) no_wino = !opt->per_pass;
+        /* the rule of the implementation the list gave */
+        const int slower = st == SDGP_OK && p->algo == SDGP_CONV_WINOGRAD && !runs_sdgp(p) && !pays_onednn;
+        if (autom && (unsupported || slower)) {
+            if (slower) conv_pass_free(p);
+            st = conv_pass_plan(p, &c->ctx, SDGP_CONV_DIRECT, 0, 1, err);
         }
         if (st != SDGP_OK) return st;
     }
@@ -204,7 +216,7 @@ sdgp_conv_pass_plan sdgp_conv_get_plan(const sdgp_conv *c, sdgp_conv_pass pass) 
     if (!c || pass < SDGP_CONV_FORWARD || pass > SDGP_CONV_BACKWARD_WEIGHTS) return r;
     const conv_pass *p = &c->pass[pass];
     r.algo = p->algo;
-    if (p->own_fwd || p->own_data || p->own_wgrad) r.impl = "sdgp";
+    if (runs_sdgp(p)) r.impl = "sdgp";
     r.chunk = p->chunk;
     r.parts = p->parts;
     r.workspace_bytes = conv_pass_bytes(p);

@@ -75,9 +75,10 @@ sdgp_status conv_dnnl_ok(dnnl_status_t s, sdgp_error *err, const char *what);
  * -1 oneDNN's only ("onednn"); SDGP_ERR_INVALID naming the variable for anything else. */
 sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err);
 /* Whether sdgp's kernels run this pass of ctx's convolution (every pass: 3x3, stride 1, padding
- * 0-2, no groups), and the plan of a pass they run (p->pass set). */
+ * 0-2, no groups), and the plan of a pass they run (p->pass set; limit: the workspace limit, which
+ * the backward-weights sizes its chunks of the batch by, 0 none). */
 int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass);
-sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, sdgp_error *err);
+sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit, sdgp_error *err);
 /* Points the plan's working memory (U, or the weight gradient's tiles) at the workspace. */
 void conv_sdgp_wino_bind(conv_pass *p, void *ws);
 void conv_sdgp_wino_free(conv_pass *p);

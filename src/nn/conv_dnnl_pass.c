@@ -315,10 +315,11 @@ static sdgp_status plan_dnnl_winograd(conv_pass *p, const conv_ctx *ctx, sdgp_co
     return pass_build_any(p, ctx, algo, cand[best].chunk, cand[best].parts, err);
 }
 
-/* sdgp's Winograd: one call whose workspace is U; over the limit, DIRECT when allowed. */
+/* sdgp's Winograd: one call whose workspace is U (forward, backward-data) or M and a chunk of tiles
+ * sized to the limit (backward-weights); over the limit, DIRECT when allowed. */
 static sdgp_status plan_sdgp_winograd(conv_pass *p, const conv_ctx *ctx, size_t limit, int fallback_direct,
                                       sdgp_error *err) {
-    sdgp_status st = conv_sdgp_wino_plan(p, ctx, err);
+    sdgp_status st = conv_sdgp_wino_plan(p, ctx, limit, err);
     if (st != SDGP_OK || !limit || conv_pass_bytes(p) <= limit || !fallback_direct) return st;
     conv_pass_free(p);
     return pass_build_any(p, ctx, SDGP_CONV_DIRECT, ctx->g.B, 1, err);

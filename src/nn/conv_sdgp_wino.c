@@ -47,9 +47,9 @@ int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass) {
     return ctx->g.groups == 1 && sdgp_sparse_fwd_wino_supports(&ctx->g);
 }
 
-sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, sdgp_error *err) {
+sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit, sdgp_error *err) {
     if (p->pass == SDGP_CONV_BACKWARD_WEIGHTS) {
-        sdgp_status st = wgwino_create(&p->own_wgrad, &ctx->g, SDGP_ISA_AUTO, ctx->threads, err);
+        sdgp_status st = wgwino_create(&p->own_wgrad, &ctx->g, SDGP_ISA_AUTO, ctx->threads, limit, err);
         if (st != SDGP_OK) return st;
         p->own_bytes = wgwino_ws_bytes(p->own_wgrad);
         p->algo = SDGP_CONV_WINOGRAD;
