@@ -46,8 +46,7 @@ typedef struct sdgp_conv sdgp_conv;
  * Cout floats) or the weight gradient's 36 Cin Cout sums and a chunk of transformed tiles (about 16
  * MB); oneDNN's direct kernel is 1.2-4.4x slower than them on AVX2 (src/nn/conv_sdgp_wino.c has the
  * measurements). The environment variable SDGP_WINOGRAD=sdgp puts sdgp's first, =onednn leaves it
- * out. Winograd's
- * rounding differs from DIRECT's: relative error against an exact product ~1e-6 instead of ~1e-7.
+ * out. Winograd's rounding differs from DIRECT's: relative error against an exact product ~1e-6 instead of ~1e-7.
  * AUTO: WINOGRAD where a kernel of it runs the pass and it measured faster (at least 16 input
  * channels and at least 75 % of its 4x4 output tiles used with oneDNN's kernel, a third with
  * sdgp's), DIRECT elsewhere; one rule for all three passes of a layer.
@@ -101,8 +100,8 @@ SDGP_API sdgp_status sdgp_conv_create(sdgp_conv **out, const sdgp_conv_geom *g, 
 /* The same with a chosen algorithm and workspace limit (opt NULL: DIRECT). SDGP_ERR_UNSUPPORTED
  * (nothing created; the message names the pass) when no kernel of that algorithm runs a pass of
  * this geometry on this CPU (WINOGRAD: not 3x3 stride 1, groups; with SDGP_WINOGRAD=onednn also no
- * AVX-512 or channel counts oneDNN cannot block); SDGP_ERR_INVALID for MEASURED, a value outside the enum, or an
- * unknown SDGP_WINOGRAD. */
+ * AVX-512 or channel counts oneDNN cannot block); SDGP_ERR_INVALID for MEASURED, a value outside the
+ * enum, or an unknown SDGP_WINOGRAD. */
 SDGP_API sdgp_status sdgp_conv_create_opts(sdgp_conv **out, const sdgp_conv_geom *g, int with_bias, int threads,
                                            const sdgp_conv_options *opt, sdgp_error *err);
 /* The same with an algorithm per pass: pass i (sdgp_conv_pass) runs pass_algo[i], DIRECT, WINOGRAD

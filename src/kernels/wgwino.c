@@ -4,9 +4,9 @@
  *
  * Loops: the batch in chunks of whole images (about CHUNK_BYTES of transformed tiles); per chunk,
  * (1) the 6 rows of B^T X B and of A dY A^T of every image, in parallel over (image, row), into
- * the 36 planes V_e (tiles x Cin) and Y_e (tiles x Cout), rows padded (tile_stride); (2) the 36 GEMMs M_e += Y_e^T V_e, in
- * parallel over the elements e (each M_e owned by one thread for the whole chunk, its tiles summed
- * in order; the first chunk stores). Then dW = G^T M G per (k, c). Every element of
+ * the 36 planes V_e (tiles x Cin) and Y_e (tiles x Cout), rows padded (tile_stride); (2) the 36
+ * GEMMs M_e += Y_e^T V_e, in parallel over the elements e (each M_e owned by one thread for the
+ * whole chunk, its tiles summed in order; the first chunk stores). Then dW = G^T M G per (k, c). Every element of
  * M sums its tiles in the same order whatever the thread count, so the result is bitwise the same
  * for every thread count, and for every ISA path (the micro-kernels keep one FMA chain per element;
  * the transforms are exact in their products; G^T (.) G is this file's, compiled once). */
@@ -103,7 +103,6 @@ size_t wgwino_ws_bytes(const wgwino *p) { return p->m_bytes + p->v_bytes + p->y_
 
 void wgwino_set_ws(wgwino *p, void *ws) { p->ws = ws; }
 
-sdgp_isa wgwino_isa(const wgwino *p) { return p->k.isa; }
 
 /* dw[k][c][0..8] = G^T m G for m[e] = M_e[k][c], e = 6a + b, G of F(4x4,3x3) =
  * [[1/4,0,0],[-1/6,-1/6,-1/6],[-1/6,1/6,-1/6],[1/24,1/12,1/6],[1/24,-1/12,1/6],[0,0,1]]: rows of G^T

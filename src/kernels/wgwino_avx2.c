@@ -11,7 +11,7 @@
 #include "kernels/wgwino_loops.h"
 
 /* Named accumulators, not an array: GCC kept an array of __m256 in memory and stored every
- * accumulator back each tile (31 % of the FMA ceiling; 80 % or more with registers). Rows i >= MR
+ * accumulator back each tile (31 % of the FMA ceiling; 72-78 % with registers). Rows i >= MR
  * and the second vector when NV = 1 are dead code after inlining. */
 #define ACC_ROW(i)                                                                                                     \
     __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();                                              \

@@ -61,8 +61,6 @@ void wgwino_destroy(wgwino *p);
 /* Its working memory (M, and one chunk's transformed tiles), which the caller lends. */
 size_t wgwino_ws_bytes(const wgwino *p);
 void wgwino_set_ws(wgwino *p, void *ws);
-/* The ISA path that runs. */
-sdgp_isa wgwino_isa(const wgwino *p);
 /* dw (Cout x Cin x 3 x 3) and, when db is not NULL, db (Cout) from x (NHWC) and dy (NHWC),
  * overwritten. Bitwise the same for every thread count and ISA path. */
 sdgp_status wgwino_run(wgwino *p, float *dw, float *db, const float *x, const float *dy, sdgp_error *err);

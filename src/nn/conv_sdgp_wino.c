@@ -2,11 +2,11 @@
  * one for AVX-512 only): the three passes of 3x3 stride-1 convolutions by F(4x4,3x3). The forward
  * and the backward-data are the sparse-weight Winograd kernels (src/kernels/spfwd_wino.c) at 1:1,
  * which keep every input channel, so they compute the dense product (src/kernels/spfwd.md has their
- * design); the backward-weights is src/kernels/wgwino.c (wgwino.md). On Zen 3 (AVX2), 2 threads, ResNet-9 w=0.25 at batch 512, against oneDNN's direct
- * kernel, per 3x3 layer with the packing (`build/sdgp_nm_weight_fwd w0.25 3 2 512`,
+ * design); the backward-weights is src/kernels/wgwino.c (wgwino.md). On Zen 3 (AVX2), 2 threads,
+ * ResNet-9 w=0.25 at batch 512, against oneDNN's direct kernel, per 3x3 layer with the packing (`build/sdgp_nm_weight_fwd w0.25 3 2 512`,
  * `build/sdgp_nm_weight_data w0.25 3 2 512`, the "W4 4:4" columns): forward 1.16-1.97x on the layers
- * AUTO's rule gives Winograd, backward-data 1.25-1.59x; backward-weights (`build/sdgp_nm_wgrad w0.25 5 2
- * 512`, its "wino" column) 1.6-2.7x, and 3.4-4.4x on w1's layers at batch 64 (src/kernels/wgwino.md).
+ * AUTO's rule gives Winograd, backward-data 1.25-1.59x; backward-weights (`build/sdgp_nm_wgrad w0.25 5
+ * 2 512`, its "wino" column) 1.6-2.7x, and 3.4-4.4x on w1's layers at batch 64 (wgwino.md).
  *
  * The weights change every step, so every call packs them (U = G g G^T, 0.1-0.7 ms a layer) and
  * then runs. U is the pass's workspace, so the layers of a model share one buffer (38 MB at
