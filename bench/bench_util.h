@@ -75,7 +75,8 @@ static inline int bench_layers_from_args(int argc, char **argv, const char *prog
 }
 
 /* The dense baselines of one pass of layer g: oneDNN with every pass direct (*direct), and with
- * `pass` by Winograd, the others direct (*wino), or NULL where oneDNN has no Winograd kernel for it. */
+ * `pass` by WINOGRAD, the others direct (*wino: oneDNN's kernel, else sdgp's, as SDGP_WINOGRAD
+ * orders them), or NULL where no Winograd kernel runs it. */
 static inline void bench_onednn_baselines(const sdgp_conv_geom *g, int threads, sdgp_conv_pass pass, const char *layer,
                                           sdgp_conv **direct, sdgp_conv **wino) {
     sdgp_error e;

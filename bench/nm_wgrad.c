@@ -2,8 +2,9 @@
  * Winograd, per conv layer of `sdgp bench conv`'s tables (ResNet-9 w=1 and w=0.25, ResNet-18): dW = X^T x dY
  * with dY = dL/dO pruned along positions by MVUE (--prune-wgrad mvue), n of every m consecutive rows kept per
  * output channel. For each layer:
- *   direct, wino   oneDNN's backward-weights on the dense pruned dY (wino: only where its backward-weights
- *                  pass runs Winograd); best dense = the faster of the two
+ *   direct, wino   the dense backward-weights on the dense pruned dY: oneDNN's direct, and the conv layer's
+ *                  WINOGRAD (oneDNN's, else sdgp's src/kernels/wgwino.c; SDGP_WINOGRAD chooses; - where
+ *                  none runs the layer); best dense = the faster of the two
  *   err            the relative L2 error of the 2:4 result against oneDNN direct on the same pruned tensor
  *                  (above 1e-4 also warned about on stderr)
  * and for each form n:m (MVUE on the row axis; 4:4 keeps every row, so against oneDNN it shows our kernel's
