@@ -48,22 +48,19 @@ int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass) {
 }
 
 sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit, sdgp_error *err) {
-    if (p->pass == SDGP_CONV_BACKWARD_WEIGHTS) {
-        sdgp_status st = wgwino_create(&p->own_wgrad, &ctx->g, SDGP_ISA_AUTO, ctx->threads, limit, err);
-        if (st != SDGP_OK) return st;
-        p->own_bytes = wgwino_ws_bytes(p->own_wgrad);
-        p->algo = SDGP_CONV_WINOGRAD;
-        p->chunk = ctx->g.B;
-        p->parts = 1;
-        return SDGP_OK;
-    }
-    sdgp_status st = p->pass == SDGP_CONV_FORWARD
-                         ? sdgp_sparse_fwd_create_wino(&p->own_fwd, &ctx->g, DENSE_N, DENSE_M, DENSE_BLOCK, TILE,
-                                                       SDGP_ISA_AUTO, ctx->threads, err)
-                         : sdgp_sparse_wdata_create(&p->own_data, &ctx->g, DENSE_N, DENSE_M, DENSE_BLOCK, TILE,
-                                                    SDGP_ISA_AUTO, ctx->threads, err);
+    sdgp_status st;
+    if (p->pass == SDGP_CONV_FORWARD)
+        st = sdgp_sparse_fwd_create_wino(&p->own_fwd, &ctx->g, DENSE_N, DENSE_M, DENSE_BLOCK, TILE, SDGP_ISA_AUTO,
+                                         ctx->threads, err);
+    else if (p->pass == SDGP_CONV_BACKWARD_DATA)
+        st = sdgp_sparse_wdata_create(&p->own_data, &ctx->g, DENSE_N, DENSE_M, DENSE_BLOCK, TILE, SDGP_ISA_AUTO,
+                                      ctx->threads, err);
+    else
+        st = wgwino_create(&p->own_wgrad, &ctx->g, SDGP_ISA_AUTO, ctx->threads, limit, err);
     if (st != SDGP_OK) return st;
-    const size_t u = p->own_fwd ? spfwd_wino_u_bytes(p->own_fwd) : spwdata_u_bytes(p->own_data);
+    const size_t u = p->own_fwd    ? spfwd_wino_u_bytes(p->own_fwd)
+                     : p->own_data ? spwdata_u_bytes(p->own_data)
+                                   : wgwino_ws_bytes(p->own_wgrad);
     p->own_bytes = (u + 63) / 64 * 64;
     p->algo = SDGP_CONV_WINOGRAD;
     p->chunk = ctx->g.B;
