@@ -1,4 +1,4 @@
-/* One sparse kernel of two libsdgp builds, A and B, in one process: this host's speed drifts by
+/* One kernel (a sparse one, or a pass of the dense convolution) of two libsdgp builds, A and B, in one process: this host's speed drifts by
  * 5-15 % between processes, more than most kernel changes gain, so both builds run interleaved on
  * the same operands and the best time of each is compared. Each library is dlopen'ed with
  * RTLD_LOCAL, so its symbols stay its own. It also says whether the outputs are bitwise the same.
@@ -12,6 +12,9 @@
  *         dense weights, packed once (the timed product is sdgp_sparse_bwd_data alone)
  *   mvue  the weight gradient (sdgp_sparse_wgrad_*): dO compressed 2:4 along positions (rows) with
  *         random masks per channel, as MVUE's pruning leaves it
+ *   dense-fwd, dense-data, dense-wgrad
+ *         one pass of the dense convolution (sdgp_conv_* with the AUTO algorithm, what training runs:
+ *         on CPUs where oneDNN has no Winograd kernel, sdgp's own for 3x3 layers), dense operands
  *
  * e.g. with the previous commit's library built in a worktree:
  *   git worktree add /tmp/old HEAD~1 && cmake -S /tmp/old -B /tmp/old/build -DCMAKE_BUILD_TYPE=Release &&
@@ -38,15 +41,22 @@ typedef sdgp_status (*bwd_pack_fn)(sdgp_sparse_bwd *, const float *, sdgp_error 
 typedef sdgp_status (*bwd_run_fn)(sdgp_sparse_bwd *, float *, const sdgp_nm_tensor *, sdgp_error *);
 typedef sdgp_status (*wgrad_create_fn)(sdgp_sparse_wgrad **, const sdgp_conv_geom *, int, int, sdgp_isa, int, sdgp_error *);
 typedef sdgp_status (*wgrad_run_fn)(sdgp_sparse_wgrad *, float *, const float *, const sdgp_nm_tensor *, sdgp_error *);
+typedef sdgp_status (*conv_create_fn)(sdgp_conv **, const sdgp_conv_geom *, int, int, sdgp_conv_algo, sdgp_error *);
+typedef sdgp_status (*conv_fwd_fn)(sdgp_conv *, float *, const float *, const float *, const float *, sdgp_error *);
+typedef sdgp_status (*conv_data_fn)(sdgp_conv *, float *, const float *, const float *, sdgp_error *);
+typedef sdgp_status (*conv_wgrad_fn)(sdgp_conv *, float *, float *, const float *, const float *, sdgp_error *);
 
-typedef enum { KERNEL_COUT, KERNEL_SDGP, KERNEL_MVUE } kernel_kind;
-static const char *const KERNEL_NAMES[] = {"cout", "sdgp", "mvue"};
+typedef enum { KERNEL_COUT, KERNEL_SDGP, KERNEL_MVUE, KERNEL_DENSE_FWD, KERNEL_DENSE_DATA, KERNEL_DENSE_WGRAD } kernel_kind;
+static const char *const KERNEL_NAMES[] = {"cout", "sdgp", "mvue", "dense-fwd", "dense-data", "dense-wgrad"};
+#define KERNEL_KINDS 6
+static int is_dense(kernel_kind k) { return k >= KERNEL_DENSE_FWD; }
 
 typedef struct {
     kernel_kind kind;
     int B, H, Cin, Cout, k, stride, pad, threads, reps;
     int Ho; /* output rows = columns */
-    float *w, *x; /* w: the weights (cout, sdgp); x: the input (cout, mvue) */
+    float *w, *x; /* w: the weights (all but mvue); x: the input (all but sdgp and dense-data) */
+    float *dyd;   /* the dense kinds' dO */
     sdgp_nm_tensor dy; /* the compressed dO (sdgp: along channels; mvue: along rows) */
 } problem;
 
@@ -55,6 +65,9 @@ typedef struct {
     fwd_run_fn fwd_run;
     bwd_run_fn bwd_run;
     wgrad_run_fn wgrad_run;
+    conv_fwd_fn conv_fwd;
+    conv_data_fn conv_data;
+    conv_wgrad_fn conv_wgrad;
     float *out;
     double best;
 } side;
@@ -65,8 +78,10 @@ static float urand(void) { return (float)rand() / (float)RAND_MAX - 0.5f; }
 
 static size_t out_floats(const problem *p) {
     switch (p->kind) {
-    case KERNEL_SDGP: return (size_t)p->B * p->H * p->H * p->Cin;
-    case KERNEL_MVUE: return (size_t)p->Cout * p->Cin * p->k * p->k;
+    case KERNEL_SDGP:
+    case KERNEL_DENSE_DATA: return (size_t)p->B * p->H * p->H * p->Cin;
+    case KERNEL_MVUE:
+    case KERNEL_DENSE_WGRAD: return (size_t)p->Cout * p->Cin * p->k * p->k;
     default: return (size_t)p->B * p->Ho * p->Ho * p->Cout;
     }
 }
@@ -88,11 +103,17 @@ static int make_problem(problem *p) {
                     }
                 }
     }
-    if (p->kind != KERNEL_SDGP) {
+    if (p->kind != KERNEL_SDGP && p->kind != KERNEL_DENSE_DATA) {
         const size_t nx = (size_t)p->B * p->H * p->H * p->Cin;
         if (!(p->x = malloc(nx * sizeof(float)))) return 0;
         for (size_t i = 0; i < nx; i++) p->x[i] = urand();
         if (p->kind == KERNEL_COUT) return 1;
+    }
+    if (is_dense(p->kind)) {
+        const size_t ny = (size_t)p->B * p->Ho * p->Ho * p->Cout;
+        if (!(p->dyd = malloc(ny * sizeof(float)))) return 0;
+        for (size_t i = 0; i < ny; i++) p->dyd[i] = urand();
+        return 1;
     }
     /* groups of 4 channels of a row (sdgp), or of 4 rows of a channel (mvue): 2 slots each, either way */
     const int64_t rows = (int64_t)p->B * p->Ho * p->Ho, groups = rows * p->Cout / 4;
@@ -123,7 +144,17 @@ static int open_side(side *s, const char *lib, const problem *p) {
         return 0;
     }
     sdgp_status st;
-    if (p->kind == KERNEL_MVUE) {
+    if (is_dense(p->kind)) {
+        conv_create_fn create = (conv_create_fn)dlsym(h, "sdgp_conv_create_algo");
+        s->conv_fwd = (conv_fwd_fn)dlsym(h, "sdgp_conv_forward");
+        s->conv_data = (conv_data_fn)dlsym(h, "sdgp_conv_backward_data");
+        s->conv_wgrad = (conv_wgrad_fn)dlsym(h, "sdgp_conv_backward_weights");
+        if (!create || !s->conv_fwd || !s->conv_data || !s->conv_wgrad)
+            return fprintf(stderr, "kernel_ab: %s lacks the dense conv's API\n", lib), 0;
+        sdgp_conv *conv = NULL;
+        st = create(&conv, &g, 0, p->threads, SDGP_CONV_AUTO, &e);
+        s->plan = conv;
+    } else if (p->kind == KERNEL_MVUE) {
         wgrad_create_fn create = (wgrad_create_fn)dlsym(h, "sdgp_sparse_wgrad_create");
         s->wgrad_run = (wgrad_run_fn)dlsym(h, "sdgp_sparse_wgrad_run");
         if (!create || !s->wgrad_run) return fprintf(stderr, "kernel_ab: %s lacks the weight gradient's API\n", lib), 0;
@@ -160,6 +191,9 @@ static sdgp_status run_side(side *s, const problem *p) {
     switch (p->kind) {
     case KERNEL_SDGP: return s->bwd_run((sdgp_sparse_bwd *)s->plan, s->out, &p->dy, &e);
     case KERNEL_MVUE: return s->wgrad_run((sdgp_sparse_wgrad *)s->plan, s->out, p->x, &p->dy, &e);
+    case KERNEL_DENSE_FWD: return s->conv_fwd((sdgp_conv *)s->plan, s->out, p->x, p->w, NULL, &e);
+    case KERNEL_DENSE_DATA: return s->conv_data((sdgp_conv *)s->plan, s->out, p->dyd, p->w, &e);
+    case KERNEL_DENSE_WGRAD: return s->conv_wgrad((sdgp_conv *)s->plan, s->out, NULL, p->x, p->dyd, &e);
     default: return s->fwd_run((sdgp_sparse_fwd *)s->plan, s->out, p->x, &e);
     }
 }
@@ -167,10 +201,10 @@ static sdgp_status run_side(side *s, const problem *p) {
 int main(int argc, char **argv) {
     problem p = {0};
     int known = 0;
-    for (int k = 0; argc == 13 && k < 3; k++)
+    for (int k = 0; argc == 13 && k < KERNEL_KINDS; k++)
         if (!strcmp(argv[1], KERNEL_NAMES[k])) p.kind = (kernel_kind)k, known = 1;
     if (!known) {
-        fprintf(stderr, "usage: %s cout|sdgp|mvue LIB_A LIB_B B H Cin Cout k stride pad threads reps\n", argv[0]);
+        fprintf(stderr, "usage: %s cout|sdgp|mvue|dense-fwd|dense-data|dense-wgrad LIB_A LIB_B B H Cin Cout k stride pad threads reps\n", argv[0]);
         return 2;
     }
     int *const a[] = {&p.B, &p.H, &p.Cin, &p.Cout, &p.k, &p.stride, &p.pad, &p.threads, &p.reps};

@@ -27,7 +27,24 @@ static inline __attribute__((always_inline)) void tile_fixed(const spfwd_tile *t
             acc[x][1] = _mm256_fmadd_ps(b, w1, acc[x][1]);                                                             \
         }                                                                                                              \
     } while (0)
-    if (t->taps_outer)
+    /* One tap (the Winograd domain's GEMMs): the same steps, in the same order, without the tap loop.
+     * Through the loops below GCC made the one-trip tap loop the innermost one, so every k re-entered
+     * it, reloading loop bounds from the stack and the tap's offsets, and multiplied k * w_sk: the
+     * dense Winograd forward ran 1.3-1.6x slower (bench/kernel_ab.c dense-fwd; spfwd.md). */
+    if (t->ntaps == 1) {
+        const float *x0 = t->x + t->tap_off[0], *w0p = wb + t->tap_w[0];
+        const int32_t *idx = t->idx;
+        const int64_t wsk = t->w_sk;
+        for (int k = 0; k < t->K; k++) {
+            const float *s = x0 + idx[k], *w = w0p + k * wsk;
+            const __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
+            for (int x = 0; x < NX; x++) {
+                const __m256 b = _mm256_broadcast_ss(s + x * sx);
+                acc[x][0] = _mm256_fmadd_ps(b, w0, acc[x][0]);
+                acc[x][1] = _mm256_fmadd_ps(b, w1, acc[x][1]);
+            }
+        }
+    } else if (t->taps_outer)
         for (int tap = 0; tap < t->ntaps; tap++)
             for (int k = 0; k < t->K; k++) SPFWD_STEP(k, tap);
     else

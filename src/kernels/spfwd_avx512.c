@@ -26,7 +26,20 @@ static inline __attribute__((always_inline)) void tile_fixed(const spfwd_tile *t
             if (NV > 1) acc[x][1] = _mm512_fmadd_ps(b, w1, acc[x][1]);                                                 \
         }                                                                                                              \
     } while (0)
-    if (t->taps_outer)
+    if (t->ntaps == 1) { /* the Winograd domain's GEMMs: as the AVX2 kernel, no tap loop (spfwd_avx2.c says why) */
+        const float *x0 = t->x + t->tap_off[0], *w0p = t->w + t->tap_w[0];
+        const int32_t *idx = t->idx;
+        const int64_t wsk = t->w_sk;
+        for (int k = 0; k < t->K; k++) {
+            const float *s = x0 + idx[k], *w = w0p + k * wsk;
+            const __m512 w0 = _mm512_load_ps(w), w1 = NV > 1 ? _mm512_load_ps(w + 16) : w0;
+            for (int x = 0; x < NX; x++) {
+                const __m512 b = _mm512_set1_ps(s[x * sx]);
+                acc[x][0] = _mm512_fmadd_ps(b, w0, acc[x][0]);
+                if (NV > 1) acc[x][1] = _mm512_fmadd_ps(b, w1, acc[x][1]);
+            }
+        }
+    } else if (t->taps_outer)
         for (int tap = 0; tap < t->ntaps; tap++)
             for (int k = 0; k < t->K; k++) SPFWD_STEP(k, tap);
     else
