@@ -1,7 +1,8 @@
 /* One kernel (a sparse one, or a pass of the dense convolution) of two libsdgp builds, A and B, in
  * one process: this host's speed drifts by 5-15 % between processes, more than most kernel changes
- * gain, so both builds run interleaved on the same operands and the best time of each is compared. Each library is dlopen'ed with
- * RTLD_LOCAL, so its symbols stay its own. It also says whether the outputs are bitwise the same.
+ * gain, so both builds run interleaved on the same operands and the best time of each is compared.
+ * Each library is dlopen'ed with RTLD_LOCAL, so its symbols stay its own. It also says whether the
+ * outputs are bitwise the same.
  *
  *   build/sdgp_kernel_ab KERNEL LIB_A LIB_B B H Cin Cout k stride pad threads reps
  *
