@@ -14,8 +14,9 @@
  *   mvue  the weight gradient (sdgp_sparse_wgrad_*): dO compressed 2:4 along positions (rows) with
  *         random masks per channel, as MVUE's pruning leaves it
  *   dense-fwd, dense-data, dense-wgrad
- *         one pass of the dense convolution (sdgp_conv_* with the AUTO algorithm, what training runs:
- *         on CPUs where oneDNN has no Winograd kernel, sdgp's own for 3x3 layers), dense operands
+ *         one pass of the dense convolution (sdgp_conv_*), dense operands, with the AUTO algorithm
+ *         (what training runs) or, with KERNEL_AB_ALGOS=A,B in the environment (direct, winograd or
+ *         auto each), side A's and side B's: e.g. one library against itself, direct against winograd
  *
  * e.g. with the previous commit's library built in a worktree:
  *   git worktree add /tmp/old HEAD~1 && cmake -S /tmp/old -B /tmp/old/build -DCMAKE_BUILD_TYPE=Release &&
@@ -131,7 +132,16 @@ static int make_problem(problem *p) {
 }
 
 /* Loads one library and makes and packs its plan; 0 on failure (printed). */
-static int open_side(side *s, const char *lib, const problem *p) {
+/* Side k's algorithm for the dense kinds: KERNEL_AB_ALGOS=A,B, else AUTO. */
+static sdgp_conv_algo dense_algo(int k) {
+    const char *env = getenv("KERNEL_AB_ALGOS");
+    if (!env) return SDGP_CONV_AUTO;
+    const char *name = k ? strchr(env, ',') : env;
+    name = name ? name + (k ? 1 : 0) : "";
+    return !strncmp(name, "direct", 6) ? SDGP_CONV_DIRECT : !strncmp(name, "winograd", 8) ? SDGP_CONV_WINOGRAD : SDGP_CONV_AUTO;
+}
+
+static int open_side(side *s, const char *lib, const problem *p, int k) {
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "kernel_ab: %s\n", dlerror());
@@ -153,7 +163,7 @@ static int open_side(side *s, const char *lib, const problem *p) {
         if (!create || !s->conv_fwd || !s->conv_data || !s->conv_wgrad)
             return fprintf(stderr, "kernel_ab: %s lacks the dense conv's API\n", lib), 0;
         sdgp_conv *conv = NULL;
-        st = create(&conv, &g, 0, p->threads, SDGP_CONV_AUTO, &e);
+        st = create(&conv, &g, 0, p->threads, dense_algo(k), &e);
         s->plan = conv;
     } else if (p->kind == KERNEL_MVUE) {
         wgrad_create_fn create = (wgrad_create_fn)dlsym(h, "sdgp_sparse_wgrad_create");
@@ -223,7 +233,7 @@ int main(int argc, char **argv) {
     side s[2];
     if (!make_problem(&p)) return fprintf(stderr, "kernel_ab: out of memory\n"), 1;
     for (int k = 0; k < 2; k++)
-        if (!open_side(&s[k], argv[2 + k], &p) || run_side(&s[k], &p) != SDGP_OK) return 1; /* warm-up */
+        if (!open_side(&s[k], argv[2 + k], &p, k) || run_side(&s[k], &p) != SDGP_OK) return 1; /* warm-up */
     for (int r = 0; r < p.reps; r++)
         for (int k = 0; k < 2; k++) {
             const double t0 = sdgp_now_s();

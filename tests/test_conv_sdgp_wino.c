@@ -37,7 +37,7 @@ static int results_bitwise_equal(const results *a, const results *b, const opera
 
 static operands make_operands(const sdgp_conv_geom *g, uint64_t seed) {
     operands o = {(size_t)g->B * g->H * g->W * g->Cin, (size_t)g->B * g->Ho * g->Wo * g->Cout,
-                  (size_t)g->Cout * g->Cin * 9, NULL, NULL, NULL, NULL};
+                  (size_t)g->Cout * g->Cin * g->kh * g->kw, NULL, NULL, NULL, NULL};
     o.x = test_xmalloc(o.nx * 4), o.w = test_xmalloc(o.nw * 4), o.dy = test_xmalloc(o.ny * 4);
     o.b = test_xmalloc((size_t)g->Cout * 4);
     test_fill_normal(o.x, o.nx, seed), test_fill_normal(o.w, o.nw, seed + 1), test_fill_normal(o.dy, o.ny, seed + 2);
@@ -72,15 +72,19 @@ static void run_wino(const sdgp_conv_geom *g, int threads, const operands *o, in
 
 TEST_CASE(sdgp_wino_matches_naive_and_repeats_bitwise) {
     setenv("SDGP_WINOGRAD", "sdgp", 1);
-    const int shapes[][6] = {
-        /* B  H  W Cin Cout pad */
-        {2, 9, 7, 16, 16, 1}, {3, 6, 5, 32, 48, 0}, {1, 14, 14, 64, 32, 1}, {2, 4, 4, 24, 40, 2},
-        {2, 1, 1, 8, 8, 1},   {1, 2, 3, 12, 20, 1}, {4, 7, 7, 128, 64, 1}, {8, 2, 2, 512, 512, 1}, {8, 4, 4, 256, 256, 1},
-        {37, 7, 7, 16, 24, 1}, {19, 14, 14, 16, 16, 1}, {64, 16, 16, 32, 32, 1},
+    const int shapes[][8] = {
+        /* B  H  W Cin Cout pad k stride */
+        {2, 9, 7, 16, 16, 1, 3, 1}, {3, 6, 5, 32, 48, 0, 3, 1}, {1, 14, 14, 64, 32, 1, 3, 1}, {2, 4, 4, 24, 40, 2, 3, 1},
+        {2, 1, 1, 8, 8, 1, 3, 1},   {1, 2, 3, 12, 20, 1, 3, 1}, {4, 7, 7, 128, 64, 1, 3, 1}, {8, 2, 2, 512, 512, 1, 3, 1},
+        {8, 4, 4, 256, 256, 1, 3, 1}, {37, 7, 7, 16, 24, 1, 3, 1}, {19, 14, 14, 16, 16, 1, 3, 1}, {64, 16, 16, 32, 32, 1, 3, 1},
+        /* 5x5 stride 2 by space-to-depth: even and odd sizes, channel quarters off the 32-column
+         * blocks (12 -> 48 input channels of the 3x3 conv), ResNet-9's layer 1 (w0.25 and w1) */
+        {2, 10, 10, 8, 16, 2, 5, 2}, {3, 9, 7, 12, 20, 2, 5, 2}, {2, 28, 28, 32, 64, 2, 5, 2}, {1, 5, 6, 40, 8, 2, 5, 2},
+        {2, 32, 32, 128, 256, 2, 5, 2}, {1, 1, 2, 16, 16, 2, 5, 2}, {8, 16, 16, 32, 64, 2, 5, 2},
     };
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *s = shapes[t];
-        sdgp_conv_geom g = test_conv_geom(s[0], s[1], s[2], s[3], s[4], 3, 1, s[5]);
+        sdgp_conv_geom g = test_conv_geom(s[0], s[1], s[2], s[3], s[4], s[6], s[7], s[5]);
         operands o = make_operands(&g, 10 * t + 1);
         float *y_ref = test_xmalloc(o.ny * 4), *dx_ref = test_xmalloc(o.nx * 4), *dw_ref = test_xmalloc(o.nw * 4);
         double *db_ref = calloc((size_t)g.Cout, sizeof(double));
@@ -318,20 +322,32 @@ TEST_CASE(sdgp_wino_choice_and_errors) {
     REQUIRE(sdgp_conv_create_passes(&c, &g, 0, 2, fwd_only, &lim, &err) == SDGP_OK, "%s", err.msg);
     CHECK(!strcmp(sdgp_conv_get_plan(c, SDGP_CONV_FORWARD).impl, "sdgp"), "winograd over the limit: still sdgp's");
     sdgp_conv_destroy(c);
+    /* 5x5 stride 2 with padding 2 by space-to-depth: sdgp's in every pass under WINOGRAD; under AUTO
+     * the forward and backward-data only from 64 input channels on */
+    sdgp_conv_geom g5 = test_conv_geom(2, 11, 10, 16, 32, 5, 2, 2), g5w = test_conv_geom(2, 11, 10, 64, 32, 5, 2, 2);
+    for (int k = 0; k < 3; k++) {
+        REQUIRE(plan_auto(k == 2 ? &g5w : &g5, k ? A : W, 0, impl, got, &err) == SDGP_OK, "5x5 stride 2: %s", err.msg);
+        for (int p = 0; p < 3; p++) {
+            const int wino = k != 1 || p == SDGP_CONV_BACKWARD_WEIGHTS;
+            CHECK(!strcmp(impl[p], wino ? "sdgp" : "onednn") && got[p] == (wino ? W : D), "5x5 stride 2 (case %d), pass %d: %s by %s",
+                  k, p, sdgp_conv_algo_name(got[p]), impl[p]);
+        }
+    }
     /* geometries neither implementation takes */
-    sdgp_conv_geom g5 = test_conv_geom(2, 11, 10, 16, 32, 5, 2, 2), gg = g;
+    sdgp_conv_geom gg = g;
+    REQUIRE(sdgp_conv_geom_init(&g5, 2, 11, 10, 16, 32, 5, 5, 2, 1, &err) == SDGP_OK, "%s", err.msg);
     REQUIRE(sdgp_conv_geom_set_groups(&gg, 2, &err) == SDGP_OK, "%s", err.msg);
     c = NULL;
     CHECK(sdgp_conv_create_passes(&c, &g5, 0, 2, fwd_only, NULL, &err) == SDGP_ERR_UNSUPPORTED && c == NULL &&
               strstr(err.msg, "Winograd") && strstr(err.msg, "forward"),
-          "5x5 stride 2: %s", err.msg);
+          "5x5 stride 2, padding 1: %s", err.msg);
     CHECK(sdgp_conv_create_passes(&c, &gg, 0, 2, fwd_only, NULL, &err) == SDGP_ERR_UNSUPPORTED && c == NULL,
           "grouped: %s", err.msg);
     const sdgp_conv_algo wgrad[3] = {D, D, W};
     c = NULL;
     CHECK(sdgp_conv_create_passes(&c, &g5, 0, 2, wgrad, NULL, &err) == SDGP_ERR_UNSUPPORTED && c == NULL &&
               strstr(err.msg, "backward-weights"),
-          "5x5 stride 2, backward-weights: %s", err.msg);
+          "5x5 stride 2, padding 1, backward-weights: %s", err.msg);
     /* onednn only: without AVX-512 AUTO is direct everywhere and WINOGRAD is refused */
     setenv("SDGP_WINOGRAD", "onednn", 1);
     REQUIRE(plan_auto(&g, A, 0, impl, got, &err) == SDGP_OK, "%s", err.msg);

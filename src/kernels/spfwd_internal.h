@@ -56,6 +56,10 @@ typedef struct {
     int r, th, tw;
     int64_t T, ib;
     float *zrow;
+    /* Space-to-depth (a 5x5 stride-2 convolution run as this 3x3 one, conv_sdgp_wino.c): when s2d_in
+     * (s2d_out), g's input (output) is the view of an Hs x Ws x C/4 NHWC tensor in which channel
+     * ph * C/4 + c of pixel (u, v) is channel c of its pixel (2u + ph/2, 2v + ph%2), zero past Hs, Ws. */
+    int s2d_in, s2d_out, Hs, Ws;
 } spfwd_wino_shape;
 
 /* The transforms (spfwd_wino_loops.h, compiled per ISA; every path the same bits): row a of
@@ -168,6 +172,8 @@ sdgp_status spfwd_pack_failure(const char *who, const sdgp_conv_geom *g, int n, 
 
 /* spfwd_wino.c: a Winograd shape for geometry g (its zrow allocated; NULL when out of memory). */
 float *spfwd_wino_shape_init(spfwd_wino_shape *s, const sdgp_conv_geom *g, int r, int threads);
+/* Makes s's input (in) or output (out) the space-to-depth view of an Hs x Ws tensor (see the struct). */
+void spfwd_wino_shape_s2d(spfwd_wino_shape *s, int in, int out, int Hs, int Ws);
 
 /* The data gradient (sdgp_sparse_wdata_*, spfwd_wino.c). */
 struct sdgp_sparse_wdata {

@@ -87,7 +87,16 @@ float *spfwd_wino_shape_init(spfwd_wino_shape *s, const sdgp_conv_geom *g, int r
     if (ib > g->B) ib = g->B;
     while (ib > 1 && (g->B + ib - 1) / ib < threads) ib = (ib + 1) / 2;
     s->ib = ib;
+    s->s2d_in = s->s2d_out = 0;
+    s->Hs = s->Ws = 0;
     return s->zrow = calloc((size_t)g->Cin, sizeof(float));
+}
+
+void spfwd_wino_shape_s2d(spfwd_wino_shape *s, int in, int out, int Hs, int Ws) {
+    s->s2d_in = in;
+    s->s2d_out = out;
+    s->Hs = Hs;
+    s->Ws = Ws;
 }
 
 sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err) {

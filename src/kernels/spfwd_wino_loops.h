@@ -71,30 +71,38 @@ IN4_ROW(5)
 typedef void (*in_row_fn)(float *const *out, const float *const *d, int64_t C);
 
 /* V_(a, bb) of image b's tiles for every bb: element bb of tile t at v + bb * vstride + t * tstride.
- * Patch pixels outside X (the padding) read p->zrow. */
+ * Patch pixels outside X (the padding) read p->zrow. Under s2d_in each of the four channel quarters
+ * (phases) has its own patch of the Hs x Ws tensor x: pixel (yy, xx) of phase ph is (2yy + ph/2,
+ * 2xx + ph%2) there. When Ws is even, phases 2p and 2p + 1 are one run of 2 C/4 floats in x as in
+ * V, so they go through one call (at 32 channels a quarter, a call per quarter made the transform
+ * slower than the direct convolution it replaces). */
 void SPFWD_WINO_IN(const spfwd_wino_shape *p, float *v, int64_t vstride, int64_t tstride, const float *x, int64_t b,
                    int a) {
     static const in_row_fn rows2[4] = {in2_row0, in2_row1, in2_row2, in2_row3};
     static const in_row_fn rows4[6] = {in4_row0, in4_row1, in4_row2, in4_row3, in4_row4, in4_row5};
     const sdgp_conv_geom *g = &p->g;
-    const int r = p->r, alpha = r + 2;
+    const int r = p->r, alpha = r + 2, phases = p->s2d_in ? 4 : 1, pair = p->s2d_in && p->Ws % 2 == 0 ? 2 : 1;
+    const int64_t C = g->Cin / phases, H = phases > 1 ? p->Hs : g->H, W = phases > 1 ? p->Ws : g->W;
     const in_row_fn fn = r == 2 ? rows2[a] : rows4[a];
     const float *d[36];
     float *out[6];
     for (int ty = 0; ty < p->th; ty++)
         for (int tx = 0; tx < p->tw; tx++) {
-            for (int i = 0; i < alpha; i++) {
-                const int yy = r * ty - g->pad + i;
-                for (int j = 0; j < alpha; j++) {
-                    const int xx = r * tx - g->pad + j;
-                    d[i * alpha + j] = yy >= 0 && yy < g->H && xx >= 0 && xx < g->W
-                                           ? x + ((b * g->H + yy) * g->W + xx) * (int64_t)g->Cin
-                                           : p->zrow;
-                }
-            }
             const int64_t t = (int64_t)ty * p->tw + tx;
-            for (int bb = 0; bb < alpha; bb++) out[bb] = v + bb * vstride + t * tstride;
-            fn(out, d, g->Cin);
+            for (int ph = 0; ph < phases; ph += pair) {
+                const int dy = phases > 1 ? ph / 2 : 0, dx = phases > 1 ? ph % 2 : 0, step = phases > 1 ? 2 : 1;
+                for (int i = 0; i < alpha; i++) {
+                    const int yy = r * ty - g->pad + i, sy = step * yy + dy;
+                    for (int j = 0; j < alpha; j++) {
+                        const int xx = r * tx - g->pad + j, sx = step * xx + dx;
+                        d[i * alpha + j] = yy >= 0 && yy < g->H && xx >= 0 && xx < g->W && sy < H && sx < W
+                                               ? x + ((b * H + sy) * W + sx) * C
+                                               : p->zrow;
+                    }
+                }
+                for (int bb = 0; bb < alpha; bb++) out[bb] = v + bb * vstride + t * tstride + ph * C;
+                fn(out, d, pair * C);
+            }
         }
 }
 
@@ -131,12 +139,31 @@ void SPFWD_WINO_OUT(const spfwd_wino_shape *p, float *y, const float *M, int64_t
             const int64_t h = r * ty + u;
             if (s == 0.0f || h >= g->Ho) continue;
             for (int vv = 0; vv < r && r * tx + vv < g->Wo; vv++) {
-                float *restrict dst = y + ((b * g->Ho + h) * g->Wo + r * tx + vv) * (int64_t)g->Cout + co0;
-                const float *restrict src = n[vv];
-                if (store)
-                    for (int c = 0; c < ncols; c++) dst[c] = s * src[c];
-                else
-                    for (int c = 0; c < ncols; c++) dst[c] += s * src[c];
+                const int64_t w = r * tx + vv;
+                /* the columns' runs that share a destination pixel: all of them, or under s2d_out
+                 * each phase's (pixel (2h + ph/2, 2w + ph%2) of the Hs x Ws output) */
+                for (int c0 = 0; c0 < ncols;) {
+                    int c1 = ncols;
+                    float *restrict dst;
+                    if (!p->s2d_out)
+                        dst = y + ((b * g->Ho + h) * g->Wo + w) * (int64_t)g->Cout + co0;
+                    else {
+                        const int C = g->Cout / 4, ph = (co0 + c0) / C;
+                        const int64_t sy = 2 * h + ph / 2, sx = 2 * w + ph % 2;
+                        if ((ph + 1) * C - co0 < c1) c1 = (ph + 1) * C - co0;
+                        if (sy >= p->Hs || sx >= p->Ws) {
+                            c0 = c1;
+                            continue;
+                        }
+                        dst = y + ((b * p->Hs + sy) * p->Ws + sx) * C + (co0 - ph * C);
+                    }
+                    const float *restrict src = n[vv];
+                    if (store)
+                        for (int c = c0; c < c1; c++) dst[c] = s * src[c];
+                    else
+                        for (int c = c0; c < c1; c++) dst[c] += s * src[c];
+                    c0 = c1;
+                }
             }
         }
     }

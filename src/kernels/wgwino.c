@@ -103,6 +103,10 @@ size_t wgwino_ws_bytes(const wgwino *p) { return p->m_bytes + p->v_bytes + p->y_
 
 void wgwino_set_ws(wgwino *p, void *ws) { p->ws = ws; }
 
+void wgwino_set_s2d(wgwino *p, int Hs, int Ws) { spfwd_wino_shape_s2d(&p->s, 1, 0, Hs, Ws); }
+
+const sdgp_conv_geom *wgwino_geom(const wgwino *p) { return &p->s.g; }
+
 
 /* dw[k][c][0..8] = G^T m G for m[e] = M_e[k][c], e = 6a + b, G of F(4x4,3x3) =
  * [[1/4,0,0],[-1/6,-1/6,-1/6],[-1/6,1/6,-1/6],[1/24,1/12,1/6],[1/24,-1/12,1/6],[0,0,1]]: rows of G^T

@@ -61,6 +61,9 @@ void wgwino_destroy(wgwino *p);
 /* Its working memory (M, and one chunk's transformed tiles), which the caller lends. */
 size_t wgwino_ws_bytes(const wgwino *p);
 void wgwino_set_ws(wgwino *p, void *ws);
+/* Reads x as the space-to-depth view of an Hs x Ws tensor (spfwd_wino_shape's s2d_in). */
+void wgwino_set_s2d(wgwino *p, int Hs, int Ws);
+const sdgp_conv_geom *wgwino_geom(const wgwino *p);
 /* dw (Cout x Cin x 3 x 3) and, when db is not NULL, db (Cout) from x (NHWC) and dy (NHWC),
  * overwritten. Bitwise the same for every thread count and ISA path. */
 sdgp_status wgwino_run(wgwino *p, float *dw, float *db, const float *x, const float *dy, sdgp_error *err);

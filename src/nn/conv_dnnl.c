@@ -85,6 +85,19 @@ static int winograd_pays(const sdgp_conv_geom *g, int used_twelfths) {
 #define ONEDNN_USED 9 /* 75 % */
 #define SDGP_USED 4   /* 33 % */
 
+/* sdgp's 5x5 stride-2 passes run its 3x3 kernels by space-to-depth (conv_sdgp_wino.c). Against
+ * oneDNN's direct kernel on Zen 3 (`KERNEL_AB_ALGOS=direct,winograd build/sdgp_kernel_ab
+ * dense-fwd|dense-data|dense-wgrad`, docs/bench/zen3/dense-s2d.txt), at 32 / 64 / 128 input
+ * channels: backward-weights 1.53x / 1.72x / 2.82x, forward 1.15x / 1.26x / 1.78x, backward-data
+ * 0.85x / 1.02x / 1.28x. At 32 the forward's gain (1.06-1.30x in three runs) did not pay for its
+ * rounding (F(4x4)'s: 4x the direct kernel's rms) at ResNet-9's 5x5 layer: it put the PyTorch
+ * golden step's gradients past its tolerance in 9 of 66 data seeds against 6 with the direct
+ * forward (rounding across a ReLU or max-pool boundary, as the 3x3 Winograd layers do;
+ * tests/golden_step.py), failing one case. So below 64 input channels those two stay direct. */
+static int s2d_pass_pays(const sdgp_conv_geom *g, sdgp_conv_pass pass) {
+    return !(g->kh == 5 && g->stride == 2 && pass != SDGP_CONV_BACKWARD_WEIGHTS && g->Cin < 64);
+}
+
 static int runs_sdgp(const conv_pass *p) { return p->own_fwd || p->own_data || p->own_wgrad; }
 
 /* What conv_build plans: per_pass ? pass_algo[i] : algo for pass i. */
@@ -106,7 +119,8 @@ static sdgp_status conv_build(sdgp_conv *c, const build_opts *opt, sdgp_error *e
     for (int i = 0; i < 3; i++) {
         const sdgp_conv_algo asked = opt->per_pass ? opt->pass_algo[i] : opt->algo;
         const int autom = asked == SDGP_CONV_AUTO;
-        sdgp_conv_algo algo = autom ? (pays_sdgp && !no_wino ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT) : asked;
+        const int pays = pays_sdgp && !no_wino && s2d_pass_pays(&c->ctx.g, (sdgp_conv_pass)i);
+        sdgp_conv_algo algo = autom ? (pays ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT) : asked;
         conv_pass *p = &c->pass[i];
         p->pass = (sdgp_conv_pass)i;
         st = conv_pass_plan(p, &c->ctx, algo, opt->workspace_limit, autom, err);

@@ -47,6 +47,9 @@ typedef struct {
     sdgp_sparse_wdata *own_data;
     struct wgwino *own_wgrad;
     size_t own_bytes;
+    /* a 5x5 stride-2 conv run as its space-to-depth 3x3 one: that conv's weights (forward,
+     * backward-data) or weight gradient (backward-weights), Cout x 4 Cin x 3 x 3; else NULL */
+    float *own_s2d_w;
 } conv_pass;
 
 /* What building a pass needs to know of its conv. */
@@ -74,9 +77,10 @@ sdgp_status conv_dnnl_ok(dnnl_status_t s, sdgp_error *err, const char *what);
  * implementations from SDGP_WINOGRAD: 0 oneDNN's first (unset or empty), 1 sdgp's first ("sdgp"),
  * -1 oneDNN's only ("onednn"); SDGP_ERR_INVALID naming the variable for anything else. */
 sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err);
-/* Whether sdgp's kernels run this pass of ctx's convolution (every pass: 3x3, stride 1, padding
- * 0-2, no groups), and the plan of a pass they run (p->pass set; limit: the workspace limit, which
- * the backward-weights sizes its chunks of the batch by, 0 none). */
+/* Whether sdgp's kernels run this pass of ctx's convolution (every pass: no groups, and 3x3,
+ * stride 1, padding 0-2, or 5x5, stride 2, padding 2 by space-to-depth), and the plan of a pass they
+ * run (p->pass set; limit: the workspace limit, which the backward-weights sizes its chunks of the
+ * batch by, 0 none). */
 int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass);
 sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit, sdgp_error *err);
 /* Points the plan's working memory (U, or the weight gradient's tiles) at the workspace. */
