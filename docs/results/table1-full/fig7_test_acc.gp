@@ -17,6 +17,6 @@ set ylabel "test accuracy (%)"
 plot "fig7_test_acc.dat" index 0 using 1:2:3 with yerrorlines lw 3 pt 7 ps 1.1 dt 1 lc rgb "#000000" title "dense", \
      "fig7_test_acc.dat" index 1 using 1:2:3 with yerrorlines lw 2 pt 7 ps 1.1 dt 1 lc rgb "#1f77b4" title "magnitude-2:4", \
      "fig7_test_acc.dat" index 2 using 1:2:3 with yerrorlines lw 2 pt 5 ps 1.1 dt 1 lc rgb "#ff7f0e" title "mvue-2:4", \
-     "fig7_test_acc.dat" index 3 using 1:2 with linespoints lw 2 pt 9 ps 1.1 dt 1 lc rgb "#2ca02c" title "random-2:4", \
+     "fig7_test_acc.dat" index 3 using 1:2:3 with yerrorlines lw 2 pt 9 ps 1.1 dt 1 lc rgb "#2ca02c" title "random-2:4", \
      "fig7_test_acc.dat" index 4 using 1:2:3 with yerrorlines lw 2 pt 11 ps 1.1 dt 1 lc rgb "#d62728" title "rescaled-c-2:4", \
      "fig7_test_acc.dat" index 5 using 1:2:3 with yerrorlines lw 2 pt 13 ps 1.1 dt 1 lc rgb "#9467bd" title "rescaled-sc-2:4"
