@@ -48,7 +48,14 @@ typedef sdgp_status (*conv_fwd_fn)(sdgp_conv *, float *, const float *, const fl
 typedef sdgp_status (*conv_data_fn)(sdgp_conv *, float *, const float *, const float *, sdgp_error *);
 typedef sdgp_status (*conv_wgrad_fn)(sdgp_conv *, float *, float *, const float *, const float *, sdgp_error *);
 
-typedef enum { KERNEL_COUT, KERNEL_SDGP, KERNEL_MVUE, KERNEL_DENSE_FWD, KERNEL_DENSE_DATA, KERNEL_DENSE_WGRAD } kernel_kind;
+typedef enum {
+    KERNEL_COUT,
+    KERNEL_SDGP,
+    KERNEL_MVUE,
+    KERNEL_DENSE_FWD,
+    KERNEL_DENSE_DATA,
+    KERNEL_DENSE_WGRAD
+} kernel_kind;
 static const char *const KERNEL_NAMES[] = {"cout", "sdgp", "mvue", "dense-fwd", "dense-data", "dense-wgrad"};
 #define KERNEL_KINDS 6
 static int is_dense(kernel_kind k) { return k >= KERNEL_DENSE_FWD; }
@@ -132,13 +139,17 @@ static int make_problem(problem *p) {
 }
 
 /* Loads one library and makes and packs its plan; 0 on failure (printed). */
-/* Side k's algorithm for the dense kinds: KERNEL_AB_ALGOS=A,B, else AUTO. */
-static sdgp_conv_algo dense_algo(int k) {
+/* Side k's algorithm for the dense kinds: KERNEL_AB_ALGOS=A,B, else AUTO; -1 for a name it does not know. */
+static int dense_algo(int k) {
     const char *env = getenv("KERNEL_AB_ALGOS");
     if (!env) return SDGP_CONV_AUTO;
-    const char *name = k ? strchr(env, ',') : env;
-    name = name ? name + (k ? 1 : 0) : "";
-    return !strncmp(name, "direct", 6) ? SDGP_CONV_DIRECT : !strncmp(name, "winograd", 8) ? SDGP_CONV_WINOGRAD : SDGP_CONV_AUTO;
+    const char *comma = strchr(env, ','), *name = k ? (comma ? comma + 1 : "") : env;
+    const size_t len = k || !comma ? strlen(name) : (size_t)(comma - env);
+    static const char *const names[] = {"direct", "winograd", "auto"};
+    static const sdgp_conv_algo algos[] = {SDGP_CONV_DIRECT, SDGP_CONV_WINOGRAD, SDGP_CONV_AUTO};
+    for (int i = 0; i < 3; i++)
+        if (len == strlen(names[i]) && !strncmp(name, names[i], len)) return algos[i];
+    return -1;
 }
 
 static int open_side(side *s, const char *lib, const problem *p, int k) {
@@ -162,8 +173,13 @@ static int open_side(side *s, const char *lib, const problem *p, int k) {
         s->conv_wgrad = (conv_wgrad_fn)dlsym(h, "sdgp_conv_backward_weights");
         if (!create || !s->conv_fwd || !s->conv_data || !s->conv_wgrad)
             return fprintf(stderr, "kernel_ab: %s lacks the dense conv's API\n", lib), 0;
+        const int algo = dense_algo(k);
+        if (algo < 0)
+            return fprintf(stderr, "kernel_ab: KERNEL_AB_ALGOS=%s: expected A,B, each direct, winograd or auto\n",
+                           getenv("KERNEL_AB_ALGOS")),
+                   0;
         sdgp_conv *conv = NULL;
-        st = create(&conv, &g, 0, p->threads, dense_algo(k), &e);
+        st = create(&conv, &g, 0, p->threads, (sdgp_conv_algo)algo, &e);
         s->plan = conv;
     } else if (p->kind == KERNEL_MVUE) {
         wgrad_create_fn create = (wgrad_create_fn)dlsym(h, "sdgp_sparse_wgrad_create");
@@ -215,7 +231,10 @@ int main(int argc, char **argv) {
     for (int k = 0; argc == 13 && k < KERNEL_KINDS; k++)
         if (!strcmp(argv[1], KERNEL_NAMES[k])) p.kind = (kernel_kind)k, known = 1;
     if (!known) {
-        fprintf(stderr, "usage: %s cout|sdgp|mvue|dense-fwd|dense-data|dense-wgrad LIB_A LIB_B B H Cin Cout k stride pad threads reps\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s cout|sdgp|mvue|dense-fwd|dense-data|dense-wgrad LIB_A LIB_B B H Cin Cout k stride pad threads "
+                "reps\n",
+                argv[0]);
         return 2;
     }
     int *const a[] = {&p.B, &p.H, &p.Cin, &p.Cout, &p.k, &p.stride, &p.pad, &p.threads, &p.reps};

@@ -329,8 +329,8 @@ TEST_CASE(sdgp_wino_choice_and_errors) {
         REQUIRE(plan_auto(k == 2 ? &g5w : &g5, k ? A : W, 0, impl, got, &err) == SDGP_OK, "5x5 stride 2: %s", err.msg);
         for (int p = 0; p < 3; p++) {
             const int wino = k != 1 || p == SDGP_CONV_BACKWARD_WEIGHTS;
-            CHECK(!strcmp(impl[p], wino ? "sdgp" : "onednn") && got[p] == (wino ? W : D), "5x5 stride 2 (case %d), pass %d: %s by %s",
-                  k, p, sdgp_conv_algo_name(got[p]), impl[p]);
+            CHECK(!strcmp(impl[p], wino ? "sdgp" : "onednn") && got[p] == (wino ? W : D),
+                  "5x5 stride 2 (case %d), pass %d: %s by %s", k, p, sdgp_conv_algo_name(got[p]), impl[p]);
         }
     }
     /* geometries neither implementation takes */
