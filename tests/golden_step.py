@@ -177,7 +177,7 @@ run_case("resnet9 w0.25 dense, Winograd in 12 MB", "resnet9", 0.25, (16, 16, 3),
 run_case("resnet9 w0.25 dense, Winograd in 7 MB", "resnet9", 0.25, (16, 16, 3), 8, extra={"conv-workspace": "7"})
 run_case("resnet9 w0.25 1 channel odd size", "resnet9", 0.25, (19, 17, 1), 4)
 # w1: its 5x5 stride-2 layer (128 input channels) by space-to-depth in all three passes where sdgp's
-# Winograd runs (AVX2 machines; elsewhere its backward-weights is checked in the cases above)
+# Winograd is the default (AVX2 machines; test_conv_sdgp_wino.c checks the kernels on every machine)
 run_case("resnet9 w1 dense", "resnet9", 1.0, (16, 16, 3), 4)
 run_case("resnet9 magnitude 2:4 sparse", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4", {"sparse-kernel": "on"})
 run_case("resnet9 magnitude 2:4 dense kernel", "resnet9", 0.25, (16, 16, 3), 8, "magnitude", "2:4", {"sparse-kernel": "off"})

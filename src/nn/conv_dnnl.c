@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "conv_dnnl_internal.h"
+#include "sdgp/isa.h"
 
 struct sdgp_conv {
     conv_ctx ctx; /* geometry, bias, engine */
@@ -93,9 +94,14 @@ static int winograd_pays(const sdgp_conv_geom *g, int used_twelfths) {
  * rounding (F(4x4)'s: 4x the direct kernel's rms) at ResNet-9's 5x5 layer: it put the PyTorch
  * golden step's gradients past its tolerance in 9 of 66 data seeds against 6 with the direct
  * forward (rounding across a ReLU or max-pool boundary, as the 3x3 Winograd layers do;
- * tests/golden_step.py), failing one case. So below 64 input channels those two stay direct. */
-static int s2d_pass_pays(const sdgp_conv_geom *g, sdgp_conv_pass pass) {
-    return !(g->kh == 5 && g->stride == 2 && pass != SDGP_CONV_BACKWARD_WEIGHTS && g->Cin < 64);
+ * tests/golden_step.py), failing one case. So below 64 input channels those two stay direct. Where
+ * oneDNN has its Winograd kernel (AVX-512) its direct kernel runs at about 0.9 of the FMA ceiling
+ * (src/kernels/README.md) and these passes were not measured: AUTO keeps them direct there unless
+ * SDGP_WINOGRAD=sdgp (sdgp_first). */
+static int s2d_pass_pays(const sdgp_conv_geom *g, sdgp_conv_pass pass, int sdgp_first) {
+    if (g->kh != 5 || g->stride != 2) return 1;
+    if (!sdgp_first && sdgp_isa_supported(SDGP_ISA_AVX512)) return 0;
+    return pass == SDGP_CONV_BACKWARD_WEIGHTS || g->Cin >= 64;
 }
 
 static int runs_sdgp(const conv_pass *p) { return p->own_fwd || p->own_data || p->own_wgrad; }
@@ -114,12 +120,14 @@ static sdgp_status conv_build(sdgp_conv *c, const build_opts *opt, sdgp_error *e
         (st = conv_dnnl_ok(dnnl_stream_create(&c->stream, c->ctx.engine, dnnl_stream_default_flags), err,
                            "stream create")))
         return st;
+    int order;
+    if ((st = conv_sdgp_wino_order(&order, err))) return st;
     const int pays_sdgp = winograd_pays(&c->ctx.g, SDGP_USED), pays_onednn = winograd_pays(&c->ctx.g, ONEDNN_USED);
     int no_wino = 0; /* one algo for all passes under AUTO: once oneDNN lacks Winograd, all go direct */
     for (int i = 0; i < 3; i++) {
         const sdgp_conv_algo asked = opt->per_pass ? opt->pass_algo[i] : opt->algo;
         const int autom = asked == SDGP_CONV_AUTO;
-        const int pays = pays_sdgp && !no_wino && s2d_pass_pays(&c->ctx.g, (sdgp_conv_pass)i);
+        const int pays = pays_sdgp && !no_wino && s2d_pass_pays(&c->ctx.g, (sdgp_conv_pass)i, order > 0);
         sdgp_conv_algo algo = autom ? (pays ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT) : asked;
         conv_pass *p = &c->pass[i];
         p->pass = (sdgp_conv_pass)i;
