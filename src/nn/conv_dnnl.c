@@ -99,7 +99,7 @@ static int winograd_pays(const sdgp_conv_geom *g, int used_twelfths) {
  * (src/kernels/README.md) and these passes were not measured: AUTO keeps them direct there unless
  * SDGP_WINOGRAD=sdgp (sdgp_first). */
 static int s2d_pass_pays(const sdgp_conv_geom *g, sdgp_conv_pass pass, int sdgp_first) {
-    if (g->kh != 5 || g->stride != 2) return 1;
+    if (!conv_sdgp_wino_s2d(g)) return 1;
     if (!sdgp_first && sdgp_isa_supported(SDGP_ISA_AVX512)) return 0;
     return pass == SDGP_CONV_BACKWARD_WEIGHTS || g->Cin >= 64;
 }

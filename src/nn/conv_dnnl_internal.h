@@ -82,6 +82,8 @@ sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err);
  * run (p->pass set; limit: the workspace limit, which the backward-weights sizes its chunks of the
  * batch by, 0 none). */
 int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass);
+/* Whether g is a 5x5 stride-2 conv with padding 2, which sdgp's kernels run by space-to-depth. */
+int conv_sdgp_wino_s2d(const sdgp_conv_geom *g);
 sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit, sdgp_error *err);
 /* Points the plan's working memory (U, or the weight gradient's tiles) at the workspace. */
 void conv_sdgp_wino_bind(conv_pass *p, void *ws);

@@ -51,7 +51,7 @@ sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err) {
  * sdgp's Winograd kernels for the 3x3 one: 36 multiplications per 16 outputs per phase against 25
  * per output direct. The kernels read x (write dx) through the phases in place (spfwd_wino_shape's
  * s2d_in, s2d_out); only the weights are rearranged, per call (Cout x 4 Cin x 9 floats). */
-static int is_s2d(const sdgp_conv_geom *g) { return g->kh == 5 && g->kw == 5 && g->stride == 2 && g->pad == 2; }
+int conv_sdgp_wino_s2d(const sdgp_conv_geom *g) { return g->kh == 5 && g->kw == 5 && g->stride == 2 && g->pad == 2; }
 
 /* phase ph = 2p + q of input channel c: channel ph C + c of the 3x3 conv */
 static void s2d_weights(float *w3, const float *w5, int Cout, int C) {
@@ -80,13 +80,13 @@ static void s2d_weights_grad(float *dw5, const float *dw3, int Cout, int C) {
 
 int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass) {
     (void)pass;
-    return ctx->g.groups == 1 && (sdgp_sparse_fwd_wino_supports(&ctx->g) || is_s2d(&ctx->g));
+    return ctx->g.groups == 1 && (sdgp_sparse_fwd_wino_supports(&ctx->g) || conv_sdgp_wino_s2d(&ctx->g));
 }
 
 sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit, sdgp_error *err) {
     const sdgp_conv_geom *g = &ctx->g;
     sdgp_conv_geom g3 = *g; /* the 3x3 conv the kernels run */
-    const int s2d = is_s2d(g);
+    const int s2d = conv_sdgp_wino_s2d(g);
     sdgp_status st =
         s2d ? sdgp_conv_geom_init(&g3, g->B, (g->H + 1) / 2, (g->W + 1) / 2, 4 * g->Cin, g->Cout, 3, 3, 1, 1, err) : SDGP_OK;
     if (st == SDGP_OK && s2d && !(p->own_s2d_w = malloc((size_t)g->Cout * 4 * g->Cin * 9 * sizeof(float))))
