@@ -146,17 +146,19 @@ TEST_CASE(sdgp_wino_images_independent_of_the_batch) {
     unsetenv("SDGP_WINOGRAD");
 }
 
-/* Every call packs the caller's weights: new weights give the new product, and two convs sharing a
+/* Every call packs the caller's weights: new weights give the new product, and convs sharing a
  * workspace that is poisoned between calls give the bits of convs with their own (the weight
- * gradient's M and tiles live there too). */
+ * gradient's M and tiles live there too, and a space-to-depth conv's rearranged weights). */
 TEST_CASE(sdgp_wino_shared_workspace_and_new_weights) {
     setenv("SDGP_WINOGRAD", "sdgp", 1);
-    const sdgp_conv_geom g[2] = {test_conv_geom(2, 8, 8, 32, 64, 3, 1, 1), test_conv_geom(3, 5, 6, 64, 16, 3, 1, 0)};
+    enum { N = 3 };
+    const sdgp_conv_geom g[N] = {test_conv_geom(2, 8, 8, 32, 64, 3, 1, 1), test_conv_geom(3, 5, 6, 64, 16, 3, 1, 0),
+                                 test_conv_geom(2, 9, 10, 8, 16, 5, 2, 2)};
     const sdgp_conv_algo algos[3] = {W, W, W};
-    sdgp_conv *own[2], *shared[2];
+    sdgp_conv *own[N], *shared[N];
     size_t ws_bytes = 0;
     sdgp_error err;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < N; i++) {
         sdgp_status st = sdgp_conv_create_passes(&own[i], &g[i], 0, 2, algos, NULL, &err);
         REQUIRE(st == SDGP_OK, "%s", err.msg);
         st = sdgp_conv_create_passes(&shared[i], &g[i], 0, 2, algos, NULL, &err);
@@ -165,9 +167,9 @@ TEST_CASE(sdgp_wino_shared_workspace_and_new_weights) {
     }
     unsigned char *ws = aligned_alloc(64, ws_bytes);
     REQUIRE(ws != NULL, "workspace");
-    for (int i = 0; i < 2; i++) CHECK(sdgp_conv_set_workspace(shared[i], ws, &err) == SDGP_OK, "%s", err.msg);
+    for (int i = 0; i < N; i++) CHECK(sdgp_conv_set_workspace(shared[i], ws, &err) == SDGP_OK, "%s", err.msg);
     for (int round = 0; round < 2; round++)
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < N; i++) {
             operands o = make_operands(&g[i], 100 + 10 * (uint64_t)round + (uint64_t)i);
             results a = make_results(&o, g[i].Cout), b = make_results(&o, g[i].Cout);
             float *ref = test_xmalloc(o.ny * 4), *dw_ref = test_xmalloc(o.nw * 4);
@@ -189,7 +191,7 @@ TEST_CASE(sdgp_wino_shared_workspace_and_new_weights) {
             free_operands(&o);
             free_results(&a), free_results(&b), free(ref), free(dw_ref);
         }
-    for (int i = 0; i < 2; i++) sdgp_conv_destroy(own[i]), sdgp_conv_destroy(shared[i]);
+    for (int i = 0; i < N; i++) sdgp_conv_destroy(own[i]), sdgp_conv_destroy(shared[i]);
     free(ws);
     unsetenv("SDGP_WINOGRAD");
 }
@@ -224,6 +226,21 @@ TEST_CASE(sdgp_wino_wgrad_chunks_and_auto_rule) {
     sdgp_conv_algo got[3];
     REQUIRE(plan_auto(&g, A, m_bytes / 2, impl, got, &err) == SDGP_OK, "%s", err.msg);
     CHECK(got[2] == D, "auto, limit under M: %s", sdgp_conv_algo_name(got[2]));
+    /* a 5x5 stride-2 conv's weight gradient by space-to-depth: its chunks leave room in the limit for
+     * the 3x3 conv's weight gradient, which the workspace holds too */
+    const sdgp_conv_geom g_s2d = test_conv_geom(9, 14, 14, 32, 64, 5, 2, 2);
+    const size_t s2d_w_bytes = (size_t)64 * 4 * 32 * 9 * 4, m_s2d = (size_t)36 * 4 * 32 * 64 * 4;
+    for (int k = 0; k < 2; k++) {
+        const sdgp_conv_options opt = {D, k ? m_s2d + s2d_w_bytes + (256u << 10) : 0};
+        sdgp_conv *c = NULL;
+        REQUIRE(sdgp_conv_create_passes(&c, &g_s2d, 0, 2, wgrad, &opt, &err) == SDGP_OK, "%s", err.msg);
+        const sdgp_conv_pass_plan pl = sdgp_conv_get_plan(c, SDGP_CONV_BACKWARD_WEIGHTS);
+        CHECK(pl.algo == W && !strcmp(pl.impl, "sdgp") && pl.workspace_bytes > m_s2d + s2d_w_bytes &&
+                  (k ? pl.workspace_bytes <= opt.workspace_limit : 1),
+              "5x5 stride 2, limit %d: %s by %s, %zu bytes", k, sdgp_conv_algo_name(pl.algo), pl.impl,
+              pl.workspace_bytes);
+        sdgp_conv_destroy(c);
+    }
     /* AUTO's tile rule for sdgp's kernels */
     const sdgp_conv_geom g5 = test_conv_geom(4, 7, 7, 32, 16, 3, 1, 0), g1 = test_conv_geom(4, 3, 3, 32, 16, 3, 1, 0);
     REQUIRE(plan_auto(&g5, A, 0, impl, got, &err) == SDGP_OK, "%s", err.msg);

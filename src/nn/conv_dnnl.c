@@ -120,8 +120,7 @@ static sdgp_status conv_build(sdgp_conv *c, const build_opts *opt, sdgp_error *e
         (st = conv_dnnl_ok(dnnl_stream_create(&c->stream, c->ctx.engine, dnnl_stream_default_flags), err,
                            "stream create")))
         return st;
-    int order;
-    if ((st = conv_sdgp_wino_order(&order, err))) return st;
+    const int order = c->ctx.wino_order;
     const int pays_sdgp = winograd_pays(&c->ctx.g, SDGP_USED), pays_onednn = winograd_pays(&c->ctx.g, ONEDNN_USED);
     int no_wino = 0; /* one algo for all passes under AUTO: once oneDNN lacks Winograd, all go direct */
     for (int i = 0; i < 3; i++) {
@@ -175,6 +174,10 @@ static sdgp_status create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bia
     c->ctx.g = *g;
     c->ctx.with_bias = with_bias != 0;
     c->ctx.threads = threads;
+    if ((st = conv_sdgp_wino_order(&c->ctx.wino_order, err))) {
+        free(c);
+        return st;
+    }
     c->threads = threads;
     int saved = threads_enter(threads);
     st = conv_build(c, opt, err);

@@ -41,14 +41,16 @@ typedef struct {
     /* its workspace: [wmem | xb | yb | scratchpads], each part a multiple of 64 bytes */
     size_t w_bytes, xb_bytes, yb_bytes, scratch_bytes;
     /* WINOGRAD by sdgp's own kernels instead (conv_sdgp_wino.c; prim is then NULL): the plan of
-     * the forward or of the backward-data, whose U (own_bytes) is the pass's workspace, or of the
-     * backward-weights, whose transformed tiles and M are */
+     * the forward or of the backward-data, whose U is the pass's workspace, or of the
+     * backward-weights, whose transformed tiles and M are; own_bytes counts them and own_s2d_w */
     sdgp_sparse_fwd *own_fwd;
     sdgp_sparse_wdata *own_data;
     struct wgwino *own_wgrad;
     size_t own_bytes;
-    /* a 5x5 stride-2 conv run as its space-to-depth 3x3 one: that conv's weights (forward,
-     * backward-data) or weight gradient (backward-weights), Cout x 4 Cin x 3 x 3; else NULL */
+    /* a 5x5 stride-2 conv run as its space-to-depth 3x3 one (own_s2d set): that conv's weights
+     * (forward, backward-data) or weight gradient (backward-weights), Cout x 4 Cin x 3 x 3, in the
+     * workspace after U or the tiles: only the pass's call uses them, so the layers share them too */
+    int own_s2d;
     float *own_s2d_w;
 } conv_pass;
 
@@ -57,6 +59,7 @@ typedef struct {
     sdgp_conv_geom g;
     int with_bias;
     int threads; /* the conv's (0: the caller's omp_get_max_threads() at create) */
+    int wino_order; /* conv_sdgp_wino_order's, read once at create */
     dnnl_engine_t engine;
 } conv_ctx;
 

@@ -330,9 +330,8 @@ static sdgp_status plan_sdgp_winograd(conv_pass *p, const conv_ctx *ctx, size_t 
 sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo algo, size_t limit, int fallback_direct,
                            sdgp_error *err) {
     if (algo == SDGP_CONV_DIRECT) return pass_build_any(p, ctx, SDGP_CONV_DIRECT, ctx->g.B, 1, err);
-    int order;
-    sdgp_status st = conv_sdgp_wino_order(&order, err);
-    if (st != SDGP_OK) return st;
+    const int order = ctx->wino_order;
+    sdgp_status st;
     const int ours = order >= 0 && conv_sdgp_wino_supports(ctx, p->pass);
     if (order > 0 && ours) return plan_sdgp_winograd(p, ctx, limit, fallback_direct, err);
     st = plan_dnnl_winograd(p, ctx, algo, limit, fallback_direct, err);

@@ -50,7 +50,8 @@ sdgp_status conv_sdgp_wino_order(int *order, sdgp_error *err) {
  * W3[(p, q)][a][b] = W[2a + p][2b + q] (0 where 2a + p or 2b + q is 5). So its three passes run on
  * sdgp's Winograd kernels for the 3x3 one: 36 multiplications per 16 outputs per phase against 25
  * per output direct. The kernels read x (write dx) through the phases in place (spfwd_wino_shape's
- * s2d_in, s2d_out); only the weights are rearranged, per call (Cout x 4 Cin x 9 floats). */
+ * s2d_in, s2d_out); only the weights are rearranged, per call (Cout x 4 Cin x 9 floats, in the
+ * pass's workspace). */
 int conv_sdgp_wino_s2d(const sdgp_conv_geom *g) { return g->kh == 5 && g->kw == 5 && g->stride == 2 && g->pad == 2; }
 
 /* phase ph = 2p + q of input channel c: channel ph C + c of the 3x3 conv */
@@ -89,9 +90,8 @@ sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit,
     const int s2d = conv_sdgp_wino_s2d(g);
     sdgp_status st =
         s2d ? sdgp_conv_geom_init(&g3, g->B, (g->H + 1) / 2, (g->W + 1) / 2, 4 * g->Cin, g->Cout, 3, 3, 1, 1, err) : SDGP_OK;
-    if (st == SDGP_OK && s2d && !(p->own_s2d_w = malloc((size_t)g->Cout * 4 * g->Cin * 9 * sizeof(float))))
-        st = sdgp_fail(err, SDGP_ERR_NOMEM, "conv (5x5 stride 2 by space-to-depth): %d x %d x 9 weights", g->Cout, 4 * g->Cin);
     if (st != SDGP_OK) return st;
+    const size_t s2d_bytes = s2d ? ((size_t)g3.Cout * g3.Cin * 9 * sizeof(float) + 63) / 64 * 64 : 0;
     if (p->pass == SDGP_CONV_FORWARD) {
         st = sdgp_sparse_fwd_create_wino(&p->own_fwd, &g3, DENSE_N, DENSE_M, DENSE_BLOCK, TILE, SDGP_ISA_AUTO, ctx->threads,
                                          err);
@@ -101,7 +101,9 @@ sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit,
                                       err);
         if (st == SDGP_OK && s2d) spfwd_wino_shape_s2d(&p->own_data->ws, 0, 1, g->H, g->W);
     } else {
-        st = wgwino_create(&p->own_wgrad, &g3, SDGP_ISA_AUTO, ctx->threads, limit, err);
+        /* its chunks of the batch fit what the limit leaves beside the weights */
+        const size_t wg_limit = !limit ? 0 : limit > s2d_bytes ? limit - s2d_bytes : 1;
+        st = wgwino_create(&p->own_wgrad, &g3, SDGP_ISA_AUTO, ctx->threads, wg_limit, err);
         if (st == SDGP_OK && s2d) wgwino_set_s2d(p->own_wgrad, g->H, g->W);
     }
     if (st != SDGP_OK) {
@@ -111,7 +113,8 @@ sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit,
     const size_t u = p->own_fwd    ? spfwd_wino_u_bytes(p->own_fwd)
                      : p->own_data ? spwdata_u_bytes(p->own_data)
                                    : wgwino_ws_bytes(p->own_wgrad);
-    p->own_bytes = (u + 63) / 64 * 64;
+    p->own_s2d = s2d;
+    p->own_bytes = (u + 63) / 64 * 64 + s2d_bytes;
     p->algo = SDGP_CONV_WINOGRAD;
     p->chunk = ctx->g.B;
     p->parts = 1; /* slice, name and the oneDNN members serve oneDNN's calls only */
@@ -122,24 +125,29 @@ void conv_sdgp_wino_bind(conv_pass *p, void *ws) {
     if (p->own_fwd) spfwd_wino_borrow_u(p->own_fwd, ws);
     if (p->own_data) spwdata_borrow_u(p->own_data, ws);
     if (p->own_wgrad) wgwino_set_ws(p->own_wgrad, ws);
+    if (!p->own_s2d) return;
+    const size_t u = p->own_fwd    ? spfwd_wino_u_bytes(p->own_fwd)
+                     : p->own_data ? spwdata_u_bytes(p->own_data)
+                                   : wgwino_ws_bytes(p->own_wgrad);
+    p->own_s2d_w = (float *)((char *)ws + (u + 63) / 64 * 64);
 }
 
 void conv_sdgp_wino_free(conv_pass *p) {
     sdgp_sparse_fwd_destroy(p->own_fwd);
     sdgp_sparse_wdata_destroy(p->own_data);
     wgwino_destroy(p->own_wgrad);
-    free(p->own_s2d_w);
     p->own_fwd = NULL;
     p->own_data = NULL;
     p->own_wgrad = NULL;
+    p->own_s2d = 0;
     p->own_s2d_w = NULL;
     p->own_bytes = 0;
 }
 
 sdgp_status conv_sdgp_wino_forward(conv_pass *p, float *y, const float *x, const float *w, const float *bias,
                                    sdgp_error *err) {
-    if (p->own_s2d_w) s2d_weights(p->own_s2d_w, w, p->own_fwd->g.Cout, p->own_fwd->g.Cin / 4);
-    sdgp_status st = sdgp_sparse_fwd_pack(p->own_fwd, p->own_s2d_w ? p->own_s2d_w : w, err);
+    if (p->own_s2d) s2d_weights(p->own_s2d_w, w, p->own_fwd->g.Cout, p->own_fwd->g.Cin / 4);
+    sdgp_status st = sdgp_sparse_fwd_pack(p->own_fwd, p->own_s2d ? p->own_s2d_w : w, err);
     if (st == SDGP_OK) st = sdgp_sparse_fwd_run(p->own_fwd, y, x, err);
     if (st != SDGP_OK || !bias) return st;
     const sdgp_conv_geom *g = &p->own_fwd->g;
@@ -152,14 +160,14 @@ sdgp_status conv_sdgp_wino_forward(conv_pass *p, float *y, const float *x, const
 }
 
 sdgp_status conv_sdgp_wino_backward_data(conv_pass *p, float *dx, const float *dy, const float *w, sdgp_error *err) {
-    if (p->own_s2d_w) s2d_weights(p->own_s2d_w, w, p->own_data->g.Cout, p->own_data->g.Cin / 4);
-    sdgp_status st = sdgp_sparse_wdata_pack(p->own_data, p->own_s2d_w ? p->own_s2d_w : w, err);
+    if (p->own_s2d) s2d_weights(p->own_s2d_w, w, p->own_data->g.Cout, p->own_data->g.Cin / 4);
+    sdgp_status st = sdgp_sparse_wdata_pack(p->own_data, p->own_s2d ? p->own_s2d_w : w, err);
     return st == SDGP_OK ? sdgp_sparse_wdata_run(p->own_data, dx, dy, err) : st;
 }
 
 sdgp_status conv_sdgp_wino_backward_weights(conv_pass *p, float *dw, float *dbias, const float *x, const float *dy,
                                             sdgp_error *err) {
-    if (!p->own_s2d_w) return wgwino_run(p->own_wgrad, dw, dbias, x, dy, err);
+    if (!p->own_s2d) return wgwino_run(p->own_wgrad, dw, dbias, x, dy, err);
     sdgp_status st = wgwino_run(p->own_wgrad, p->own_s2d_w, dbias, x, dy, err);
     if (st == SDGP_OK) {
         const sdgp_conv_geom *g3 = wgwino_geom(p->own_wgrad);
