@@ -38,7 +38,10 @@ static void usage(FILE *f) {
     fprintf(f, "\nbench subcommands:\n");
     for (int i = 0; i < COUNT(bench_commands); i++)
         fprintf(f, "  bench %-7s %s\n", bench_commands[i].name, bench_commands[i].summary);
-    fprintf(f, "\nenvironment: SDGP_ISA=ref|avx2|avx512 lowers the kernel path (default: best the CPU has, here %s)\n",
+    fprintf(f,
+            "\nenvironment: SDGP_ISA=ref|avx2|avx512 lowers the kernel path (default: best the CPU has, here %s)\n"
+            "             SDGP_WINOGRAD=sdgp|onednn puts sdgp's Winograd convolutions first, or leaves them out\n"
+            "             (default: oneDNN's where it has one, AVX-512 CPUs; sdgp's elsewhere)\n",
             sdgp_isa_name(sdgp_isa_best()));
 }
 
