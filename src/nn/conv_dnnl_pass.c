@@ -331,10 +331,9 @@ sdgp_status conv_pass_plan(conv_pass *p, const conv_ctx *ctx, sdgp_conv_algo alg
                            sdgp_error *err) {
     if (algo == SDGP_CONV_DIRECT) return pass_build_any(p, ctx, SDGP_CONV_DIRECT, ctx->g.B, 1, err);
     const int order = ctx->wino_order;
-    sdgp_status st;
     const int ours = order >= 0 && conv_sdgp_wino_supports(ctx, p->pass);
     if (order > 0 && ours) return plan_sdgp_winograd(p, ctx, limit, fallback_direct, err);
-    st = plan_dnnl_winograd(p, ctx, algo, limit, fallback_direct, err);
+    sdgp_status st = plan_dnnl_winograd(p, ctx, algo, limit, fallback_direct, err);
     if (st == SDGP_ERR_UNSUPPORTED && ours) return plan_sdgp_winograd(p, ctx, limit, fallback_direct, err);
     return st;
 }

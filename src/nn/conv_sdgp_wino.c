@@ -79,6 +79,15 @@ static void s2d_weights_grad(float *dw5, const float *dw3, int Cout, int C) {
                         dw3[(((int64_t)k * 4 + (i % 2) * 2 + j % 2) * C + c) * 9 + (i / 2) * 3 + j / 2];
 }
 
+/* the plan's working memory (U, or the weight gradient's tiles and M), whole cache lines: the
+ * space-to-depth weights follow it in the workspace */
+static size_t plan_bytes(const conv_pass *p) {
+    const size_t u = p->own_fwd    ? spfwd_wino_u_bytes(p->own_fwd)
+                     : p->own_data ? spwdata_u_bytes(p->own_data)
+                                   : wgwino_ws_bytes(p->own_wgrad);
+    return (u + 63) / 64 * 64;
+}
+
 int conv_sdgp_wino_supports(const conv_ctx *ctx, sdgp_conv_pass pass) {
     (void)pass;
     return ctx->g.groups == 1 && (sdgp_sparse_fwd_wino_supports(&ctx->g) || conv_sdgp_wino_s2d(&ctx->g));
@@ -110,11 +119,8 @@ sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit,
         conv_sdgp_wino_free(p);
         return st;
     }
-    const size_t u = p->own_fwd    ? spfwd_wino_u_bytes(p->own_fwd)
-                     : p->own_data ? spwdata_u_bytes(p->own_data)
-                                   : wgwino_ws_bytes(p->own_wgrad);
     p->own_s2d = s2d;
-    p->own_bytes = (u + 63) / 64 * 64 + s2d_bytes;
+    p->own_bytes = plan_bytes(p) + s2d_bytes;
     p->algo = SDGP_CONV_WINOGRAD;
     p->chunk = ctx->g.B;
     p->parts = 1; /* slice, name and the oneDNN members serve oneDNN's calls only */
@@ -125,11 +131,7 @@ void conv_sdgp_wino_bind(conv_pass *p, void *ws) {
     if (p->own_fwd) spfwd_wino_borrow_u(p->own_fwd, ws);
     if (p->own_data) spwdata_borrow_u(p->own_data, ws);
     if (p->own_wgrad) wgwino_set_ws(p->own_wgrad, ws);
-    if (!p->own_s2d) return;
-    const size_t u = p->own_fwd    ? spfwd_wino_u_bytes(p->own_fwd)
-                     : p->own_data ? spwdata_u_bytes(p->own_data)
-                                   : wgwino_ws_bytes(p->own_wgrad);
-    p->own_s2d_w = (float *)((char *)ws + (u + 63) / 64 * 64);
+    if (p->own_s2d) p->own_s2d_w = (float *)((char *)ws + plan_bytes(p));
 }
 
 void conv_sdgp_wino_free(conv_pass *p) {
