@@ -76,16 +76,16 @@ static const char *const allreduce_names[] = {"overlap", "end", NULL}; /* indexe
 #define OFF(member) offsetof(sdgp_train_config, member)
 #define SZ(member) sizeof(((sdgp_train_config *)0)->member)
 static const field fields[] = {
-    {"model", F_ENUM, OFF(model.kind), 0, 0, 0, model_names, SDGP_MODEL_ZOO(ZOO_HELP) + 3},
+    {"model", F_ENUM, OFF(model.kind), 0, 0, 0, model_names, &(SDGP_MODEL_ZOO(ZOO_HELP))[3]},
     {"width", F_FLOAT, OFF(model.width), 0, 0.03125, 16, NULL, "channel multiplier (channels stay multiples of 32)"},
     {"batch-size", F_INT, OFF(model.batch), 0, 1, 65536, NULL, "images per step (over all MPI ranks: each takes its share)"},
     {"seed", F_U64, OFF(model.seed), 0, 0, 0, NULL, "seed of initialisation, data order, augmentation, masks"},
     {"threads", F_INT, OFF(model.threads), 0, 0, 1024, NULL, "OpenMP threads (0: all cores)"},
     {"conv-algo", F_ENUM, OFF(model.conv_algo), 0, 0, 0, sdgp_conv_algo_names,
-     SDGP_CONV_ALGO_LIST(SDGP_CONV_ALGO_HELP) /* + 3 below skips the first " | " */
+     &(SDGP_CONV_ALGO_LIST(SDGP_CONV_ALGO_HELP) /* [3]: skip the first " | " */
      ": dense convolutions (auto: Winograd by a rule, oneDNN's or, where it has none, sdgp's (forward, backward-data; "
      "SDGP_WINOGRAD=sdgp|onednn orders them); measured: per layer and pass the faster of direct and Winograd, timed "
-     "at start)" + 3},
+     "at start)")[3]},
     {"conv-workspace", F_INT, OFF(model.conv_workspace_mb), 0, 0, 1 << 20, NULL,
      "MB per conv pass; Winograd splits its calls to fit, auto falls back to direct (0: no limit)"},
     {"recompute", F_ENUM, OFF(model.recompute), 0, 0, 0, sdgp_recompute_names,
