@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/align.h"
 #include "core/clock.h"
 
 double cli_now(void) { return sdgp_now_s(); }
@@ -87,8 +88,7 @@ int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, lon
 
 float *cli_alloc_floats(size_t n) {
     void *p = NULL;
-    size_t bytes = (n ? n : 1) * sizeof(float);
-    bytes = (bytes + 63) / 64 * 64;
+    size_t bytes = sdgp_align64((n ? n : 1) * sizeof(float));
     if (posix_memalign(&p, 64, bytes)) return NULL;
     memset(p, 0, bytes);
     return p;

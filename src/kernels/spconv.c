@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/align.h"
 #include "core/transpose.h"
 #include "kernels/spconv_internal.h"
 
@@ -82,15 +83,8 @@ sdgp_status spconv_check_plan_args(const char *who, const void *out, const sdgp_
     return sdgp_isa_resolve(isa, resolved, err);
 }
 
-static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
-
-static void *alloc64(size_t bytes) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
-    return p;
-}
 
 /* Runs of output positions 0 .. size-1 (dD rows or columns) with equal valid-tap masks: position
  * x sees tap i when x + pad - i = o*stride with 0 <= o < size_out. Runs follow one stride residue
@@ -117,13 +111,13 @@ static sdgp_status plan_layout(sdgp_sparse_bwd *p, sdgp_error *err) {
     const sdgp_conv_geom *g = &p->g;
     p->nbg = (int)((p->cig + p->blk.nr - 1) / p->blk.nr);
     p->nblocks = g->groups * p->nbg;
-    p->ldp = round_up(p->blk.nr < p->cig ? p->blk.nr : p->cig, SPCONV_LDP_ALIGN);
+    p->ldp = sdgp_round_up(p->blk.nr < p->cig ? p->blk.nr : p->cig, SPCONV_LDP_ALIGN);
     if ((uint64_t)p->cog * (uint64_t)p->ldp * sizeof(float) > UINT32_MAX)
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "sparse_bwd: Cout=%d panels exceed 32-bit entry offsets", g->Cout);
     free(p->wp);
     p->packed = 0;
     p->wp_floats = (size_t)p->nblocks * g->kh * g->kw * p->cog * (size_t)p->ldp;
-    p->wp = alloc64(p->wp_floats * sizeof(float));
+    p->wp = sdgp_alloc64(p->wp_floats * sizeof(float));
     if (!p->wp)
         return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd: out of memory for %zu packed weight floats", p->wp_floats);
     memset(p->wp, 0, p->wp_floats * sizeof(float)); /* page faults here, not in the first pack */
@@ -150,7 +144,7 @@ static sdgp_status plan_units(sdgp_sparse_bwd *p, sdgp_error *err) {
     p->tbuf_entries = (size_t)(ib * nho * g->Wo * p->slots);
     p->tbuf_entries = (p->tbuf_entries + 7) / 8 * 8; /* whole cache lines per thread */
     free(p->tbuf);
-    p->tbuf = alloc64((size_t)p->threads * p->tbuf_entries * sizeof(spconv_entry));
+    p->tbuf = sdgp_alloc64((size_t)p->threads * p->tbuf_entries * sizeof(spconv_entry));
     if (!p->tbuf) return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd: out of memory for %d x %zu entries", p->threads, p->tbuf_entries);
     return SDGP_OK;
 }
@@ -184,10 +178,10 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
  * smaller than that (single taps keep the entry loops longest). Chunks are equal, whole groups. */
 static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
     const sdgp_conv_geom *g = &p->g;
-    int64_t nr = round_up(p->cig, SPCONV_LDP_ALIGN);
+    int64_t nr = sdgp_round_up(p->cig, SPCONV_LDP_ALIGN);
     if (nr > SPCONV_NR_DEFAULT) nr = SPCONV_NR_DEFAULT;
     if (nr > p->k.nr) nr = p->k.nr;
-    const int64_t row_bytes = round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = p->cog / p->m, T = (int64_t)g->kh * g->kw;
+    const int64_t row_bytes = sdgp_round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = p->cog / p->m, T = (int64_t)g->kh * g->kw;
     const int64_t ws = 8 * p->n > p->m ? SPCONV_WS_BYTES : 2 * SPCONV_WS_BYTES, rows = ws / row_bytes;
     int64_t tg = 1, kc;
     if (p->cog >= rows) {
@@ -223,7 +217,7 @@ sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *
     p->cog = g->Cout / g->groups;
     p->mask_block = 1;
     p->blk = default_blocking(p);
-    p->slot_base = alloc64((size_t)p->slots * sizeof(int32_t));
+    p->slot_base = sdgp_alloc64((size_t)p->slots * sizeof(int32_t));
     p->row_runs = malloc((size_t)g->H * sizeof *p->row_runs);
     p->col_runs = malloc((size_t)g->W * sizeof *p->col_runs);
     if (!p->slot_base || !p->row_runs || !p->col_runs) {
@@ -455,7 +449,7 @@ static sdgp_status ensure_stage(sdgp_sparse_bwd *p, sdgp_error *err) {
     if (p->stage && p->stage_floats == need) return SDGP_OK;
     free(p->stage);
     p->stage_floats = 0;
-    p->stage = alloc64((size_t)p->threads * need * sizeof(float));
+    p->stage = sdgp_alloc64((size_t)p->threads * need * sizeof(float));
     if (!p->stage)
         return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_data: out of memory for %d x %zu floats of NCHW staging", p->threads, need);
     p->stage_floats = need;

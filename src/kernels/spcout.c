@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/align.h"
 #include "core/transpose.h"
 #include "kernels/spcout_internal.h"
 #include "kernels/spfwd_internal.h"
@@ -135,7 +136,7 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     for (int bits = 0; bits < 1 << m; bits++)
         if (popcount8((unsigned)bits) == n) c->sub_bits[c->nsub] = (uint8_t)bits, c->sub_index[bits] = (int16_t)c->nsub++;
     const size_t taps = (size_t)g->kh * g->kw;
-    c->xt_bytes = ((size_t)c->nbv / 2 * g->Cin * c->plane_x * sizeof(float) + 63) / 64 * 64;
+    c->xt_bytes = sdgp_align64((size_t)c->nbv / 2 * g->Cin * c->plane_x * sizeof(float));
     c->ws_bytes = c->xt_bytes + (size_t)p->threads * c->ytile * sizeof(float); /* ytile: 64-byte multiple */
     c->ent = malloc((size_t)g->Cout / m * g->Cin * taps * c->es * sizeof(float));
     c->run = malloc((size_t)c->groups * c->chunks * (c->nsub + 1) * sizeof(int32_t));

@@ -20,6 +20,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "core/align.h"
 #include "kernels/spfwd_internal.h"
 
 /* Tiles a work unit aims at. U (at r = 4, 4x the kept weights: 19 MB at 512 channels) streams
@@ -55,8 +56,6 @@ static void g_apply(float *restrict out, int64_t ostride, const float *restrict 
             o0[c] = 0.25f * x0[c], o1[c] = e1 - o1v, o2[c] = e1 + o1v, o3[c] = e3 + o3v, o4[c] = e3 - o3v, o5[c] = x2[c];
         }
 }
-
-static int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 void spfwd_wino_free(sdgp_sparse_fwd *p) {
     free(p->ws.zrow);
@@ -104,8 +103,8 @@ sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err) {
     const int alpha = p->wtile + 2;
     float *zrow = spfwd_wino_shape_init(&p->ws, g, p->wtile, p->threads);
     const int64_t rows = p->ws.ib * p->ws.T;
-    p->o_m = (size_t)round64(alpha * rows * g->Cin * 4);
-    p->tbytes = p->o_m + (size_t)round64(alpha * rows * p->bw * 4);
+    p->o_m = sdgp_align64((size_t)(alpha * rows * g->Cin * 4));
+    p->tbytes = p->o_m + sdgp_align64((size_t)(alpha * rows * p->bw * 4));
     const size_t ubytes = spfwd_wino_u_bytes(p);
     if (posix_memalign((void **)&p->up, 64, ubytes)) p->up = NULL;
     if (posix_memalign((void **)&p->tbuf, 64, (size_t)p->threads * p->tbytes)) p->tbuf = NULL;
@@ -266,8 +265,8 @@ sdgp_status sdgp_sparse_wdata_create(sdgp_sparse_wdata **out, const sdgp_conv_ge
     const int alpha = tile + 2;
     float *zrow = spfwd_wino_shape_init(&p->ws, &tg, tile, p->threads);
     const int64_t rows = p->ws.ib * p->ws.T;
-    p->o_m = (size_t)round64(alpha * rows * g->Cout * 4);
-    p->tbytes = p->o_m + (size_t)round64(alpha * rows * p->w * 4);
+    p->o_m = sdgp_align64((size_t)(alpha * rows * g->Cout * 4));
+    p->tbytes = p->o_m + sdgp_align64((size_t)(alpha * rows * p->w * 4));
     const size_t ubytes = spwdata_u_bytes(p);
     p->idx = malloc((size_t)p->nblk * p->K * sizeof *p->idx);
     p->perm = malloc((size_t)p->nchunk * p->nblk * p->w * sizeof *p->perm);

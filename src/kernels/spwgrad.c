@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/align.h"
 #include "core/transpose.h"
 #include "kernels/spconv_internal.h"
 #include "kernels/spwgrad_internal.h"
@@ -30,8 +31,6 @@ void sdgp_sparse_wgrad_destroy(sdgp_sparse_wgrad *p) {
 }
 
 sdgp_isa sdgp_sparse_wgrad_isa(const sdgp_sparse_wgrad *p) { return p ? p->k.isa : SDGP_ISA_REF; }
-
-static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
 /* allow_rows 0: the permute form even where the ISA has the rows form (spwgrad_create_permute_form) */
 static sdgp_status create_plan(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa, int threads,
@@ -82,10 +81,10 @@ static sdgp_status create_plan(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g,
     }
     p->vs = (int64_t)SPWGRAD_RUN / m * n * 16;
     const size_t slots = (size_t)p->vs * (p->cop / 16);
-    p->o_val = align64((size_t)cmax * p->xt_sc * sizeof(float));
-    p->o_pick = p->o_val + align64(slots * sizeof(float));
-    p->o_rows = p->o_pick + align64(slots * sizeof(int32_t));
-    p->tbytes = p->o_rows + align64(SPWGRAD_RUN * sizeof(float *));
+    p->o_val = sdgp_align64((size_t)cmax * p->xt_sc * sizeof(float));
+    p->o_pick = p->o_val + sdgp_align64(slots * sizeof(float));
+    p->o_rows = p->o_pick + sdgp_align64(slots * sizeof(int32_t));
+    p->tbytes = p->o_rows + sdgp_align64(SPWGRAD_RUN * sizeof(float *));
     const size_t dwt_bytes = (size_t)p->taps * g->Cin * p->cop * sizeof(float);
     if (posix_memalign((void **)&p->dwt, 64, dwt_bytes)) p->dwt = NULL;
     if (posix_memalign((void **)&p->tbuf, 64, p->tbytes * p->threads)) p->tbuf = NULL;

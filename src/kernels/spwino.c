@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/align.h"
 #include "kernels/spwino_internal.h"
 
 static const spwino_loops *const loops_table[SDGP_ISA_COUNT] = {
@@ -42,25 +43,17 @@ static const double gm[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0
 /* Rows (tiles) a work unit aims at: its dD block (4 pixels a tile x Cin) and V_e stay in L2. */
 #define WINO_UNIT_TILES 64
 
-static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
-static void *alloc64(size_t bytes) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
-    return p;
-}
-
 int sdgp_sparse_wino_supports(const sdgp_conv_geom *g) {
     return g && g->kh == 3 && g->kw == 3 && g->stride == 1 && g->pad >= 0 && g->pad <= 2 && g->groups == 1;
 }
 
 static void plan_blocking(sdgp_sparse_wino *p) {
     const sdgp_conv_geom *g = &p->g;
-    int64_t nr = round_up(g->Cin, SPCONV_LDP_ALIGN);
+    int64_t nr = sdgp_round_up(g->Cin, SPCONV_LDP_ALIGN);
     if (nr > WINO_NR_DEFAULT) nr = WINO_NR_DEFAULT;
     if (nr > p->k.nr) nr = p->k.nr;
     p->nr = (int)nr;
-    p->ldp = round_up(nr, SPCONV_LDP_ALIGN);
+    p->ldp = sdgp_round_up(nr, SPCONV_LDP_ALIGN);
     p->nblocks = (int)((g->Cin + nr - 1) / nr);
     const int64_t ws = 8 * p->n > p->m ? WINO_WS_BYTES : 2 * WINO_WS_BYTES, rows = ws / (p->ldp * 4);
     const int64_t groups = g->Cout / p->m;
@@ -80,8 +73,8 @@ static void plan_blocking(sdgp_sparse_wino *p) {
  * (rows x ldp), and the rescale workspace of one image. */
 static sdgp_status plan_buffers(sdgp_sparse_wino *p, sdgp_error *err) {
     const int64_t rows = p->ib * p->T, C = p->g.Cout, W16 = (C + 15) / 16;
-    size_t off = (size_t)round_up(rows * C * 4, 64); /* V_e at offset 0 */
-#define TAKE(field, bytes) (p->field = off, off += (size_t)round_up((int64_t)(bytes), 64))
+    size_t off = (size_t)sdgp_round_up(rows * C * 4, 64); /* V_e at offset 0 */
+#define TAKE(field, bytes) (p->field = off, off += (size_t)sdgp_round_up((int64_t)(bytes), 64))
     TAKE(o_vals, rows * p->slots * 4);
     TAKE(o_idx, rows * p->slots);
     TAKE(o_ent, WE * rows * p->slots * 8);
@@ -92,7 +85,7 @@ static sdgp_status plan_buffers(sdgp_sparse_wino *p, sdgp_error *err) {
     TAKE(o_keep, p->T * W16 * 2);
 #undef TAKE
     p->tbytes = off;
-    p->tbuf = alloc64((size_t)p->threads * off);
+    p->tbuf = sdgp_alloc64((size_t)p->threads * off);
     if (!p->tbuf)
         return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_wino: out of memory for %d x %zu bytes of unit buffers", p->threads, off);
     return SDGP_OK;
@@ -132,9 +125,9 @@ sdgp_status sdgp_sparse_wino_create(sdgp_sparse_wino **out, const sdgp_conv_geom
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED, "sparse_wino_create: Cout=%d panels exceed 32-bit entry offsets", g->Cout);
     }
     p->up_floats = (size_t)WE * p->nblocks * g->Cout * (size_t)p->ldp;
-    p->up = alloc64(p->up_floats * sizeof(float));
-    p->slot_base = alloc64((size_t)p->slots * sizeof(int32_t));
-    p->zrow = alloc64((size_t)g->Cout * sizeof(float));
+    p->up = sdgp_alloc64(p->up_floats * sizeof(float));
+    p->slot_base = sdgp_alloc64((size_t)p->slots * sizeof(int32_t));
+    p->zrow = sdgp_alloc64((size_t)g->Cout * sizeof(float));
     if (!p->up || !p->slot_base || !p->zrow || (st = plan_buffers(p, err)) != SDGP_OK) {
         sdgp_sparse_wino_destroy(p);
         return st != SDGP_OK ? st : sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_wino_create: out of memory for %zu U floats", p->up_floats);

@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "core/align.h"
 #include "kernels/wgwino_internal.h"
 
 /* Transformed tiles of a chunk, V and Y together, unless a workspace limit wants fewer: the GEMMs
@@ -41,8 +42,6 @@ static const wgwino_kernels kernel_table[SDGP_ISA_COUNT] = {
     /* no AVX-512 kernel: oneDNN has a Winograd backward-weights there, which runs first */
     [SDGP_ISA_AVX512] = {SDGP_ISA_AVX2, wgwino_gemm_avx2, wgwino_dy_avx2, spfwd_wino_in_avx2},
 };
-
-static size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
 /* A row stride of whole cache lines, an odd number of them: the GEMMs walk a column panel of V_e
  * and Y_e down the tiles, and at a power-of-two stride (64 or 128 channels) those rows fall into a
@@ -76,7 +75,7 @@ sdgp_status wgwino_create(wgwino **out, const sdgp_conv_geom *g, sdgp_isa isa, i
         return sdgp_fail(err, SDGP_ERR_NOMEM, "Winograd weight gradient: out of memory");
     }
     p->ldv = tile_stride(g->Cin), p->ldy = tile_stride(g->Cout);
-    p->m_bytes = round64((size_t)36 * g->Cout * g->Cin * 4);
+    p->m_bytes = sdgp_align64((size_t)36 * g->Cout * g->Cin * 4);
     /* M (36 Cin Cout floats: 38 MB at 512 -> 512) is there whatever the chunk; the chunk takes the rest */
     const size_t per_tile = (size_t)36 * 4 * (size_t)(p->ldv + p->ldy);
     size_t budget = CHUNK_BYTES;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/align.h"
 #include "core/clock.h"
 #include "model/model_internal.h"
 
@@ -62,7 +63,7 @@ sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
             if (f > ws) ws = f;
         }
     }
-    ws = (ws + 63) / 64 * 64;
+    ws = sdgp_align64(ws);
     if (ws != m->conv_ws_bytes) {
         void *buf = aligned_alloc(64, ws);
         if (!buf) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: conv workspace of %zu bytes", ws);

@@ -7,6 +7,7 @@
 
 #include <dnnl.h>
 
+#include "core/align.h"
 #include "sdgp/conv.h"
 #include "sdgp/sparse.h"
 
@@ -75,8 +76,6 @@ sdgp_status conv_pass_bind(conv_pass *p, void *ws, sdgp_error *err);
 void conv_pass_free(conv_pass *p);
 
 sdgp_status conv_dnnl_ok(dnnl_status_t s, sdgp_error *err, const char *what);
-/* b rounded up to whole cache lines: every part of a pass's workspace starts on one */
-static inline size_t conv_round64(size_t b) { return (b + 63) / 64 * 64; }
 
 /* conv_sdgp_wino.c: WINOGRAD by sdgp's own F(4x4,3x3) kernels. The order of the two Winograd
  * implementations from SDGP_WINOGRAD: 0 oneDNN's first (unset or empty), 1 sdgp's first ("sdgp"),

@@ -152,8 +152,8 @@ static sdgp_status plan_pds(conv_pass *p, pass_pds *q, const conv_ctx *ctx, cons
     }
     if (wino) {
         int x_in = p->pass != SDGP_CONV_BACKWARD_DATA, y_in = p->pass != SDGP_CONV_FORWARD;
-        p->xb_bytes = conv_round64(dnnl_memory_desc_get_size(xk));
-        p->yb_bytes = conv_round64(dnnl_memory_desc_get_size(yk));
+        p->xb_bytes = sdgp_align64(dnnl_memory_desc_get_size(xk));
+        p->yb_bytes = sdgp_align64(dnnl_memory_desc_get_size(yk));
         if ((st = reorder_pd(&q->x, x_in ? md_x : xk, x_in ? xk : md_x, ctx->engine, attr, err, p->x_re.name)) ||
             (st = reorder_pd(&q->y, y_in ? md_y : yk, y_in ? yk : md_y, ctx->engine, attr, err, p->y_re.name)))
             goto done;
@@ -163,7 +163,7 @@ static sdgp_status plan_pds(conv_pass *p, pass_pds *q, const conv_ctx *ctx, cons
     int add = p->pass == SDGP_CONV_BACKWARD_WEIGHTS && p->chunk < g->B;
     if (add || !dnnl_memory_desc_equal(wk, md_w)) {
         int to_user = p->pass == SDGP_CONV_BACKWARD_WEIGHTS;
-        p->w_bytes = conv_round64(dnnl_memory_desc_get_size(wk));
+        p->w_bytes = sdgp_align64(dnnl_memory_desc_get_size(wk));
         if ((st = reorder_pd(&q->w, to_user ? wk : md_w, to_user ? md_w : wk, ctx->engine, attr, err, p->w_re.name)))
             goto done;
         if (add && ((st = conv_dnnl_ok(dnnl_primitive_attr_clone(&add_attr, attr), err, "attr")) ||
@@ -176,7 +176,7 @@ static sdgp_status plan_pds(conv_pass *p, pass_pds *q, const conv_ctx *ctx, cons
     dnnl_primitive_desc_t re[4] = {q->w, q->w_add, q->x, q->y};
     for (int i = 0; i < 4; i++)
         if (scratch_of(re[i]) > scratch) scratch = scratch_of(re[i]);
-    p->scratch_bytes = conv_round64(scratch);
+    p->scratch_bytes = sdgp_align64(scratch);
 done:
     if (sum) dnnl_post_ops_destroy(sum);
     if (add_attr) dnnl_primitive_attr_destroy(add_attr);

@@ -82,7 +82,7 @@ static void s2d_weights_grad(float *dw5, const float *dw3, int Cout, int C) {
 /* the plan's working memory (U, or the weight gradient's tiles and M), whole cache lines: the
  * space-to-depth weights follow it in the workspace */
 static size_t plan_bytes(const conv_pass *p) {
-    return conv_round64(p->own_fwd    ? spfwd_wino_u_bytes(p->own_fwd)
+    return sdgp_align64(p->own_fwd    ? spfwd_wino_u_bytes(p->own_fwd)
                         : p->own_data ? spwdata_u_bytes(p->own_data)
                                       : wgwino_ws_bytes(p->own_wgrad));
 }
@@ -99,7 +99,7 @@ sdgp_status conv_sdgp_wino_plan(conv_pass *p, const conv_ctx *ctx, size_t limit,
     sdgp_status st =
         s2d ? sdgp_conv_geom_init(&g3, g->B, (g->H + 1) / 2, (g->W + 1) / 2, 4 * g->Cin, g->Cout, 3, 3, 1, 1, err) : SDGP_OK;
     if (st != SDGP_OK) return st;
-    const size_t s2d_bytes = s2d ? conv_round64((size_t)g3.Cout * g3.Cin * 9 * sizeof(float)) : 0;
+    const size_t s2d_bytes = s2d ? sdgp_align64((size_t)g3.Cout * g3.Cin * 9 * sizeof(float)) : 0;
     if (p->pass == SDGP_CONV_FORWARD) {
         st = sdgp_sparse_fwd_create_wino(&p->own_fwd, &g3, DENSE_N, DENSE_M, DENSE_BLOCK, TILE, SDGP_ISA_AUTO, ctx->threads,
                                          err);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/align.h"
 #include "prune/prune_internal.h"
 
 static const char *const fn_names[SDGP_PRUNE_COUNT] = {"none", "random", "magnitude", "rescaled", "mvue", "mvue-approx"};
@@ -145,7 +146,7 @@ sdgp_status sdgp_nm_alloc(sdgp_nm_tensor *t, sdgp_axis axis, int n, int m, int64
     t->rows = rows;
     t->C = C;
     size_t slots = sdgp_nm_slots(t);
-    size_t vbytes = (slots * sizeof(float) + 63) / 64 * 64, ibytes = (slots + 63) / 64 * 64;
+    size_t vbytes = sdgp_align64(slots * sizeof(float)), ibytes = sdgp_align64(slots);
     t->values = aligned_alloc(64, vbytes);
     t->index = aligned_alloc(64, ibytes);
     if (!t->values || !t->index) {
