@@ -17,6 +17,9 @@
  *         one pass of the dense convolution (sdgp_conv_*), dense operands, with the AUTO algorithm
  *         (what training runs) or, with KERNEL_AB_ALGOS=A,B in the environment (direct, winograd or
  *         auto each), side A's and side B's: e.g. one library against itself, direct against winograd
+ *   bn-fwd, bn-bwd
+ *         the BatchNorm + ReLU after the conv (sdgp_batchnorm_relu_forward_train / _backward, on
+ *         B*Ho*Wo rows of Cout channels), in the OpenMP team of `threads` (OMP_NUM_THREADS is set)
  *
  * e.g. with the previous commit's library built in a worktree:
  *   git worktree add /tmp/old HEAD~1 && cmake -S /tmp/old -B /tmp/old/build -DCMAKE_BUILD_TYPE=Release &&
@@ -47,6 +50,10 @@ typedef sdgp_status (*conv_create_fn)(sdgp_conv **, const sdgp_conv_geom *, int,
 typedef sdgp_status (*conv_fwd_fn)(sdgp_conv *, float *, const float *, const float *, const float *, sdgp_error *);
 typedef sdgp_status (*conv_data_fn)(sdgp_conv *, float *, const float *, const float *, sdgp_error *);
 typedef sdgp_status (*conv_wgrad_fn)(sdgp_conv *, float *, float *, const float *, const float *, sdgp_error *);
+typedef void (*bn_fwd_fn)(float *, float *, float *, float *, float *, const float *, const float *, const float *, int64_t,
+                          int, float, float);
+typedef void (*bn_bwd_fn)(float *, float *, float *, const float *, const float *, const float *, const float *,
+                          const float *, const float *, int64_t, int);
 
 typedef enum {
     KERNEL_COUT,
@@ -54,18 +61,22 @@ typedef enum {
     KERNEL_MVUE,
     KERNEL_DENSE_FWD,
     KERNEL_DENSE_DATA,
-    KERNEL_DENSE_WGRAD
+    KERNEL_DENSE_WGRAD,
+    KERNEL_BN_FWD,
+    KERNEL_BN_BWD
 } kernel_kind;
-static const char *const KERNEL_NAMES[] = {"cout", "sdgp", "mvue", "dense-fwd", "dense-data", "dense-wgrad"};
-#define KERNEL_KINDS 6
-static int is_dense(kernel_kind k) { return k >= KERNEL_DENSE_FWD; }
+static const char *const KERNEL_NAMES[] = {"cout", "sdgp", "mvue", "dense-fwd", "dense-data", "dense-wgrad", "bn-fwd", "bn-bwd"};
+#define KERNEL_KINDS 8
+static int is_dense(kernel_kind k) { return k >= KERNEL_DENSE_FWD && k <= KERNEL_DENSE_WGRAD; }
+static int is_bn(kernel_kind k) { return k == KERNEL_BN_FWD || k == KERNEL_BN_BWD; }
 
 typedef struct {
     kernel_kind kind;
     int B, H, Cin, Cout, k, stride, pad, threads, reps;
     int Ho; /* output rows = columns */
     float *w, *x; /* w: the weights (all but mvue); x: the input (all but sdgp and dense-data) */
-    float *dyd;   /* the dense kinds' dO */
+    float *dyd;   /* the dense kinds' and bn-bwd's dO (bn-bwd: the gradient of the BatchNorm + ReLU's output) */
+    float *z, *gamma, *beta; /* the BatchNorm's input (B*Ho*Wo x Cout) and its parameters */
     sdgp_nm_tensor dy; /* the compressed dO (sdgp: along channels; mvue: along rows) */
 } problem;
 
@@ -77,6 +88,9 @@ typedef struct {
     conv_fwd_fn conv_fwd;
     conv_data_fn conv_data;
     conv_wgrad_fn conv_wgrad;
+    bn_fwd_fn bn_fwd;
+    bn_bwd_fn bn_bwd;
+    float *stats; /* the BatchNorm's mean, rstd, running mean and variance, dgamma, dbeta: 6 x Cout */
     float *out;
     double best;
 } side;
@@ -111,6 +125,15 @@ static int make_problem(problem *p) {
                         p->w[((size_t)(co + r) * p->Cin + ci) * taps + t] = kept ? urand() : 0.0f;
                     }
                 }
+    }
+    if (is_bn(p->kind)) {
+        const size_t nz = (size_t)p->B * p->Ho * p->Ho * p->Cout;
+        p->z = malloc(nz * sizeof(float)), p->dyd = malloc(nz * sizeof(float));
+        p->gamma = malloc((size_t)p->Cout * sizeof(float)), p->beta = malloc((size_t)p->Cout * sizeof(float));
+        if (!p->z || !p->dyd || !p->gamma || !p->beta) return 0;
+        for (size_t i = 0; i < nz; i++) p->z[i] = urand(), p->dyd[i] = urand();
+        for (int c = 0; c < p->Cout; c++) p->gamma[c] = 1.0f + urand(), p->beta[c] = urand();
+        return 1;
     }
     if (p->kind != KERNEL_SDGP && p->kind != KERNEL_DENSE_DATA) {
         const size_t nx = (size_t)p->B * p->H * p->H * p->Cin;
@@ -165,8 +188,13 @@ static int open_side(side *s, const char *lib, const problem *p, int k) {
         fprintf(stderr, "kernel_ab: %s: no geometry: %s\n", lib, geom ? e.msg : "sdgp_conv_geom_init missing");
         return 0;
     }
-    sdgp_status st;
-    if (is_dense(p->kind)) {
+    sdgp_status st = SDGP_OK;
+    if (is_bn(p->kind)) {
+        s->bn_fwd = (bn_fwd_fn)dlsym(h, "sdgp_batchnorm_relu_forward_train");
+        s->bn_bwd = (bn_bwd_fn)dlsym(h, "sdgp_batchnorm_relu_backward");
+        if (!s->bn_fwd || !s->bn_bwd) return fprintf(stderr, "kernel_ab: %s lacks the BatchNorm's API\n", lib), 0;
+        if (!(s->stats = calloc((size_t)6 * p->Cout, sizeof(float)))) return 0;
+    } else if (is_dense(p->kind)) {
         conv_create_fn create = (conv_create_fn)dlsym(h, "sdgp_conv_create_algo");
         s->conv_fwd = (conv_fwd_fn)dlsym(h, "sdgp_conv_forward");
         s->conv_data = (conv_data_fn)dlsym(h, "sdgp_conv_backward_data");
@@ -215,7 +243,17 @@ static int open_side(side *s, const char *lib, const problem *p, int k) {
 
 static sdgp_status run_side(side *s, const problem *p) {
     sdgp_error e;
+    const int64_t rows = (int64_t)p->B * p->Ho * p->Ho;
+    const int C = p->Cout;
+    float *const mean = s->stats, *const rstd = mean + C, *const dgamma = mean + 4 * C, *const dbeta = mean + 5 * C;
     switch (p->kind) {
+    case KERNEL_BN_FWD:
+    case KERNEL_BN_BWD: /* the backward's mean and rstd: the forward's, once, by the side's own library (rstd > 0 after) */
+        if (p->kind == KERNEL_BN_FWD || rstd[0] == 0.0f)
+            s->bn_fwd(s->out, mean, rstd, mean + 2 * C, mean + 3 * C, p->z, p->gamma, p->beta, rows, C, 0.1f, 1e-5f);
+        if (p->kind == KERNEL_BN_BWD)
+            s->bn_bwd(s->out, dgamma, dbeta, p->dyd, p->z, mean, rstd, p->gamma, p->beta, rows, C);
+        return SDGP_OK;
     case KERNEL_SDGP: return s->bwd_run((sdgp_sparse_bwd *)s->plan, s->out, &p->dy, &e);
     case KERNEL_MVUE: return s->wgrad_run((sdgp_sparse_wgrad *)s->plan, s->out, p->x, &p->dy, &e);
     case KERNEL_DENSE_FWD: return s->conv_fwd((sdgp_conv *)s->plan, s->out, p->x, p->w, NULL, &e);
@@ -232,7 +270,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], KERNEL_NAMES[k])) p.kind = (kernel_kind)k, known = 1;
     if (!known) {
         fprintf(stderr,
-                "usage: %s cout|sdgp|mvue|dense-fwd|dense-data|dense-wgrad LIB_A LIB_B B H Cin Cout k stride pad threads "
+                "usage: %s cout|sdgp|mvue|dense-fwd|dense-data|dense-wgrad|bn-fwd|bn-bwd LIB_A LIB_B B H Cin Cout k stride pad "
+                "threads "
                 "reps\n",
                 argv[0]);
         return 2;
@@ -249,7 +288,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kernel_ab: mvue needs B*Ho*Wo (%lld) a multiple of 4\n", (long long)p.B * p.Ho * p.Ho);
         return 2;
     }
-    side s[2];
+    side s[2] = {0};
+    char threads[16];
+    snprintf(threads, sizeof threads, "%d", p.threads);
+    setenv("OMP_NUM_THREADS", threads, 1); /* before the first dlopen loads OpenMP: the BatchNorm's team */
     if (!make_problem(&p)) return fprintf(stderr, "kernel_ab: out of memory\n"), 1;
     for (int k = 0; k < 2; k++)
         if (!open_side(&s[k], argv[2 + k], &p, k) || run_side(&s[k], &p) != SDGP_OK) return 1; /* warm-up */

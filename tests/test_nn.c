@@ -216,6 +216,35 @@ TEST_CASE(batchnorm_bitwise_independent_of_threads) {
     free(t.y), free(t.dy), free(t.dx), free(t.dg), free(t.db), free(t.out);
 }
 
+/* The same where the order of additions shows: of six row chunks (the reductions' unit, 1024
+ * rows), the second holds +3e13 and the fourth -3e13, the others small values, so which of the
+ * small chunks' sums lose bits to a large partial sum depends on the order the partial sums are
+ * added in. (The data above give sums that double precision adds exactly in any order.) */
+TEST_CASE(batchnorm_sum_order_independent_of_threads) {
+    bn_threads_ctx t;
+    bn_ctx *b = &t.b;
+    b->rows = 5 * 1024 + 3, b->C = 8; /* above the parallel threshold, a short last chunk */
+    size_t n = (size_t)b->rows * b->C, out = 2 * n + 6 * (size_t)b->C;
+    b->x = test_xmalloc(n * 4), t.dy = test_xmalloc(n * 4);
+    for (int64_t r = 0; r < b->rows; r++) {
+        int64_t chunk = r / 1024;
+        float big = chunk == 1 ? 3e13f : chunk == 3 ? -3e13f : 0.0f;
+        for (int c = 0; c < b->C; c++) {
+            float small = 1e-3f * (float)(1 + (r + c) % 7);
+            b->x[r * b->C + c] = big != 0.0f ? big * (1 + 0.01f * c) : small;
+            t.dy[r * b->C + c] = big != 0.0f ? big * (1 - 0.01f * c) : small;
+        }
+    }
+    b->gamma = randn(b->C, 44), b->beta = randn(b->C, 45);
+    b->mean = test_xmalloc(b->C * 4), b->rstd = test_xmalloc(b->C * 4);
+    b->rm = test_xmalloc(b->C * 4), b->rv = test_xmalloc(b->C * 4);
+    t.y = test_xmalloc(n * 4), t.dx = test_xmalloc(n * 4);
+    t.dg = test_xmalloc(b->C * 4), t.db = test_xmalloc(b->C * 4), t.out = test_xmalloc(out * 4);
+    CHECK(same_for_any_threads(bn_all, &t, t.out, out * 4), "batchnorm's sums depend on the thread count");
+    free(b->x), free(b->gamma), free(b->beta), free(b->mean), free(b->rstd), free(b->rm), free(b->rv);
+    free(t.y), free(t.dy), free(t.dx), free(t.dg), free(t.db), free(t.out);
+}
+
 /* ================= ReLU and elementwise ================= */
 
 typedef struct {
@@ -752,6 +781,7 @@ int main(void) {
     RUN(batchnorm_relu_eval_equals_unfused);
     RUN(batchnorm_backward_finite_differences);
     RUN(batchnorm_bitwise_independent_of_threads);
+    RUN(batchnorm_sum_order_independent_of_threads);
     RUN(relu_forward_backward);
     RUN(elementwise_ops);
     RUN(maxpool2_forward_backward);
