@@ -11,7 +11,7 @@
  * one "tap" wide. So the GEMM is spfwd's micro-kernel with a 1-tap list; U is made from the direct
  * plan's packed weights; the transforms are spfwd_wino_loops.h (per ISA, the same bits).
  *
- * Loops (outside in): work unit = whole images, about 128 tiles (the OpenMP item; it owns its Y
+ * Loops (outside in): work unit = whole images, about 64 or 128 tiles (the OpenMP item; it owns its Y
  * rows, so every thread count gives the same bits); row a of A^T (order 1, 0, 2, ...: row 1 reaches
  * every output row of a tile and stores, so nothing zeroes Y): the unit's r+2 elements (a, bb) are
  * transformed into the thread's buffer; output block: r+2 GEMMs into M_bb (rows x bw), then the
@@ -27,8 +27,17 @@
  * through once per unit, so units are large, and as few as one per thread: on w1's 8x8 layers at
  * batch 64, units of 32 tiles and at least 4 per thread took 1.3-1.4x the time (README.md).
  * Splitting the output blocks among threads instead saves no U traffic and repeats the transform
- * (measured slower). */
+ * (measured slower). But the unit's row of V (r+2 elements x tiles x Cin floats) is read once per
+ * output block, and its Y rows are read and written r+2 times, so where V_L2_BYTES holds the V of
+ * UNIT_TILES_SMALL tiles (up to 256 input channels at F(4x4)) units are that small. On the Zen 3
+ * host (512 KB of L2 per core), dense forward and backward-data, this rule against 128 tiles
+ * everywhere (`build/sdgp_kernel_ab dense-fwd|dense-data`, both orders; docs/bench/zen3/
+ * wino-unit-tiles.txt): ResNet-9 w0.25's 3x3 layers at batch 512 0.97-1.22x, geometric mean 1.07x;
+ * 64 tiles against 128 at w1's 16x16 x 256 layers (batch 64) 1.11-1.28x, at 8x8 x 512 0.86-0.99x
+ * (there U's traffic wins: the larger units stay). */
 #define UNIT_TILES 128
+#define UNIT_TILES_SMALL 64
+#define V_L2_BYTES (384 * 1024)
 
 /* out[0 .. r+1] = G v for one 3-vector v = (v0, v1, v2) of each of bw columns (x + i * stride),
  * with G of F(2x2,3x3) = [[1,0,0],[1/2,1/2,1/2],[1/2,-1/2,1/2],[0,0,1]] or of F(4x4,3x3) =
@@ -81,7 +90,8 @@ float *spfwd_wino_shape_init(spfwd_wino_shape *s, const sdgp_conv_geom *g, int r
     s->th = (g->Ho + r - 1) / r;
     s->tw = (g->Wo + r - 1) / r;
     s->T = (int64_t)s->th * s->tw;
-    int64_t ib = UNIT_TILES / s->T;
+    const int small = (int64_t)(r + 2) * UNIT_TILES_SMALL * g->Cin * (int64_t)sizeof(float) <= V_L2_BYTES;
+    int64_t ib = (small ? UNIT_TILES_SMALL : UNIT_TILES) / s->T;
     if (ib < 1) ib = 1;
     if (ib > g->B) ib = g->B;
     while (ib > 1 && (g->B + ib - 1) / ib < threads) ib = (ib + 1) / 2;
