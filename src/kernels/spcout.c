@@ -281,7 +281,7 @@ sdgp_status spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x, sdgp_
     const sdgp_conv_geom *g = &p->g;
     spcout *c = p->cout;
     if (!c->Xt) {
-        if (posix_memalign(&c->own, 64, c->ws_bytes))
+        if (!(c->own = sdgp_alloc64(c->ws_bytes)))
             return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse-weight forward (cout): out of memory for its workspace (%zu MB)",
                              c->ws_bytes >> 20);
         c->Xt = c->own;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/align.h"
 #include "kernels/spfwd_internal.h"
 
 static const spfwd_kernels kernel_table[SDGP_ISA_COUNT] = {
@@ -97,7 +98,7 @@ static sdgp_status create_plan(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, i
     p->col_runs = malloc((size_t)g->Wo * sizeof *p->col_runs);
     /* the Winograd plan turns each block's wc into U at once: one block per thread is enough */
     const size_t wc_blocks = wtile ? (size_t)p->threads : (size_t)p->nblk;
-    if (posix_memalign((void **)&p->wc, 64, wc_blocks * taps * p->K * block * sizeof(float))) p->wc = NULL;
+    p->wc = sdgp_alloc64(wc_blocks * taps * p->K * block * sizeof(float));
     p->nz = malloc((size_t)p->threads * g->Cin);
     if (!p->idx || !p->wc || !p->nz || !p->row_runs || !p->col_runs) {
         sdgp_sparse_fwd_destroy(p);

@@ -116,8 +116,8 @@ sdgp_status spfwd_wino_plan(sdgp_sparse_fwd *p, sdgp_error *err) {
     p->o_m = sdgp_align64((size_t)(alpha * rows * g->Cin * 4));
     p->tbytes = p->o_m + sdgp_align64((size_t)(alpha * rows * p->bw * 4));
     const size_t ubytes = spfwd_wino_u_bytes(p);
-    if (posix_memalign((void **)&p->up, 64, ubytes)) p->up = NULL;
-    if (posix_memalign((void **)&p->tbuf, 64, (size_t)p->threads * p->tbytes)) p->tbuf = NULL;
+    p->up = sdgp_alloc64(ubytes);
+    p->tbuf = sdgp_alloc64((size_t)p->threads * p->tbytes);
     if (!zrow || !p->up || !p->tbuf)
         return sdgp_fail(err, SDGP_ERR_NOMEM,
                          "sparse-weight forward (Winograd): out of memory for U (%zu MB) and %d x %zu KB of unit buffers",
@@ -281,8 +281,8 @@ sdgp_status sdgp_sparse_wdata_create(sdgp_sparse_wdata **out, const sdgp_conv_ge
     p->idx = malloc((size_t)p->nblk * p->K * sizeof *p->idx);
     p->perm = malloc((size_t)p->nchunk * p->nblk * p->w * sizeof *p->perm);
     p->nz = malloc((size_t)p->threads * g->Cin);
-    if (posix_memalign((void **)&p->up, 64, ubytes)) p->up = NULL;
-    if (posix_memalign((void **)&p->tbuf, 64, (size_t)p->threads * p->tbytes)) p->tbuf = NULL;
+    p->up = sdgp_alloc64(ubytes);
+    p->tbuf = sdgp_alloc64((size_t)p->threads * p->tbytes);
     if (!zrow || !p->idx || !p->perm || !p->nz || !p->up || !p->tbuf) {
         sdgp_sparse_wdata_destroy(p);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "%s: out of memory for U (%zu MB) and %d x %zu KB of unit buffers", who,

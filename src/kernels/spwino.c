@@ -73,8 +73,8 @@ static void plan_blocking(sdgp_sparse_wino *p) {
  * (rows x ldp), and the rescale workspace of one image. */
 static sdgp_status plan_buffers(sdgp_sparse_wino *p, sdgp_error *err) {
     const int64_t rows = p->ib * p->T, C = p->g.Cout, W16 = (C + 15) / 16;
-    size_t off = (size_t)sdgp_round_up(rows * C * 4, 64); /* V_e at offset 0 */
-#define TAKE(field, bytes) (p->field = off, off += (size_t)sdgp_round_up((int64_t)(bytes), 64))
+    size_t off = sdgp_align64((size_t)(rows * C * 4)); /* V_e at offset 0 */
+#define TAKE(field, bytes) (p->field = off, off += sdgp_align64((size_t)(bytes)))
     TAKE(o_vals, rows * p->slots * 4);
     TAKE(o_idx, rows * p->slots);
     TAKE(o_ent, WE * rows * p->slots * 8);

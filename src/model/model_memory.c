@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/align.h"
 #include "model/model_internal.h"
 
 const char *const sdgp_recompute_names[] = {"none", "blocks", NULL};
@@ -285,7 +286,7 @@ sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err) {
     size_t bytes = pack(m->mem_items, w.n, order, lo, hi);
     free(order), free(lo), free(hi);
     m->act_bytes = bytes;
-    if (posix_memalign(&m->act_arena, 64, bytes ? bytes : 64)) {
+    if (!(m->act_arena = sdgp_alloc64(bytes))) {
         free(live);
         return sdgp_fail(err, SDGP_ERR_NOMEM, "model: cannot allocate %.1f MB of activations for batch %d", (double)bytes / 1e6,
                          m->B);
