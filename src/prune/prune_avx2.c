@@ -1,6 +1,7 @@
 /* AVX2 pruning kernels: magnitude and rescaled magnitude (both passes); channel axis with m | 8
- * (8 lanes = 8/m groups, ranks by in-group rotations, as in prune_avx512.c) and the row axis for
- * any m (8 channels per vector, pairwise ranks). Random and MVUE with m = 4 are in
+ * (8 lanes = 8/m groups, ranks by in-group rotations, as in prune_avx512.c), channel axis with
+ * m = 8V, V >= 2 (a group is V vectors, ranks by rotations within and across them), and the row
+ * axis for any m (8 channels per vector, pairwise ranks). Random and MVUE with m = 4 are in
  * prune_mvue_avx2.c; other shapes use the reference.
  *
  * AVX2 has no mask registers and no compress: masks are vectors of all-ones lanes, and the
@@ -8,7 +9,8 @@
  * pdep/pext (scalar, beside the vector work). Results are bitwise the reference's. The ranking of
  * m = 2 and 4 rotates groups with in-lane shuffles in an unrolled loop: 2:4 of one sample in L2 on
  * one thread (`sdgp bench prune --threads 1 --shape 1,256,256`, best repeat) 0.51 ns per float for
- * magnitude and 0.80 for rescaled, against 0.66 and 0.92 with the generic loop (vpermd, blend). */
+ * magnitude and 0.80 for rescaled, against 0.66 and 0.92 with the generic loop (vpermd, blend).
+ * m = 16 and 32 ran the reference's selection loop before (branchy, n passes over the group). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -55,6 +57,35 @@ static inline __attribute__((always_inline)) __m256i keep8_m(const rank8 *p, __m
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(p->n), rank);
 }
 
+/* The kept lanes of y (kp all-ones) in order to vals[pos..), their numbers as bytes to idx[pos..),
+ * each (lane & lane_and) + lane_add; returns how many. pdep spreads the 8 mask bits to bytes, pext
+ * picks those lanes' numbers, vpermps gathers the values. Whole 8-lane stores where the row (slots
+ * long) has room: the excess is overwritten by the next store, and never reaches another row. */
+static inline int compress8(float *vals, uint8_t *idx, int64_t pos, int64_t slots, __m256 y, __m256i kp, uint64_t lane_and,
+                            uint64_t lane_add) {
+    const unsigned bits = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(kp));
+    const int count = __builtin_popcount(bits);
+    const uint64_t lanes = _pext_u64(0x0706050403020100ull, _pdep_u64(bits, 0x0101010101010101ull) * 0xff);
+    const __m256 v = _mm256_permutevar8x32_ps(y, _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)lanes)));
+    const uint64_t ib = (lanes & lane_and) + lane_add; /* bytes < 64: no carries between them */
+    if (pos + 8 <= slots) {
+        _mm256_storeu_ps(vals + pos, v);
+        memcpy(idx + pos, &ib, 8);
+    } else {
+        float t[8];
+        _mm256_storeu_ps(t, v);
+        memcpy(vals + pos, t, (size_t)count * sizeof *t);
+        memcpy(idx + pos, &ib, (size_t)count);
+    }
+    return count;
+}
+
+/* 8 bits of a stored keep mask, spread to all-ones lanes. */
+static inline __m256i spread8(int bits) {
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane_bit), lane_bit);
+}
+
 /* One group through the reference decision (row tails), written like the reference. */
 static void group_scalar(const prune_job *j, const float *x, const float *scale, float *out, float *vals, uint8_t *idx) {
     const int n = j->n, m = j->m;
@@ -80,33 +111,10 @@ static inline __attribute__((always_inline)) void channel_vec_m(const prune_job 
         int64_t pos = 0, c = 0;
         for (; c < full; c += 8, pos += per) {
             __m256 x = _mm256_loadu_ps(xr + c);
-            __m256i kp;
-            if (keep) { /* 8 bits of the stored mask, spread to lanes */
-                int bits = keep[c / 16] >> (c % 16);
-                kp = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)),
-                                        _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128));
-            } else {
-                kp = keep8_m(rp, key8(x), M);
-            }
+            __m256i kp = keep ? spread8(keep[c / 16] >> (c % 16)) : keep8_m(rp, key8(x), M);
             __m256 y = _mm256_and_ps(sr ? _mm256_mul_ps(x, _mm256_loadu_ps(sr + c)) : x, _mm256_castsi256_ps(kp));
             if (outr) _mm256_storeu_ps(outr + c, y);
-            if (vals) {
-                /* kept lanes in order as bytes: pdep spreads the 8 mask bits to bytes, pext picks those
-                 * lanes' numbers; vpermps then gathers the values, and lane & (m-1) is the index */
-                unsigned bits = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(kp));
-                uint64_t lanes = _pext_u64(0x0706050403020100ull, _pdep_u64(bits, 0x0101010101010101ull) * 0xff);
-                __m256 v = _mm256_permutevar8x32_ps(y, _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)lanes)));
-                uint64_t ib = lanes & (0x0101010101010101ull * (uint64_t)(m - 1));
-                if (pos + 8 <= slots) { /* room in the row: whole stores, the excess is overwritten next */
-                    _mm256_storeu_ps(vals + pos, v);
-                    memcpy(idx + pos, &ib, 8);
-                } else {
-                    float t[8];
-                    _mm256_storeu_ps(t, v);
-                    memcpy(vals + pos, t, (size_t)per * sizeof *t);
-                    memcpy(idx + pos, &ib, (size_t)per);
-                }
-            }
+            if (vals) compress8(vals, idx, pos, slots, y, kp, 0x0101010101010101ull * (uint64_t)(m - 1), 0);
         }
         for (; c < C; c += m, pos += n) /* tail: whole groups */
             group_scalar(j, xr + c, sr ? sr + c : NULL, outr ? outr + c : NULL, vals ? vals + pos : NULL, idx ? idx + pos : NULL);
@@ -118,6 +126,71 @@ static void channel_vec(const prune_job *j, const rank8 *rp, int64_t r0, int64_t
     case 2: channel_vec_m(j, rp, r0, r1, 2); return;
     case 4: channel_vec_m(j, rp, r0, r1, 4); return;
     default: channel_vec_m(j, rp, r0, r1, 8); return;
+    }
+}
+
+/* Channel axis, m = 8V (V >= 2; V a constant where the caller knows it): a group is the V vectors
+ * x[0..V). Lane l of vector a meets lane (l + s) % 8 of every vector b, itself excepted (rp: the
+ * rotations of m = 8). The partner beats it with a higher key, or an equal one and a lower index
+ * in the group: b < a, or b == a and l + s >= 8 (rp->before). kp[a]: all-ones where kept. About
+ * 4 m operations per group for m^2 / 2 comparisons, without a branch. */
+static inline __attribute__((always_inline)) void keep_wide(const rank8 *rp, const __m256 *x, __m256i *kp, const int V) {
+    __m256i k[SDGP_NM_MAX_M / 8], k_minus1[SDGP_NM_MAX_M / 8];
+    for (int a = 0; a < V; a++) {
+        k[a] = key8(x[a]);
+        k_minus1[a] = _mm256_sub_epi32(k[a], _mm256_set1_epi32(1)); /* "the partner wins ties" */
+        kp[a] = _mm256_setzero_si256();                            /* the rank, for now */
+    }
+#pragma GCC unroll 8
+    for (int b = 0; b < V; b++)
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            const __m256i other = s ? _mm256_permutevar8x32_epi32(k[b], rp->rot[s - 1]) : k[b];
+#pragma GCC unroll 8
+            for (int a = 0; a < V; a++) {
+                if (a == b && s == 0) continue;
+                const __m256i own = a != b ? (b < a ? k_minus1[a] : k[a]) : _mm256_add_epi32(k[a], rp->before[s - 1]);
+                kp[a] = _mm256_sub_epi32(kp[a], _mm256_cmpgt_epi32(other, own));
+            }
+        }
+    for (int a = 0; a < V; a++) kp[a] = _mm256_cmpgt_epi32(_mm256_set1_epi32(rp->n), kp[a]);
+}
+
+/* Channel axis, m = 8V, rows [r0, r1); as channel_vec_m (scale rows from j->scale, keep masks of
+ * the sums pass when set). rp: rank8_init(rp, n, 8). C % m == 0, so C % 16 == 0. */
+static inline __attribute__((always_inline)) void channel_wide_m(const prune_job *j, const rank8 *rp, int64_t r0, int64_t r1,
+                                                                 const int V) {
+    const int m = 8 * V;
+    const int64_t C = j->C, slots = C / m * j->n, W = C / 16;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = j->x + r * C, *sr = j->scale ? j->scale + (r / j->P) * j->scale_bstride : NULL;
+        /* the sums pass leaves masks for m % 16 == 0 only (two vectors to a word) */
+        const uint16_t *keep = j->scale && j->keep && m % 16 == 0 ? j->keep + (r - j->keep_r0) * W : NULL;
+        float *outr = j->out ? j->out + r * C : NULL, *vals = j->vals ? j->vals + r * slots : NULL;
+        uint8_t *idx = j->idx ? j->idx + r * slots : NULL;
+        int64_t pos = 0;
+        for (int64_t c = 0; c < C; c += m) {
+            __m256 x[SDGP_NM_MAX_M / 8];
+            __m256i kp[SDGP_NM_MAX_M / 8];
+            for (int v = 0; v < V; v++) x[v] = _mm256_loadu_ps(xr + c + 8 * v);
+            if (keep)
+                for (int v = 0; v < V; v++) kp[v] = spread8(keep[(c + 8 * v) / 16] >> ((c + 8 * v) % 16));
+            else
+                keep_wide(rp, x, kp, V);
+            for (int v = 0; v < V; v++) {
+                const __m256 y = _mm256_and_ps(sr ? _mm256_mul_ps(x[v], _mm256_loadu_ps(sr + c + 8 * v)) : x[v], _mm256_castsi256_ps(kp[v]));
+                if (outr) _mm256_storeu_ps(outr + c + 8 * v, y);
+                if (vals) pos += compress8(vals, idx, pos, slots, y, kp[v], ~0ull, 0x0808080808080808ull * (uint64_t)v);
+            }
+        }
+    }
+}
+
+static void channel_wide(const prune_job *j, const rank8 *rp, int64_t r0, int64_t r1) {
+    switch (j->m / 8) {
+    case 2: channel_wide_m(j, rp, r0, r1, 2); return;
+    case 4: channel_wide_m(j, rp, r0, r1, 4); return;
+    default: channel_wide_m(j, rp, r0, r1, j->m / 8); return;
     }
 }
 
@@ -200,8 +273,13 @@ static int avx2_prune(const prune_job *j, int64_t t0, int64_t t1) {
         row_groups(j, t0, t1);
         return 0;
     }
-    if (8 % j->m) return prune_ref_prune(j, t0, t1);
     rank8 rp;
+    if (j->m % 8 == 0 && j->m > 8) {
+        rank8_init(&rp, j->n, 8);
+        channel_wide(j, &rp, t0, t1);
+        return 0;
+    }
+    if (8 % j->m) return prune_ref_prune(j, t0, t1);
     rank8_init(&rp, j->n, j->m);
     channel_vec(j, &rp, t0, t1);
     return 0;
@@ -261,7 +339,48 @@ static inline __attribute__((always_inline)) void sums_m(const prune_job *j, int
     }
 }
 
+/* Channel axis, m = 8V: row by row (a group spans V vectors, more than a 16-channel strip), the
+ * sums in dense / kept, which stay in L1. Each sum adds its rows in order, as the reference. */
+static inline __attribute__((always_inline)) void sums_wide_m(const prune_job *j, int64_t b, double *dense, double *kept, const int V) {
+    const int m = 8 * V;
+    const int64_t C = j->C, rb = b * j->P, re = rb + j->P, W = C / 16;
+    rank8 rp;
+    rank8_init(&rp, j->n, 8);
+    memset(dense, 0, (size_t)C * sizeof *dense);
+    memset(kept, 0, (size_t)C * sizeof *kept);
+    for (int64_t r = rb; r < re; r++) {
+        const float *xr = j->x + r * C;
+        uint16_t *keep = j->keep ? j->keep + (r - j->keep_r0) * W : NULL;
+        for (int64_t c = 0; c < C; c += m) {
+            __m256 x[SDGP_NM_MAX_M / 8];
+            __m256i kp[SDGP_NM_MAX_M / 8];
+            for (int v = 0; v < V; v++) x[v] = _mm256_loadu_ps(xr + c + 8 * v);
+            keep_wide(&rp, x, kp, V);
+            for (int v = 0; v < V; v++) {
+                __m256d d[2] = {_mm256_loadu_pd(dense + c + 8 * v), _mm256_loadu_pd(dense + c + 8 * v + 4)};
+                __m256d k[2] = {_mm256_loadu_pd(kept + c + 8 * v), _mm256_loadu_pd(kept + c + 8 * v + 4)};
+                acc8(d, k, x[v], kp[v]);
+                _mm256_storeu_pd(dense + c + 8 * v, d[0]);
+                _mm256_storeu_pd(dense + c + 8 * v + 4, d[1]);
+                _mm256_storeu_pd(kept + c + 8 * v, k[0]);
+                _mm256_storeu_pd(kept + c + 8 * v + 4, k[1]);
+            }
+            if (keep) /* V is even: two vectors to a 16-bit word */
+                for (int v = 0; v < V; v += 2)
+                    keep[(c + 8 * v) / 16] = (uint16_t)(_mm256_movemask_ps(_mm256_castsi256_ps(kp[v])) |
+                                                        _mm256_movemask_ps(_mm256_castsi256_ps(kp[v + 1])) << 8);
+        }
+    }
+}
+
 static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept) {
+    if (j->axis == SDGP_AXIS_CHANNEL && j->m % 16 == 0) {
+        switch (j->m / 8) {
+        case 2: sums_wide_m(j, b, dense, kept, 2); return;
+        case 4: sums_wide_m(j, b, dense, kept, 4); return;
+        default: sums_wide_m(j, b, dense, kept, j->m / 8); return;
+        }
+    }
     switch (j->m) {
     case 2: sums_m(j, b, dense, kept, 2); return;
     case 4: sums_m(j, b, dense, kept, 4); return;
