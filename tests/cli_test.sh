@@ -51,7 +51,7 @@ blob = open(sys.argv[1], "rb").read()
 head = json.loads(blob[8:8 + n])
 for k in ("conv-algo", "conv-workspace", "sdgp-domain", "mask-block", "sync-bn", "allreduce", "sparse-weights",
           "nm-weights", "weight-groups", "srste-lambda", "sparse-weights-first", "sparse-weights-classifier",
-          "recompute", "wgrad-block", "prune-wgrad-first"):
+          "recompute", "wgrad-block", "prune-wgrad-first", "kernels"):
     del head["__metadata__"]["cfg." + k]
 h = json.dumps(head, separators=(",", ":")).encode()
 h += b" " * (-len(h) % 8)
@@ -83,6 +83,23 @@ PY
     --batch-size 64 --max-steps 2 --no-tta --prune rescaled --nm 2:4 --sdgp-domain winograd --mask-block 4 --threads 2
   expect 0 "domain pixel, mask block 4; data gradient per layer: conv0=dense conv1=sparse" -- "$SDGP" train --model smallcnn \
     --batch-size 64 --max-steps 2 --no-tta --prune mvue --nm 2:4 --mask-block 4 --sparse-kernel on --threads 2
+  # the kernel choice: printed as text; --kernels runs on it instead of timing at start (the bits of the run that
+  # had it: here --sparse-kernel on's), refused where it does not fit the model or a resumed run's
+  expect 0 "conv1=pruned\+dense; kernels -d \(as given\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 \
+    --no-tta --prune magnitude --nm 2:4 --kernels -d --threads 2
+  expect 0 "kernels -s \(as given\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 --no-tta \
+    --prune magnitude --nm 2:4 --kernels -s --threads 2 --checkpoint "$T/given.safetensors"
+  "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 --no-tta --prune magnitude --nm 2:4 --sparse-kernel on \
+    --threads 2 --checkpoint "$T/on.safetensors" --quiet > /dev/null 2>&1
+  given_eval=$("$SDGP" eval --checkpoint "$T/given.safetensors" --threads 2 2>&1 | head -1)
+  on_eval=$("$SDGP" eval --checkpoint "$T/on.safetensors" --threads 2 2>&1 | head -1)
+  if [ -n "$on_eval" ] && [ "$given_eval" = "$on_eval" ]; then ok; else bad "--kernels -s: '$given_eval' vs on: '$on_eval'"; fi
+  expect 2 "kernel choice 'sss' does not fit a model of 2 conv layers" -- "$SDGP" train --model smallcnn --max-steps 1 \
+    --prune magnitude --kernels sss --quiet
+  expect 2 "kernel choice 'ss': layer 0 cannot be 's'" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude \
+    --kernels ss --quiet
+  expect 2 "a resumed run keeps its kernels" -- "$SDGP" train --resume "$T/given.safetensors" --kernels -d --max-steps 3 --quiet
+  expect 0 "kernels -s \(the checkpoint's, not timed\)" -- "$SDGP" train --resume "$T/on.safetensors" --max-steps 3
   expect 2 "mask-block: 0 is out of range" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude --mask-block 0
   expect 2 "mvue-approx has no shared-mask form" -- "$SDGP" train --model smallcnn --max-steps 1 --prune mvue-approx --mask-block 2
   # a truncated checkpoint is never taken for good

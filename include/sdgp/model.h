@@ -113,6 +113,11 @@ typedef struct {
     /* MEASURED only: a per-pass choice (sdgp_model_conv_choice's text) to plan instead of measuring,
      * e.g. a checkpoint's; "" = measure at create. Ignored under the other algorithms. */
     char conv_choice[SDGP_CONV_CHOICE_LEN];
+    /* A per-layer kernel choice (sdgp_model_sparse_choice's text: a checkpoint's, or the one a run
+     * printed) that create applies instead of measuring (SPARSE_AUTO and FASTEST, DOMAIN_AUTO, the
+     * weight gradient's kernel); "" = measure. The kernels differ in rounding and the measurement in
+     * what a loaded machine times, so a run is bitwise reproducible only under the same choice. */
+    char sparse_choice[SDGP_CONV_CHOICE_LEN];
     uint64_t seed;        /* initialisation and pruning randomness */
 
     /* SDGP (data-gradient pruning); fn = SDGP_PRUNE_NONE turns it off */

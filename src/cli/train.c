@@ -223,6 +223,7 @@ static int open_checkpoint(opened_checkpoint *oc, const char *path, int argc, ch
          * the sparse kernels at once instead of timing every layer's implementations first (about
          * 1.5 s of a 4 s eval of ResNet-9 w0.25 with block-masked weights) */
         if (mc.sparse == SDGP_SPARSE_AUTO || mc.sparse == SDGP_SPARSE_FASTEST) mc.sparse = SDGP_SPARSE_ON;
+        mc.sparse_choice[0] = '\0'; /* a training run's --kernels: its data gradients do not exist here */
         st = sdgp_model_create(&oc->model, &mc, &err);
     }
     if (st == SDGP_OK) st = sdgp_checkpoint_load(path, oc->model, &oc->state, &err);

@@ -404,6 +404,17 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
     return model_conv_share_workspace(m, err);
 }
 
+/* cfg.sparse_choice: applied where it differs from what create set up untimed (a model that prunes
+ * nothing and has no sparse weights has "--...-" and nothing to apply). */
+static sdgp_status apply_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
+    char mine[SDGP_CONV_CHOICE_LEN];
+    sdgp_model_sparse_choice(m, mine, sizeof mine);
+    if (!strcmp(mine, choice)) return SDGP_OK;
+    sdgp_error e;
+    if (sdgp_model_set_sparse_choice(m, choice, &e) != SDGP_OK) return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s", e.msg);
+    return SDGP_OK;
+}
+
 sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sdgp_error *err) {
     if (!out || !cfg) return sdgp_fail(err, SDGP_ERR_INVALID, "model: NULL argument");
     *out = NULL;
@@ -412,6 +423,8 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown conv algorithm %d", (int)cfg->conv_algo);
     if (memchr(cfg->conv_choice, 0, sizeof cfg->conv_choice) == NULL)
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: conv choice is not a terminated text");
+    if (memchr(cfg->sparse_choice, 0, sizeof cfg->sparse_choice) == NULL)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: kernel choice is not a terminated text");
     if (cfg->conv_workspace_mb < 0 || cfg->conv_workspace_mb > (1 << 20))
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: conv workspace %d MB out of range [0, %d]", cfg->conv_workspace_mb,
                          1 << 20);
@@ -471,9 +484,11 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         m->nm.axis = SDGP_AXIS_CHANNEL;
         /* the dense convs first: the data-gradient tuner measures the dense kernel they give */
         if (cfg->conv_algo == SDGP_CONV_MEASURED && !cfg->conv_choice[0]) st = sdgp_model_tune_conv(m, err);
-        if (st == SDGP_OK) st = sdgp_model_tune_sparse(m, err);
-        if (st == SDGP_OK) st = model_wgrad_tune(m, err);
+        const int given = cfg->sparse_choice[0] != '\0'; /* the kernels as given: nothing to measure */
+        if (st == SDGP_OK && !given) st = sdgp_model_tune_sparse(m, err);
+        if (st == SDGP_OK && !given) st = model_wgrad_tune(m, err);
         if (st == SDGP_OK) st = model_fwd_setup(m, err);
+        if (st == SDGP_OK && given) st = apply_sparse_choice(m, cfg->sparse_choice, err);
     }
     if (st != SDGP_OK) {
         sdgp_model_destroy(m);

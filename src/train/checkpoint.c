@@ -158,13 +158,13 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
     return st;
 }
 
-sdgp_status checkpoint_read_conv_choice(const char *path, char *buf, size_t size, sdgp_error *err) {
+sdgp_status checkpoint_read_meta(const char *path, const char *key, char *buf, size_t size, sdgp_error *err) {
     sdgp_st_file *f;
     sdgp_status st = open_checkpoint(&f, path, err);
     if (st != SDGP_OK) return st;
-    const char *convs = sdgp_safetensors_meta(f, "conv_algos"); /* absent before --conv-algo measured */
-    if (convs && strlen(convs) >= size) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: conv_algos text too long", path);
-    else snprintf(buf, size, "%s", convs ? convs : "");
+    const char *v = sdgp_safetensors_meta(f, key); /* e.g. conv_algos: absent before --conv-algo measured */
+    if (v && strlen(v) >= size) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s text too long", path, key);
+    else snprintf(buf, size, "%s", v ? v : "");
     sdgp_safetensors_free(f);
     return st;
 }

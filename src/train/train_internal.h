@@ -18,9 +18,10 @@ typedef struct grad_sync grad_sync;
  * when every checkpoint has it (config.c). */
 const char *train_config_field_before(int i);
 
-/* The per-pass conv algorithms a checkpoint records (sdgp_model_conv_choice's text; "" when it
- * has none), for building a resumed --conv-algo measured model without measuring (checkpoint.c). */
-sdgp_status checkpoint_read_conv_choice(const char *path, char *buf, size_t size, sdgp_error *err);
+/* A checkpoint's metadata text under key ("" when it has none): "conv_algos" (sdgp_model_conv_choice's
+ * text) and "kernels" (sdgp_model_sparse_choice's), for building a resumed model without measuring
+ * (checkpoint.c). */
+sdgp_status checkpoint_read_meta(const char *path, const char *key, char *buf, size_t size, sdgp_error *err);
 
 typedef struct {
     int buckets;

@@ -98,6 +98,8 @@ static const char *nonfinite_param(const sdgp_model *m, int grads) {
     return NULL;
 }
 
+enum { KERNELS_MEASURED, KERNELS_AS_GIVEN, KERNELS_FROM_CHECKPOINT };
+
 typedef struct {
     const sdgp_train_config *cfg;
     sdgp_model *model;
@@ -114,6 +116,7 @@ typedef struct {
     int lead;                /* this process logs, prints and writes checkpoints (rank 0, or the only one) */
     int batch;               /* this process's rows of each batch */
     int conv_choice_given;   /* --conv-algo measured planned from a given choice (a checkpoint's), not measured */
+    int kernels_given;       /* the sparse-kernel choice was not measured: KERNELS_AS_GIVEN (--kernels) or _FROM_CHECKPOINT */
     grad_sync *gs;
 } run;
 
@@ -233,9 +236,22 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     mc.num_classes = r->train.num_classes;
     /* resumed under measured: the checkpoint's per-pass algorithms (bitwise the run it continues) */
     if (cfg->resume[0] && mc.conv_algo == SDGP_CONV_MEASURED && !mc.conv_choice[0] &&
-        (st = checkpoint_read_conv_choice(cfg->resume, mc.conv_choice, sizeof mc.conv_choice, err)) != SDGP_OK)
+        (st = checkpoint_read_meta(cfg->resume, "conv_algos", mc.conv_choice, sizeof mc.conv_choice, err)) != SDGP_OK)
         return st;
     r->conv_choice_given = mc.conv_algo == SDGP_CONV_MEASURED && mc.conv_choice[0];
+    /* resumed: the checkpoint's kernels, not measured again (checkpoint loading would set them anyway) */
+    r->kernels_given = mc.sparse_choice[0] ? KERNELS_AS_GIVEN : KERNELS_MEASURED;
+    if (cfg->resume[0]) {
+        char saved[SDGP_CONV_CHOICE_LEN];
+        if ((st = checkpoint_read_meta(cfg->resume, "kernels", saved, sizeof saved, err)) != SDGP_OK) return st;
+        if (mc.sparse_choice[0] && saved[0] && strcmp(saved, mc.sparse_choice))
+            return sdgp_fail(err, SDGP_ERR_INVALID, "--kernels %s: the run in %s ran on %s, and a resumed run keeps its kernels",
+                             mc.sparse_choice, cfg->resume, saved);
+        if (!mc.sparse_choice[0] && saved[0]) {
+            snprintf(mc.sparse_choice, sizeof mc.sparse_choice, "%s", saved);
+            r->kernels_given = KERNELS_FROM_CHECKPOINT;
+        }
+    }
     st = sdgp_model_create(&r->model, &mc, err);
     if (st != SDGP_OK) return st;
     memset(state, 0, sizeof *state);
@@ -350,7 +366,13 @@ static void report_layers(run *r) {
         fprintf(r->out, " %s=%s", li->layer,
                 !li->pruned ? (li->bwd_kernel[0] == 'd' ? "dense" : li->bwd_kernel) : !li->sparse_kernel ? "pruned+dense" : li->bwd_kernel);
     }
-    fprintf(r->out, "\n");
+    /* the choice as text: `--kernels TEXT` runs a fresh run on the same kernels, so with the same bits */
+    char kernels[SDGP_CONV_CHOICE_LEN];
+    sdgp_model_sparse_choice(r->model, kernels, sizeof kernels);
+    fprintf(r->out, "; kernels %s (%s)\n", kernels,
+            r->kernels_given == KERNELS_AS_GIVEN          ? "as given"
+            : r->kernels_given == KERNELS_FROM_CHECKPOINT ? "the checkpoint's, not timed"
+                                                          : "timed at start; --kernels replays them");
 }
 
 sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FILE *out, sdgp_error *err) {
