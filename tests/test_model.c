@@ -421,6 +421,48 @@ TEST_CASE(winograd_domain_choice) {
         CHECK(!strcmp(sdgp_prune_domain_name((sdgp_prune_domain)i), sdgp_prune_domain_names[i]), "name %d", i);
 }
 
+/* cfg.sparse_choice: create takes the kernels as given under every mode (no timing), the same bits as a
+ * model that chose them itself, and refuses a text that does not fit the model. */
+TEST_CASE(given_kernel_choice) {
+    sdgp_model_config c = small_config(8);
+    c.prune = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4);
+    sdgp_model *m;
+    sdgp_error err;
+    char choice[16];
+    const char *const texts[] = {"-d", "-s"};
+    for (int t = 0; t < 2; t++) {
+        snprintf(c.sparse_choice, sizeof c.sparse_choice, "%s", texts[t]);
+        REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s: %s", texts[t], err.msg);
+        sdgp_model_sparse_choice(m, choice, sizeof choice);
+        CHECK(!strcmp(choice, texts[t]), "given %s, has %s", texts[t], choice);
+        sdgp_model_destroy(m);
+    }
+    /* "-s" under auto trains as --sparse-kernel on does; "-d" (the pruned tensor through oneDNN) rounds otherwise */
+    sdgp_model_config on = c;
+    on.sparse = SDGP_SPARSE_ON;
+    on.sparse_choice[0] = '\0';
+    float *want, *got, *other;
+    size_t n_want = 0, n_got = 0, n_other = 0;
+    one_step_grads(&on, &want, &n_want);
+    one_step_grads(&c, &got, &n_got);
+    snprintf(c.sparse_choice, sizeof c.sparse_choice, "-d");
+    one_step_grads(&c, &other, &n_other);
+    REQUIRE(want && got && other && n_want == n_got && n_want == n_other, "three models trained");
+    CHECK(test_bitwise_equal(want, got, n_want * sizeof *want), "--kernels -s differs from --sparse-kernel on");
+    CHECK(!test_bitwise_equal(want, other, n_want * sizeof *want), "-d gave the sparse kernel's bits: not applied?");
+    free(want);
+    free(got);
+    free(other);
+    snprintf(c.sparse_choice, sizeof c.sparse_choice, "-ss");
+    CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "does not fit a model of 2 conv layers"),
+          "wrong length: %s", err.msg);
+    snprintf(c.sparse_choice, sizeof c.sparse_choice, "s-");
+    CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "layer 0 cannot be 's'"), "image conv: %s", err.msg);
+    memset(c.sparse_choice, 'd', sizeof c.sparse_choice);
+    CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "not a terminated text"), "unterminated: %s",
+          err.msg);
+}
+
 TEST_CASE(config_table_round_trips) {
     sdgp_train_config c = sdgp_train_config_default(), d = sdgp_train_config_default();
     sdgp_error err;
@@ -597,6 +639,7 @@ int main(void) {
     RUN(regnetx_grouped_layers);
     RUN(sparse_fastest_prunes_only_where_sparse);
     RUN(winograd_domain_choice);
+    RUN(given_kernel_choice);
     RUN(prune_none_and_m_of_m_are_bitwise_dense);
     RUN(every_pruning_function_trains);
     RUN(resnet18_trains);
