@@ -10,7 +10,8 @@
  * m = 2 and 4 rotates groups with in-lane shuffles in an unrolled loop: 2:4 of one sample in L2 on
  * one thread (`sdgp bench prune --threads 1 --shape 1,256,256`, best repeat) 0.51 ns per float for
  * magnitude and 0.80 for rescaled, against 0.66 and 0.92 with the generic loop (vpermd, blend).
- * m = 16 and 32 ran the reference's selection loop before (branchy, n passes over the group). */
+ * m = 16 and 32 ran the reference's selection loop before (branchy, n passes over the group): rescaled
+ * 8:16 at 0.11 GB/s against 2.6-3.2 now, 16:32 at 0.07 against 1.9-2.5 (docs/bench/zen3/prune-wide-m.txt). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -132,8 +133,8 @@ static void channel_vec(const prune_job *j, const rank8 *rp, int64_t r0, int64_t
 /* Channel axis, m = 8V (V >= 2; V a constant where the caller knows it): a group is the V vectors
  * x[0..V). Lane l of vector a meets lane (l + s) % 8 of every vector b, itself excepted (rp: the
  * rotations of m = 8). The partner beats it with a higher key, or an equal one and a lower index
- * in the group: b < a, or b == a and l + s >= 8 (rp->before). kp[a]: all-ones where kept. About
- * 4 m operations per group for m^2 / 2 comparisons, without a branch. */
+ * in the group: b < a, or b == a and l + s >= 8 (rp->before). kp[a]: all-ones where kept. Each lane
+ * meets all m - 1 others, 8 lanes to a vector: about m / 4 vector operations per value, no branch. */
 static inline __attribute__((always_inline)) void keep_wide(const rank8 *rp, const __m256 *x, __m256i *kp, const int V) {
     __m256i k[SDGP_NM_MAX_M / 8], k_minus1[SDGP_NM_MAX_M / 8];
     for (int a = 0; a < V; a++) {
