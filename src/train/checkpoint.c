@@ -158,13 +158,18 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
     return st;
 }
 
-sdgp_status checkpoint_read_meta(const char *path, const char *key, char *buf, size_t size, sdgp_error *err) {
+sdgp_status checkpoint_read_choices(const char *path, char *convs, char *kernels, sdgp_error *err) {
     sdgp_st_file *f;
     sdgp_status st = open_checkpoint(&f, path, err);
     if (st != SDGP_OK) return st;
-    const char *v = sdgp_safetensors_meta(f, key); /* e.g. conv_algos: absent before --conv-algo measured */
-    if (v && strlen(v) >= size) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s text too long", path, key);
-    else snprintf(buf, size, "%s", v ? v : "");
+    const char *const keys[2] = {"conv_algos", "kernels"}; /* conv_algos: absent before --conv-algo measured */
+    char *const out[2] = {convs, kernels};
+    for (int i = 0; i < 2; i++) {
+        const char *v = sdgp_safetensors_meta(f, keys[i]);
+        out[i][0] = '\0';
+        if (v && strlen(v) >= SDGP_CONV_CHOICE_LEN) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s text too long", path, keys[i]);
+        else if (v) snprintf(out[i], SDGP_CONV_CHOICE_LEN, "%s", v);
+    }
     sdgp_safetensors_free(f);
     return st;
 }

@@ -18,10 +18,11 @@ typedef struct grad_sync grad_sync;
  * when every checkpoint has it (config.c). */
 const char *train_config_field_before(int i);
 
-/* A checkpoint's metadata text under key ("" when it has none): "conv_algos" (sdgp_model_conv_choice's
- * text) and "kernels" (sdgp_model_sparse_choice's), for building a resumed model without measuring
+/* The choices a checkpoint records, each "" when it has none: the per-pass conv algorithms
+ * (sdgp_model_conv_choice's text) and the kernels (sdgp_model_sparse_choice's), each into
+ * SDGP_CONV_CHOICE_LEN bytes, for building a resumed model without measuring; one read of the file
  * (checkpoint.c). */
-sdgp_status checkpoint_read_meta(const char *path, const char *key, char *buf, size_t size, sdgp_error *err);
+sdgp_status checkpoint_read_choices(const char *path, char *convs, char *kernels, sdgp_error *err);
 
 typedef struct {
     int buckets;

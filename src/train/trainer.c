@@ -234,16 +234,13 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     mc.width_px = r->train.w;
     mc.channels = r->train.c;
     mc.num_classes = r->train.num_classes;
-    /* resumed under measured: the checkpoint's per-pass algorithms (bitwise the run it continues) */
-    if (cfg->resume[0] && mc.conv_algo == SDGP_CONV_MEASURED && !mc.conv_choice[0] &&
-        (st = checkpoint_read_meta(cfg->resume, "conv_algos", mc.conv_choice, sizeof mc.conv_choice, err)) != SDGP_OK)
-        return st;
-    r->conv_choice_given = mc.conv_algo == SDGP_CONV_MEASURED && mc.conv_choice[0];
-    /* resumed: the checkpoint's kernels, not measured again (checkpoint loading would set them anyway) */
+    /* resumed: the checkpoint's per-pass algorithms (under measured) and kernels, so that the model is built
+     * as the run it continues, bitwise, without timing anything (checkpoint loading would set them anyway) */
     r->kernels_given = mc.sparse_choice[0] ? KERNELS_AS_GIVEN : KERNELS_MEASURED;
     if (cfg->resume[0]) {
-        char saved[SDGP_CONV_CHOICE_LEN];
-        if ((st = checkpoint_read_meta(cfg->resume, "kernels", saved, sizeof saved, err)) != SDGP_OK) return st;
+        char convs[SDGP_CONV_CHOICE_LEN], saved[SDGP_CONV_CHOICE_LEN];
+        if ((st = checkpoint_read_choices(cfg->resume, convs, saved, err)) != SDGP_OK) return st;
+        if (mc.conv_algo == SDGP_CONV_MEASURED && !mc.conv_choice[0]) snprintf(mc.conv_choice, sizeof mc.conv_choice, "%s", convs);
         if (mc.sparse_choice[0] && saved[0] && strcmp(saved, mc.sparse_choice))
             return sdgp_fail(err, SDGP_ERR_INVALID, "--kernels %s: the run in %s ran on %s, and a resumed run keeps its kernels",
                              mc.sparse_choice, cfg->resume, saved);
@@ -252,6 +249,7 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
             r->kernels_given = KERNELS_FROM_CHECKPOINT;
         }
     }
+    r->conv_choice_given = mc.conv_algo == SDGP_CONV_MEASURED && mc.conv_choice[0];
     st = sdgp_model_create(&r->model, &mc, err);
     if (st != SDGP_OK) return st;
     memset(state, 0, sizeof *state);
