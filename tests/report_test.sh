@@ -174,6 +174,17 @@ grep -v '"rescale_scope":"channel"' "$T/step-scope.jsonl" | grep -v '"prune":"re
 expect 0 "report: " -- "$SDGP" report "$S" --out "$T/sc" --target 89 --step-times "$T/step-sc.jsonl"
 if grep -qE '^\| ident \| 2/2 \| 234 \| — \| — \| — \| no match \(closest: ' "$T/sc/report.md"; then ok; else
   bad "ident against the other scope's line: $(grep -E '^\| ident \| 2/2 \| 234' "$T/sc/report.md")"; fi
+# repeats of one measurement: the median of the matching lines (dense 90/100/130 ms: 100; shift's
+# interleaved ratios 0.5/0.8/0.6: 0.6 of the dense group's 100 ms, 60 ms, 117 steps: 7.0 s, 3.333x)
+D='{"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"prune":"none","ours_ms":'
+M='{"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"prune":"magnitude","nm":"2:4","sdgp_domain":"pixel","mask_block":1,"interleaved":true,'
+{ echo "$D"'130.0}'; echo "$D"'90.0}'; echo "$D"'100.0}'
+  echo "$M"'"dense_ms":120.0,"sdgp_ms":60.0}'; echo "$M"'"dense_ms":100.0,"sdgp_ms":80.0}'; echo "$M"'"dense_ms":150.0,"sdgp_ms":90.0}'
+} > "$T/step-rep.jsonl"
+expect 0 "report: " -- "$SDGP" report "$S" --out "$T/rep" --target 89 --step-times "$T/step-rep.jsonl"
+if grep -qE '^\| dense \| 6/6 \| 234 \| 100\.00 \| 23\.4 \| 1\.000x \| rows 1, 2, 3 \(median of 3\): ' "$T/rep/report.md" &&
+   grep -qE '^\| shift \| 6/6 \| 117 \| 60\.00 \(i\) \| 7\.0 \| 3\.333x \| rows 4, 5, 6 \(median of 3\): .*magnitude 2:4' "$T/rep/report.md"; then ok; else
+  bad "repeated lines, median: $(grep -E '^\| (dense|shift) \| 6/6' "$T/rep/report.md")"; fi
 # `bench step --inference` lines time inference forwards: never a training run's step time, even first
 { echo '{"model":"resnet9-w0.25-28x28x1","batch":512,"threads":2,"conv_algo":"auto","conv_ws_mb":48,"recompute":"none","prune":"none","inference":true,"ours_ms":30.00,"torch_ms":0.00,"speedup":0.000,"ours_rss_mb":100.0,"torch_rss_mb":0.0}'
   cat "$T/step.jsonl"; } > "$T/step-inf.jsonl"

@@ -263,16 +263,10 @@ const char *rp_tta_rule(const rp_data *d) {
                          : "mean over seeds (only when every seed reached it)";
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of v[0..n) (sorted in place; INFINITY for a seed that never reached the target), NaN
  * when it is not finite. */
 static double median_reached(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    const double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    const double m = cli_median(v, n);
     return isfinite(m) ? m : NAN;
 }
 
@@ -549,7 +543,8 @@ static void report_usage(FILE *f) {
             "  --step-times FILE  output of `sdgp bench step --json` (quiet step times): adds the time to target\n"
             "                     as each group's steps to it times the ms per step of the line matching its\n"
             "                     runs' settings (model, batch, threads, conv algorithm and workspace, pruning,\n"
-            "                     n:m, domain, mask block, rescale scope; from DIR/NAME/command.txt)\n\n"
+            "                     n:m, domain, mask block, rescale scope; from DIR/NAME/command.txt); of\n"
+            "                     repeated lines, the median\n\n"
             "Exit code: 0 ok (also when gnuplot is missing: figures skipped with a warning), 1 a figure failed,\n"
             "2 bad input.\n");
 }

@@ -186,28 +186,35 @@ static int not_compared(const rp_step_row *r, const run_keys *k, int i) {
     return k->applies[i] && (!r->key[i][0] || !k->key[i][0]);
 }
 
-/* The cell that says which bench line a group's time comes from, or why none. */
-static const rp_step_row *match_row(const rp_steps *S, const run_keys *k, char *cell, size_t size) {
+/* The bench lines a group's time comes from, into idx[] (their count returned; 0: none), and the cell
+ * that names them, or says why there are none. They are the lines that match the run and know the most
+ * of its keys (older lines lack some, e.g. the rescale scope): repeats of one measurement, whose median
+ * the caller takes. Without a match, the cell names the closest line and what differs. */
+static int match_rows(const rp_steps *S, const run_keys *k, int *idx, char *cell, size_t size) {
     if (k->why[0]) {
         snprintf(cell, size, "no match (%s)", k->why);
-        return NULL;
+        return 0;
     }
-    /* A line that matches: the one that knows the most of the run's keys (older lines lack some,
-     * e.g. the rescale scope), the first of those. Else the closest line, to say what differs. */
-    int best = -1, best_diff = RP_SK_N + 1, exact = -1, exact_unknown = RP_SK_N + 1;
+    int best = -1, best_diff = RP_SK_N + 1, n_idx = 0, exact_unknown = RP_SK_N + 1;
     for (int i = 0; i < S->n; i++) {
         int nd = 0, unknown = 0;
         for (int j = 0; j < RP_SK_N; j++) {
             nd += differs(&S->rows[i], k, j);
             unknown += not_compared(&S->rows[i], k, j);
         }
-        if (nd == 0 && unknown < exact_unknown) exact = i, exact_unknown = unknown;
+        if (nd == 0 && unknown < exact_unknown) n_idx = 0, exact_unknown = unknown;
+        if (nd == 0 && unknown == exact_unknown) idx[n_idx++] = i;
         if (nd < best_diff) best = i, best_diff = nd;
     }
-    if (exact >= 0) {
-        const rp_step_row *r = &S->rows[exact];
-        size_t len = (size_t)snprintf(cell, size, "row %d: %s, batch %s, %s threads, %s", r->row, r->key[RP_SK_MODEL],
-                                      r->key[RP_SK_BATCH], r->key[RP_SK_THREADS], r->key[RP_SK_PRUNE]);
+    if (n_idx > 0) {
+        const rp_step_row *r = &S->rows[idx[0]];
+        size_t len = (size_t)snprintf(cell, size, "row%s %d", n_idx > 1 ? "s" : "", r->row);
+        for (int i = 1; i < n_idx && len < size; i++)
+            len += (size_t)snprintf(cell + len, size - len, ", %d", S->rows[idx[i]].row);
+        if (n_idx > 1 && len < size) len += (size_t)snprintf(cell + len, size - len, " (median of %d)", n_idx);
+        if (len < size)
+            len += (size_t)snprintf(cell + len, size - len, ": %s, batch %s, %s threads, %s", r->key[RP_SK_MODEL],
+                                    r->key[RP_SK_BATCH], r->key[RP_SK_THREADS], r->key[RP_SK_PRUNE]);
         if (k->applies[RP_SK_NM] && len < size) len += (size_t)snprintf(cell + len, size - len, " %s", r->key[RP_SK_NM]);
         if (k->applies[RP_SK_SCOPE] && r->key[RP_SK_SCOPE][0] && len < size)
             len += (size_t)snprintf(cell + len, size - len, " (%s scope)", r->key[RP_SK_SCOPE]);
@@ -217,7 +224,7 @@ static const rp_step_row *match_row(const rp_steps *S, const run_keys *k, char *
                 len += (size_t)snprintf(cell + len, size - len, "%s%s", sep, key_json[j]);
                 sep = ", ";
             }
-        return r;
+        return n_idx;
     }
     const rp_step_row *r = &S->rows[best];
     size_t len = (size_t)snprintf(cell, size, "no match (closest: row %d, with", r->row);
@@ -228,7 +235,22 @@ static const rp_step_row *match_row(const rp_steps *S, const run_keys *k, char *
             first = 0;
         }
     if (len < size) snprintf(cell + len, size - len, ")");
-    return NULL;
+    return 0;
+}
+
+/* A group's ms per step: the median over its matched lines of each line's ms, an interleaved line's
+ * being the dense ms times its ratio to its partner (dense_ms NaN: its own ms). *interleaved: whether
+ * any line was. */
+static double group_step_ms(const rp_steps *S, const int *idx, int n_idx, double dense_ms, double *scratch,
+                            int *interleaved) {
+    *interleaved = 0;
+    for (int i = 0; i < n_idx; i++) {
+        const rp_step_row *r = &S->rows[idx[i]];
+        const int il = r->partner > 0 && !isnan(dense_ms);
+        scratch[i] = il ? dense_ms * r->ms / r->partner : r->ms;
+        *interleaved |= il;
+    }
+    return cli_median(scratch, n_idx); /* NaN when n_idx is 0 */
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -244,57 +266,58 @@ void rp_steps_markdown(FILE *f, const rp_data *d, const char *dir, const rp_step
                "count at the end of the first epoch at or above %.2f%%, %s) times the ms per step of the bench line "
                "that matches the settings of the group's first run (its `command.txt`): model and input, batch, "
                "threads, convolution algorithm and workspace, pruning function, n:m, domain, mask block and rescale "
-               "scope, each where both the line and the run have it; of the matching lines, the first of those that "
-               "know the most of these counts. These step times are quiet measurements (one process alone, the "
+               "scope, each where both the line and the run have it. Of the matching lines, those that know the most "
+               "of these count; when there are several (repeats of one measurement), the median of their ms per step. "
+               "These step times are quiet measurements (one process alone, the "
                "median of its timed steps); the runs' wall times above are not: they include evaluation, start-up "
                "and whatever else ran on the machine meanwhile (other runs of the sweep, other jobs), so they can "
                "differ by more than the pruning saves. These estimates count training steps only. A setting a line "
                "does not have is not compared (lines written before bench step wrote the rescale scope match "
                "`rescaled` runs of either scope; the row's cell names what was not compared). (i): the line was "
                "measured with `--interleave`, its steps alternating with a dense partner's in one process; its ms "
-               "per step is the dense line's times its ratio to that partner (sdgp_ms / dense_ms), so drift between "
+               "per step is the dense group's ms per step times its ratio to that partner (sdgp_ms / dense_ms), so drift between "
                "the two lines' processes cancels.\n\n",
             S->path, 100 * target, rp_tta_rule(d));
     fprintf(f, "| group | reached | steps to target | ms per step (quiet) | time to target s (quiet) | speedup vs dense "
                "| step-time row |\n|---|---:|---:|---:|---:|---:|---|\n");
     double dense_time = NAN;
-    double *times = calloc((size_t)d->n_groups, sizeof *times), *step_ms = calloc((size_t)d->n_groups, sizeof *step_ms);
-    const rp_step_row **match = calloc((size_t)d->n_groups, sizeof *match);
-    char(*cells)[512] = calloc((size_t)d->n_groups, sizeof *cells);
-    if (!times || !step_ms || !match || !cells) {
+    const size_t ng = (size_t)d->n_groups, nl = (size_t)S->n;
+    double *times = calloc(ng, sizeof *times), *step_ms = calloc(ng, sizeof *step_ms), *scratch = calloc(nl, sizeof *scratch);
+    int *n_idx = calloc(ng, sizeof *n_idx), *idx = calloc(ng * nl, sizeof *idx), *inter = calloc(ng, sizeof *inter);
+    char(*cells)[512] = calloc(ng, sizeof *cells);
+    if (!times || !step_ms || !scratch || !n_idx || !idx || !inter || !cells) {
         fprintf(f, "(out of memory)\n");
-        free(times);
-        free(step_ms);
-        free(match);
-        free(cells);
-        return;
+        goto done;
     }
     for (int g = 0; g < d->n_groups; g++) {
-        const rp_group *G = &d->groups[g];
         run_keys k;
-        read_run_keys(dir, d->runs[G->run[0]].name, &k);
-        match[g] = match_row(S, &k, cells[g], sizeof cells[g]);
+        read_run_keys(dir, d->runs[d->groups[g].run[0]].name, &k);
+        n_idx[g] = match_rows(S, &k, idx + (size_t)g * nl, cells[g], sizeof cells[g]);
     }
-    /* an interleaved line: the dense line's ms times the line's own ratio (no dense line: its own ms) */
-    const double dense_ms = d->dense >= 0 && match[d->dense] ? match[d->dense]->ms : NAN;
+    /* the dense group first: an interleaved line's time is the dense time times its own ratio */
+    const int dg = d->dense;
+    const double dense_ms = dg >= 0 ? group_step_ms(S, idx + (size_t)dg * nl, n_idx[dg], NAN, scratch, &inter[dg]) : NAN;
     for (int g = 0; g < d->n_groups; g++) {
-        const rp_step_row *r = match[g];
-        step_ms[g] = !r ? NAN : r->partner > 0 && !isnan(dense_ms) ? dense_ms * r->ms / r->partner : r->ms;
-        times[g] = r && !isnan(d->groups[g].tts) ? d->groups[g].tts * step_ms[g] / 1000 : NAN;
-        if (g == d->dense) dense_time = times[g];
+        step_ms[g] = g == dg ? dense_ms : group_step_ms(S, idx + (size_t)g * nl, n_idx[g], dense_ms, scratch, &inter[g]);
+        times[g] = !isnan(step_ms[g]) && !isnan(d->groups[g].tts) ? d->groups[g].tts * step_ms[g] / 1000 : NAN;
+        if (g == dg) dense_time = times[g];
     }
     for (int g = 0; g < d->n_groups; g++) {
         const rp_group *G = &d->groups[g];
         char steps[32], ms[32] = "—", t[32] = "—", sp[32] = "—";
-        if (match[g]) snprintf(ms, sizeof ms, "%.2f%s", step_ms[g], match[g]->partner > 0 && !isnan(dense_ms) ? " (i)" : "");
+        if (!isnan(step_ms[g])) snprintf(ms, sizeof ms, "%.2f%s", step_ms[g], inter[g] ? " (i)" : "");
         if (isnan(G->tts)) snprintf(steps, sizeof steps, "not reached");
         else snprintf(steps, sizeof steps, "%.0f", G->tts);
         if (!isnan(times[g])) snprintf(t, sizeof t, "%.1f", times[g]);
         if (!isnan(times[g]) && !isnan(dense_time) && times[g] > 0) snprintf(sp, sizeof sp, "%.3fx", dense_time / times[g]);
         fprintf(f, "| %s | %d/%d | %s | %s | %s | %s | %s |\n", G->name, G->tta_reached, G->n, steps, ms, t, sp, cells[g]);
     }
-    free(match);
+done:
     free(times);
     free(step_ms);
+    free(scratch);
+    free(n_idx);
+    free(idx);
+    free(inter);
     free(cells);
 }
