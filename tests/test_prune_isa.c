@@ -38,7 +38,7 @@ static void drop(result *r) {
 }
 
 static const int NM[][2] = {{2, 4}, {1, 4}, {3, 4}, {1, 2}, {2, 8}, {4, 8}, {7, 8}, {3, 16}, {4, 32}, {26, 32}, {3, 48}, {5, 24},
-                            {2, 3}, {3, 5}, {5, 12}, {17, 64}, {60, 64}, {4, 4}};
+                            {2, 3}, {3, 5}, {5, 12}, {11, 20}, {16, 32}, {17, 64}, {60, 64}, {4, 4}};
 
 TEST_CASE(paths_and_threads_bitwise) {
     const struct {
@@ -128,7 +128,8 @@ TEST_CASE(large_tensor_bitwise) {
 }
 
 /* Mostly zeros and few distinct values: groups with fewer than n nonzeros and ties at the n-th
- * largest key everywhere (the threshold ranking's tie fix-up), for m = 8 .. 64, both sides of m/2. */
+ * largest key everywhere (the threshold ranking's tie fix-up), for m = 8 .. 64, both sides of m/2;
+ * for random, kept zeros, which the compressed form replaces by the lowest-index zeros. */
 TEST_CASE(sparse_ties_bitwise) {
     const int nm[][2] = {{2, 8}, {6, 8}, {1, 16}, {4, 16}, {12, 16}, {4, 32}, {28, 32}, {8, 64}, {5, 48}};
     const int64_t B = 3, P = 9, C = 192;
@@ -140,7 +141,7 @@ TEST_CASE(sparse_ties_bitwise) {
         x[i] = u < 0.7 ? (u < 0.35 ? 0.0f : -0.0f) : (float)(int)(test_rand_u01(&seed) * 4 - 2) * (i % 3 ? 1.0f : 1e-39f);
     }
     for (size_t t = 0; t < sizeof nm / sizeof nm[0]; t++)
-        for (int fn = SDGP_PRUNE_MAGNITUDE; fn <= SDGP_PRUNE_RESCALED; fn++)
+        for (int fn = SDGP_PRUNE_RANDOM; fn <= SDGP_PRUNE_RESCALED; fn++) /* random: kept zeros, slots padded */
             for (int scope = 0; scope < 2; scope++) {
                 sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, nm[t][0], nm[t][1]);
                 cfg.scope = (sdgp_rescale_scope)scope;
@@ -161,6 +162,38 @@ TEST_CASE(sparse_ties_bitwise) {
                 }
                 drop(&ref);
             }
+    free(x);
+}
+
+/* A draw the reference rejects (its low word below 2^32 mod bound, odds 22 in 2^32 at 1:27): the
+ * vector paths, which take each group's words in order, must hand that batch to the reference. Key
+ * (seed 1907, step 3, layer 0), group 1747: its first word w = 636291452 has (27 w) mod 2^32 < 22. */
+TEST_CASE(random_rejected_draw) {
+    const int64_t B = 1, P = 100, C = 27 * 20; /* 2000 groups, group 1747 in row 87 */
+    const size_t total = (size_t)(B * P * C);
+    float *x = test_xmalloc(total * 4);
+    test_fill_prune_input(x, total, 11);
+    sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_RANDOM, 1, 27);
+    cfg.seed = 1907;
+    cfg.step = 3;
+    cfg.isa = SDGP_ISA_REF;
+    cfg.threads = 1;
+    result ref;
+    run(&ref, &cfg, x, B, P, C);
+    /* the first word would keep position (27 w) >> 32 = 4; the redraw keeps another */
+    CHECK(ref.st == SDGP_OK && ref.nm.index[1747] != 4, "the reference kept position %d of group 1747 (4 without the redraw)",
+          ref.nm.index[1747]);
+    for (int isa = 1; isa < SDGP_ISA_COUNT; isa++)
+        for (int threads = 1; threads <= 2; threads++) {
+            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+            cfg.isa = (sdgp_isa)isa;
+            cfg.threads = threads;
+            result r;
+            run(&r, &cfg, x, B, P, C);
+            CHECK(same(&ref, &r, total), "random 1:27 with a rejected draw: %s x%d differs from ref", sdgp_isa_name(cfg.isa), threads);
+            drop(&r);
+        }
+    drop(&ref);
     free(x);
 }
 
@@ -203,6 +236,7 @@ int main(void) {
     RUN(paths_and_threads_bitwise);
     RUN(large_tensor_bitwise);
     RUN(sparse_ties_bitwise);
+    RUN(random_rejected_draw);
     RUN(non_finite_every_path);
     return test_finish();
 }

@@ -1,8 +1,8 @@
 /* AVX2 pruning kernels: magnitude and rescaled magnitude (both passes); channel axis with m | 8
  * (8 lanes = 8/m groups, ranks by in-group rotations, as in prune_avx512.c), channel axis with
  * m = 8V, V >= 2 (a group is V vectors, ranks by rotations within and across them), and the row
- * axis for any m (8 channels per vector, pairwise ranks). Random and MVUE with m = 4 are in
- * prune_mvue_avx2.c; other shapes use the reference.
+ * axis for any m (8 channels per vector, pairwise ranks). Random and MVUE with m = 4, and random
+ * with 4 < m <= 32 along channels, are in prune_mvue_avx2.c; other shapes use the reference.
  *
  * AVX2 has no mask registers and no compress: masks are vectors of all-ones lanes, and the
  * compressed slots are gathered by vpermps with an index built from the 8-bit movemask by
@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "prune/prune_avx2_pack.h"
 #include "prune/prune_internal.h"
 
 static inline __m256i key8(__m256 x) {
@@ -56,35 +57,6 @@ static inline __attribute__((always_inline)) __m256i keep8_m(const rank8 *p, __m
         rank = _mm256_sub_epi32(rank, _mm256_cmpgt_epi32(other, _mm256_add_epi32(k, p->before[s])));
     }
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(p->n), rank);
-}
-
-/* The kept lanes of y (kp all-ones) in order to vals[pos..), their numbers as bytes to idx[pos..),
- * each (lane & lane_and) + lane_add; returns how many. pdep spreads the 8 mask bits to bytes, pext
- * picks those lanes' numbers, vpermps gathers the values. Whole 8-lane stores where the row (slots
- * long) has room: the excess is overwritten by the next store, and never reaches another row. */
-static inline int compress8(float *vals, uint8_t *idx, int64_t pos, int64_t slots, __m256 y, __m256i kp, uint64_t lane_and,
-                            uint64_t lane_add) {
-    const unsigned bits = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(kp));
-    const int count = __builtin_popcount(bits);
-    const uint64_t lanes = _pext_u64(0x0706050403020100ull, _pdep_u64(bits, 0x0101010101010101ull) * 0xff);
-    const __m256 v = _mm256_permutevar8x32_ps(y, _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)lanes)));
-    const uint64_t ib = (lanes & lane_and) + lane_add; /* bytes < 64: no carries between them */
-    if (pos + 8 <= slots) {
-        _mm256_storeu_ps(vals + pos, v);
-        memcpy(idx + pos, &ib, 8);
-    } else {
-        float t[8];
-        _mm256_storeu_ps(t, v);
-        memcpy(vals + pos, t, (size_t)count * sizeof *t);
-        memcpy(idx + pos, &ib, (size_t)count);
-    }
-    return count;
-}
-
-/* 8 bits of a stored keep mask, spread to all-ones lanes. */
-static inline __m256i spread8(int bits) {
-    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane_bit), lane_bit);
 }
 
 /* One group through the reference decision (row tails), written like the reference. */

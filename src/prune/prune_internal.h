@@ -179,7 +179,8 @@ sdgp_status prune_nchw(const prune_kernels *K, const prune_job *j, int nt, sdgp_
 /* The AVX-512 random / MVUE kernels (prune_mvue_avx512.c): the prune() contract, or -1 (nothing
  * written) for a case they do not vectorise. */
 int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1);
-/* Their AVX2 counterparts, 8 groups at a time (prune_mvue_avx2.c): the same contract. */
+/* Their AVX2 counterparts, 8 groups at a time (prune_mvue_avx2.c), and random with 4 < m <= 32
+ * along channels (both ISAs): the same contract. */
 int prune_avx2_sampled(const prune_job *j, int64_t t0, int64_t t1);
 
 /* The reference implementations, also the fallback of the SIMD paths for the cases they do not
