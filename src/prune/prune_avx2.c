@@ -1,8 +1,8 @@
 /* AVX2 pruning kernels: magnitude and rescaled magnitude (both passes); channel axis with m | 8
  * (8 lanes = 8/m groups, ranks by in-group rotations, as in prune_avx512.c), channel axis with
  * m = 8V, V >= 2 (a group is V vectors, ranks by rotations within and across them), and the row
- * axis for any m (8 channels per vector, pairwise ranks). Random and MVUE with m = 4, and random
- * with 4 < m <= 32 along channels, are in prune_mvue_avx2.c; other shapes use the reference.
+ * axis for any m (8 channels per vector, pairwise ranks). Random and MVUE are in prune_mvue_avx2.c
+ * (m = 4) and prune_sampled_avx2.c (other m); shapes none of them takes use the reference.
  *
  * AVX2 has no mask registers and no compress: masks are vectors of all-ones lanes, and the
  * compressed slots are gathered by vpermps with an index built from the 8-bit movemask by

@@ -1,6 +1,6 @@
 /* AVX-512 pruning kernels: magnitude and rescaled magnitude (both passes) on both axes; random
- * and MVUE go to prune_mvue_avx512.c for the shapes it vectorises, then to prune_mvue_avx2.c's (random
- * with 4 < m <= 32 along channels), else to the reference.
+ * and MVUE go to prune_mvue_avx512.c for the shapes it vectorises, then to prune_sampled_avx2.c's
+ * (m != 4), else to the reference.
  *
  * Ranking is on integer keys (prune_key: |x| bits, NaN clamped above Inf) with the tie rule
  * "lower index wins", so every path keeps exactly the reference's positions; values are x or
@@ -486,7 +486,7 @@ static void row_groups(const prune_job *j, int64_t g0, int64_t g1) {
 static int avx512_prune(const prune_job *j, int64_t t0, int64_t t1) {
     if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED) {
         int r = prune_avx512_sampled(j, t0, t1);
-        if (r < 0) r = prune_avx2_sampled(j, t0, t1); /* random with 4 < m <= 32: AVX2's batches of 8 groups */
+        if (r < 0 && j->m != 4) r = prune_avx2_sampled_other(j, t0, t1); /* AVX2's batches of 8 groups */
         return r >= 0 ? r : prune_ref_prune(j, t0, t1);
     }
     if (j->axis == SDGP_AXIS_ROW) {

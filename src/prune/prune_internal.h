@@ -179,9 +179,12 @@ sdgp_status prune_nchw(const prune_kernels *K, const prune_job *j, int nt, sdgp_
 /* The AVX-512 random / MVUE kernels (prune_mvue_avx512.c): the prune() contract, or -1 (nothing
  * written) for a case they do not vectorise. */
 int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1);
-/* Their AVX2 counterparts, 8 groups at a time (prune_mvue_avx2.c), and random with 4 < m <= 32
- * along channels (both ISAs): the same contract. */
+/* Their AVX2 counterparts, 8 groups at a time (prune_mvue_avx2.c; m != 4 goes on to the next): the
+ * same contract. */
 int prune_avx2_sampled(const prune_job *j, int64_t t0, int64_t t1);
+/* Random and MVUE shapes with m != 4 (prune_sampled_avx2.c; AVX-512 hosts call it too): the same
+ * contract. */
+int prune_avx2_sampled_other(const prune_job *j, int64_t t0, int64_t t1);
 
 /* The reference implementations, also the fallback of the SIMD paths for the cases they do not
  * specialise. */

@@ -1,10 +1,8 @@
 /* AVX2 random and MVUE kernels for m = 4 (random n:4, mvue 1:4 and 2:4, mvue-approx 2:4),
  * 8 groups at a time: prune_mvue_avx512.c ported lane for lane, for CPUs without AVX-512, which
- * otherwise run the scalar reference; and random n:m with 4 < m <= 32 along channels for both ISAs
- * (a vector Fisher-Yates, section below: 1:8 at 0.7-0.8 GB/s with the reference, 3.0-3.1 here,
- * 16:32 0.65 and 1.6-2.3, 2 threads, docs/bench/zen3/prune-random-wide.txt). For m = 4: MVUE 2:4
- * on the row axis 19 ns per float there, 1.8 here, 0.8 with AVX-512; random 2:4 13 / 0.95 / 0.49 (`sdgp bench prune`, one thread, compressed output,
- * 64 x 16 x 16 x 256 floats, on a shared EPYC host: +-30 %).
+ * otherwise run the scalar reference (other m: prune_sampled_avx2.c): MVUE 2:4 on the row axis 19
+ * ns per float there, 1.8 here, 0.8 with AVX-512; random 2:4 13 / 0.95 / 0.49 (`sdgp bench prune`,
+ * one thread, compressed output, 64 x 16 x 16 x 256 floats, on a shared EPYC host: +-30 %).
  *
  * Philox4x32-10 runs on 32 counters (group indices) at once as four independent chains of 8
  * (fewer wait on the multiply latency, more spill: 2, 3, 6, 8 chains measured slower). Vector e_k
@@ -19,60 +17,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "prune/prune_avx2_pack.h"
 #include "prune/prune_internal.h"
-
-#define CHAINS 4 /* Philox chains of 8 groups: one alone waits on the multiply latency */
-
-#define INLINE static inline __attribute__((always_inline))
-
-/* ---- Philox4x32-10 on 8 * CHAINS counters ---- */
-
-/* hi and lo 32 bits of a * b (b broadcast) for 8 lanes from the even and the odd lanes' products. */
-INLINE void mul_hilo(__m256i *hi, __m256i *lo, __m256i a, __m256i b) {
-    __m256i even = _mm256_mul_epu32(a, b), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), b);
-    *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xaa);
-    *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa);
-}
-
-/* Words w[b][0..3] of draw block blk[b] of groups g[b] + order[lane], b < CHAINS. */
-INLINE void philox_chains(__m256i w[CHAINS][4], sdgp_philox_key key, const uint64_t g[CHAINS], const uint32_t blk[CHAINS],
-                          __m256i order) {
-    const __m256i M0 = _mm256_set1_epi32((int)0xD2511F53u), M1 = _mm256_set1_epi32((int)0xCD9E8D57u);
-    __m256i(*c)[4] = w;
-    for (int b = 0; b < CHAINS; b++) {
-        const __m256i gl = _mm256_set1_epi32((int)(uint32_t)g[b]), lo = _mm256_add_epi32(gl, order);
-        /* the high word carries where the low word wrapped: hi + 1, minus 1 where lo >= g */
-        const __m256i nowrap = _mm256_cmpeq_epi32(_mm256_max_epu32(lo, gl), lo);
-        c[b][0] = lo;
-        c[b][1] = _mm256_add_epi32(_mm256_set1_epi32((int)((uint32_t)(g[b] >> 32) + 1u)), nowrap);
-        c[b][2] = _mm256_set1_epi32((int)blk[b]), c[b][3] = _mm256_set1_epi32(0x53444750); /* "SDGP" */
-    }
-    uint32_t k0 = key.v[0], k1 = key.v[1];
-    for (int r = 0; r < 10; r++) {
-        const __m256i K0 = _mm256_set1_epi32((int)k0), K1 = _mm256_set1_epi32((int)k1);
-#pragma GCC unroll 4
-        for (int b = 0; b < CHAINS; b++) {
-            __m256i hi0, lo0, hi1, lo1;
-            mul_hilo(&hi0, &lo0, c[b][0], M0);
-            mul_hilo(&hi1, &lo1, c[b][2], M1);
-            c[b][0] = _mm256_xor_si256(_mm256_xor_si256(hi1, c[b][1]), K0);
-            c[b][1] = lo1;
-            c[b][2] = _mm256_xor_si256(_mm256_xor_si256(hi0, c[b][3]), K1);
-            c[b][3] = lo0;
-        }
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-}
-
-/* Words w[b][0..3] (draw block 0) of groups g0 + 8 b + order[lane], b < CHAINS. */
-INLINE void philox(__m256i w[CHAINS][4], sdgp_philox_key key, uint64_t g0, __m256i order) {
-    uint64_t g[CHAINS];
-    uint32_t blk[CHAINS];
-    for (int b = 0; b < CHAINS; b++) g[b] = g0 + 8 * (uint64_t)b, blk[b] = 0;
-    philox_chains(w, key, g, blk, order);
-}
+#include "prune/prune_philox_avx2.h"
 
 /* ---- small helpers ---- */
 
@@ -83,12 +29,6 @@ INLINE __m256i lanes_below(int cnt) { return _mm256_cmpgt_epi32(_mm256_set1_epi3
 
 /* 4 doubles from the low or high half of 8 floats. */
 INLINE __m256d half_pd(__m256 v, int h) { return _mm256_cvtps_pd(h ? _mm256_extractf128_ps(v, 1) : _mm256_castps256_ps128(v)); }
-
-/* sdgp_u01d of 4 words (half h of w); AVX2 converts only signed: (double)(int)(w - 2^31) + 2^31 is exactly (double)w. */
-INLINE __m256d u01_half(__m256i w, int h) {
-    __m128i x = _mm_xor_si128(h ? _mm256_extracti128_si256(w, 1) : _mm256_castsi256_si128(w), _mm_set1_epi32((int)0x80000000u));
-    return _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(x), _mm256_set1_pd(2147483648.0)), _mm256_set1_pd(1.0 / 4294967296.0));
-}
 
 /* The low dwords of two 4 x 64-bit vectors (lanes 0-3, 4-7) as 8 x 32 bits. */
 INLINE __m256i narrow2(__m256d lo, __m256d hi) {
@@ -467,111 +407,8 @@ INLINE int flat_batch(const prune_job *j, const __m256i w[4], int64_t gi, int ng
     return r;
 }
 
-/* ---- random n:m with 4 < m <= 32, channel axis ---- */
-
-/* The kept-or-dropped positions of 8 groups (prune_random_mask's partial Fisher-Yates, k draws; bit
- * p of lane l: position p of group l). perm[p] holds position p of every lane's permutation; draw i
- * takes j = i + (word * (m - i)) >> 32 and swaps perm[i] with perm[j], a blend over p >= i since
- * j differs by lane. Draw i reads word i % 4 of block i / 4 (w[i / 4]), the reference's words as
- * long as no draw rejects; returns 0 if one would in some lane (probability below 2^-26 a group). */
-static int random_wide_chosen(__m256i *chosen, const __m256i w[][4], int k, int m) {
-    __m256i perm[32], c = _mm256_setzero_si256();
-    for (int p = 0; p < m; p++) perm[p] = _mm256_set1_epi32(p);
-    for (int i = 0; i < k; i++) {
-        const uint32_t bound = (uint32_t)(m - i), threshold = (0u - bound) % bound;
-        __m256i hi, lo;
-        mul_hilo(&hi, &lo, w[i / 4][i % 4], _mm256_set1_epi32((int)bound));
-        /* the reference redraws while the low word < threshold (then below bound too); unsigned */
-        if (threshold &&
-            _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_min_epu32(lo, _mm256_set1_epi32((int)(threshold - 1))), lo)))
-            return 0;
-        const __m256i jl = _mm256_add_epi32(_mm256_set1_epi32(i), hi), t = perm[i];
-        __m256i pick = t;
-        for (int p = i + 1; p < m; p++) {
-            const __m256i hit = _mm256_cmpeq_epi32(jl, _mm256_set1_epi32(p));
-            pick = _mm256_blendv_epi8(pick, perm[p], hit);
-            perm[p] = _mm256_blendv_epi8(perm[p], t, hit);
-        }
-        perm[i] = pick;
-        c = _mm256_or_si256(c, _mm256_sllv_epi32(_mm256_set1_epi32(1), pick));
-    }
-    *chosen = c;
-    return 1;
-}
-
-/* Groups gi .. gi+ng-1 of the flat run (group g at x + m g, in row g / G) pruned to the kept
- * positions of mask[]. m = 8V: by vectors, the compressed slots being prune_compress_group's (the
- * nonzeros, padded with the lowest-index zeros: a kept zero is not a slot unless it pads). */
-static void random_wide_store(const prune_job *j, int64_t gi, int ng, const uint32_t mask[8]) {
-    const int n = j->n, m = j->m;
-    const int64_t G = j->C / m, slots = G * n;
-    if (m % 8) {
-        for (int g = 0; g < ng; g++) {
-            const float *x = j->x + (gi + g) * m;
-            float y[32];
-            for (int i = 0; i < m; i++) y[i] = mask[g] >> i & 1 ? x[i] : 0.0f;
-            if (j->out) memcpy(j->out + (gi + g) * m, y, (size_t)m * sizeof *y);
-            if (j->vals) prune_compress_group(j->vals + (gi + g) * n, j->idx + (gi + g) * n, 1, y, n, m);
-        }
-        return;
-    }
-    const uint32_t all = m == 32 ? ~0u : (1u << m) - 1;
-    for (int g = 0; g < ng; g++) {
-        const float *x = j->x + (gi + g) * m;
-        __m256 y[4];
-        uint32_t nz = 0;
-        for (int v = 0; v < m / 8; v++) {
-            y[v] = _mm256_and_ps(_mm256_loadu_ps(x + 8 * v), _mm256_castsi256_ps(spread8((int)(mask[g] >> 8 * v & 0xff))));
-            nz |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(y[v], _mm256_setzero_ps(), _CMP_NEQ_UQ)) << 8 * v;
-            if (j->out) _mm256_storeu_ps(j->out + (gi + g) * m + 8 * v, y[v]);
-        }
-        if (!j->vals) continue;
-        const int have = __builtin_popcount(nz);
-        const uint32_t slot = have < n ? nz | _pdep_u32((1u << (n - have)) - 1, all & ~nz) : nz;
-        const int64_t row = (gi + g) / G;
-        float *vals = j->vals + row * slots;
-        uint8_t *idx = j->idx + row * slots;
-        int64_t pos = (gi + g) % G * n;
-        for (int v = 0; v < m / 8; v++)
-            pos += compress8(vals, idx, pos, slots, y[v], spread8((int)(slot >> 8 * v & 0xff)), 0x0707070707070707ull,
-                             0x0101010101010101ull * (uint64_t)(8 * v));
-    }
-}
-
-/* Random n:m (4 < m <= 32) on the channel axis: the Philox blocks a group needs (k draws: k / 4
- * rounded up, 1, 2 or 4) of 8 groups as CHAINS chains, so one call serves CHAINS / blocks batches. */
-static int random_wide(const prune_job *j, int64_t t0, int64_t t1) {
-    const int n = j->n, m = j->m, k = n <= m - n ? n : m - n;
-    const int blocks = k <= 4 ? 1 : k <= 8 ? 2 : 4, batches = CHAINS / blocks;
-    const uint32_t all = m == 32 ? ~0u : (1u << m) - 1;
-    const __m256i in_order = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const int64_t G = j->C / m, end = t1 * G;
-    __m256i w[CHAINS][4];
-    for (int64_t g0 = t0 * G; g0 < end; g0 += 8 * batches) {
-        uint64_t g[CHAINS];
-        uint32_t blk[CHAINS];
-        for (int b = 0; b < CHAINS; b++) g[b] = j->group0 + (uint64_t)g0 + 8 * (uint64_t)(b / blocks), blk[b] = (uint32_t)(b % blocks);
-        philox_chains(w, j->key, g, blk, in_order);
-        for (int q = 0; q < batches && g0 + 8 * q < end; q++) {
-            const int64_t gi = g0 + 8 * q;
-            const int ng = end - gi >= 8 ? 8 : (int)(end - gi);
-            __m256i chosen;
-            if (!random_wide_chosen(&chosen, (const __m256i(*)[4])w + q * blocks, k, m)) {
-                prune_ref_prune(j, gi / G, (gi + ng - 1) / G + 1); /* its bits are ours; random never fails */
-                continue;
-            }
-            uint32_t mask[8];
-            _mm256_storeu_si256((__m256i *)mask, chosen);
-            if (n > m - n)
-                for (int l = 0; l < 8; l++) mask[l] = all & ~mask[l];
-            random_wide_store(j, gi, ng, mask);
-        }
-    }
-    return 0;
-}
-
 int prune_avx2_sampled(const prune_job *j, int64_t t0, int64_t t1) {
-    if (j->fn == SDGP_PRUNE_RANDOM && j->axis == SDGP_AXIS_CHANNEL && j->m > 4 && j->m <= 32) return random_wide(j, t0, t1);
+    if (j->m != 4) return prune_avx2_sampled_other(j, t0, t1);
     const int vec_random = j->fn == SDGP_PRUNE_RANDOM && j->m == 4;
     const int vec_mvue = (j->fn == SDGP_PRUNE_MVUE || j->fn == SDGP_PRUNE_MVUE_APPROX) && j->m == 4 && j->n <= 2;
     if (!vec_random && !vec_mvue) return -1;
