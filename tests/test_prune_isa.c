@@ -129,7 +129,8 @@ TEST_CASE(large_tensor_bitwise) {
 
 /* Mostly zeros and few distinct values: groups with fewer than n nonzeros and ties at the n-th
  * largest key everywhere (the threshold ranking's tie fix-up), for m = 8 .. 64, both sides of m/2;
- * for random, kept zeros, which the compressed form replaces by the lowest-index zeros. */
+ * for random, kept zeros, which the compressed form replaces by the lowest-index zeros; for MVUE,
+ * groups left as they are (at most n nonzeros) beside sampled ones, and equal values to saturate. */
 TEST_CASE(sparse_ties_bitwise) {
     const int nm[][2] = {{2, 8}, {6, 8}, {1, 16}, {4, 16}, {12, 16}, {4, 32}, {28, 32}, {8, 64}, {5, 48}};
     const int64_t B = 3, P = 9, C = 192;
@@ -141,7 +142,7 @@ TEST_CASE(sparse_ties_bitwise) {
         x[i] = u < 0.7 ? (u < 0.35 ? 0.0f : -0.0f) : (float)(int)(test_rand_u01(&seed) * 4 - 2) * (i % 3 ? 1.0f : 1e-39f);
     }
     for (size_t t = 0; t < sizeof nm / sizeof nm[0]; t++)
-        for (int fn = SDGP_PRUNE_RANDOM; fn <= SDGP_PRUNE_RESCALED; fn++) /* random: kept zeros, slots padded */
+        for (int fn = SDGP_PRUNE_RANDOM; fn <= SDGP_PRUNE_MVUE; fn++) /* random: kept zeros, slots padded */
             for (int scope = 0; scope < 2; scope++) {
                 sdgp_prune_cfg cfg = sdgp_prune_cfg_make((sdgp_prune_fn)fn, nm[t][0], nm[t][1]);
                 cfg.scope = (sdgp_rescale_scope)scope;

@@ -5,6 +5,10 @@
  *     (2 threads, docs/bench/zen3/prune-random-wide.txt); 1:2 0.15 and 0.86 (1 thread).
  *   MVUE 1:2: the reference's plan (one threshold) on 8 groups in double: 0.16 GB/s there, 1.25 here
  *     (1 thread; 0.32 and 2.3-2.6 on 2).
+ *   MVUE n:m, m = 8, 16, 24, 32: the water-filling plan of prune_group.c on 4 groups per double
+ *     vector, every lane stepping through the reference's passes until all have stopped: 4:8 0.33-0.35
+ *     GB/s there, 0.94-0.99 here, 16:32 0.23 and 0.64-0.73 (2 threads). The passes, not Philox, are
+ *     the cost (up to n + 1 over the group, about 11 vector operations per position each).
  * A batch whose draws would need the reference's rejection loop goes to the reference. */
 #include <immintrin.h>
 #include <string.h>
@@ -45,9 +49,30 @@ static int random_wide_chosen(__m256i *chosen, const __m256i w[][4], int k, int 
     return 1;
 }
 
+/* Group g of the flat run (at x + m g, in row g / G), m = 8V, pruned to y[0..V): its dense output,
+ * and its compressed slots as prune_compress_group writes them (the nonzeros, at most n, padded with
+ * the lowest-index zeros: a kept zero is not a slot unless it pads). */
+static void store_group_8v(const prune_job *j, int64_t g, const __m256 *y) {
+    const int n = j->n, m = j->m;
+    const int64_t G = j->C / m, slots = G * n;
+    uint32_t nz = 0;
+    for (int v = 0; v < m / 8; v++) {
+        nz |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(y[v], _mm256_setzero_ps(), _CMP_NEQ_UQ)) << 8 * v;
+        if (j->out) _mm256_storeu_ps(j->out + g * m + 8 * v, y[v]);
+    }
+    if (!j->vals) return;
+    const uint32_t all = m == 32 ? ~0u : (1u << m) - 1;
+    const int have = __builtin_popcount(nz);
+    const uint32_t slot = have < n ? nz | _pdep_u32((1u << (n - have)) - 1, all & ~nz) : nz;
+    const int64_t row = g / G;
+    int64_t pos = g % G * n;
+    for (int v = 0; v < m / 8; v++)
+        pos += compress8(j->vals + row * slots, j->idx + row * slots, pos, slots, y[v], spread8((int)(slot >> 8 * v & 0xff)),
+                         0x0707070707070707ull, 0x0101010101010101ull * (uint64_t)(8 * v));
+}
+
 /* Groups gi .. gi+ng-1 of the flat run (group g at x + m g, in row g / G) pruned to the kept
- * positions of mask[]. m = 8V: by vectors, the compressed slots being prune_compress_group's (the
- * nonzeros, padded with the lowest-index zeros: a kept zero is not a slot unless it pads). */
+ * positions of mask[]: by vectors where m = 8V or m = 2, else as the reference writes a group. */
 static void random_wide_store(const prune_job *j, int64_t gi, int ng, const uint32_t mask[8]) {
     const int n = j->n, m = j->m;
     const int64_t G = j->C / m, slots = G * n;
@@ -82,26 +107,12 @@ static void random_wide_store(const prune_job *j, int64_t gi, int ng, const uint
         }
         return;
     }
-    const uint32_t all = m == 32 ? ~0u : (1u << m) - 1;
     for (int g = 0; g < ng; g++) {
         const float *x = j->x + (gi + g) * m;
         __m256 y[4];
-        uint32_t nz = 0;
-        for (int v = 0; v < m / 8; v++) {
-            y[v] = _mm256_and_ps(_mm256_loadu_ps(x + 8 * v), _mm256_castsi256_ps(spread8((int)(mask[g] >> 8 * v & 0xff))));
-            nz |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(y[v], _mm256_setzero_ps(), _CMP_NEQ_UQ)) << 8 * v;
-            if (j->out) _mm256_storeu_ps(j->out + (gi + g) * m + 8 * v, y[v]);
-        }
-        if (!j->vals) continue;
-        const int have = __builtin_popcount(nz);
-        const uint32_t slot = have < n ? nz | _pdep_u32((1u << (n - have)) - 1, all & ~nz) : nz;
-        const int64_t row = (gi + g) / G;
-        float *vals = j->vals + row * slots;
-        uint8_t *idx = j->idx + row * slots;
-        int64_t pos = (gi + g) % G * n;
         for (int v = 0; v < m / 8; v++)
-            pos += compress8(vals, idx, pos, slots, y[v], spread8((int)(slot >> 8 * v & 0xff)), 0x0707070707070707ull,
-                             0x0101010101010101ull * (uint64_t)(8 * v));
+            y[v] = _mm256_and_ps(_mm256_loadu_ps(x + 8 * v), _mm256_castsi256_ps(spread8((int)(mask[g] >> 8 * v & 0xff))));
+        store_group_8v(j, gi + g, y);
     }
 }
 
@@ -139,12 +150,13 @@ static int random_wide(const prune_job *j, int64_t t0, int64_t t1) {
 
 /* ---- MVUE 1:2 ---- */
 
-/* One group through the reference (batch tails). Returns 1 on a non-finite value. */
-static int mvue12_group(const prune_job *j, int64_t g) {
-    float y[2];
-    const int bad = prune_mvue_group(y, j->x + 2 * g, 1, 2, prune_group_u(j->key, j->group0 + (uint64_t)g, 0));
-    if (j->out) memcpy(j->out + 2 * g, y, sizeof y);
-    if (j->vals) prune_compress_group(j->vals + g, j->idx + g, 1, y, 1, 2);
+/* One MVUE group through the reference (batch tails). Returns 1 on a non-finite value. */
+static int mvue_group_ref(const prune_job *j, int64_t g) {
+    const int n = j->n, m = j->m;
+    float y[SDGP_NM_MAX_M];
+    const int bad = prune_mvue_group(y, j->x + m * g, n, m, prune_group_u(j->key, j->group0 + (uint64_t)g, 0));
+    if (j->out) memcpy(j->out + m * g, y, (size_t)m * sizeof *y);
+    if (j->vals) prune_compress_group(j->vals + n * g, j->idx + n * g, 1, y, n, m);
     return bad;
 }
 
@@ -200,7 +212,133 @@ static int mvue12(const prune_job *j, int64_t t0, int64_t t1) {
         philox(w, j->key, j->group0 + (uint64_t)g0, order);
         for (int b = 0; b < CHAINS && g0 + 8 * b + 8 <= end; b++) bad |= mvue12_batch(j, w[b][0], g0 + 8 * b);
     }
-    for (int64_t g = end - (end - t0 * G) % 8; g < end; g++) bad |= mvue12_group(j, g);
+    for (int64_t g = end - (end - t0 * G) % 8; g < end; g++) bad |= mvue_group_ref(j, g);
+    return bad;
+}
+
+/* ---- MVUE n:m, m = 8V ---- */
+
+/* 4 all-ones-or-zero doubles as 4 floats' masks. */
+static inline __m128 narrow_mask(__m256d m) {
+    return _mm256_castps256_ps128(_mm256_permutevar8x32_ps(_mm256_castpd_ps(m), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+}
+
+/* In place: 8 rows of 8 floats to 8 columns (r[i] lane l <- r[l] lane i). */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* The systematic plan (prune_group.c's plan_systematic) and its sample, for 4 groups (lanes) in
+ * double: a[i] = |x_i|, x[i] their floats' half h as doubles' signs; u the uniforms. Writes
+ * y[i] (4 floats) for the lanes where `sampled` (more than n nonzeros, all finite). Every lane
+ * follows the reference's loop: saturate the first largest unsaturated a while a_top (n - k) >=
+ * the unsaturated sum; C[] and that sum are those of the pass that stopped. */
+static void mvue_wide_half(__m128 *y, const __m256d *a, const __m128 *x, __m256d u, int n, int m) {
+    __m256d C[32], sat[32], rem = _mm256_setzero_pd(), k = _mm256_setzero_pd();
+    const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0), nd = _mm256_set1_pd((double)n);
+    __m256d live = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+    for (int i = 0; i < m; i++) sat[i] = C[i] = zero;
+    for (int pass = 0; pass <= n && _mm256_movemask_pd(live); pass++) {
+        __m256d run = zero, topv = _mm256_set1_pd(-1.0), topi = zero;
+        for (int i = 0; i < m; i++) {
+            const __m256d unsat = _mm256_andnot_pd(sat[i], _mm256_castsi256_pd(_mm256_set1_epi64x(-1)));
+            run = _mm256_add_pd(run, _mm256_and_pd(a[i], unsat)); /* + 0: run unchanged, as skipping it */
+            const __m256d better = _mm256_and_pd(unsat, _mm256_cmp_pd(a[i], topv, _CMP_GT_OQ));
+            topv = _mm256_blendv_pd(topv, a[i], better);
+            topi = _mm256_blendv_pd(topi, _mm256_set1_pd((double)i), better);
+            C[i] = _mm256_blendv_pd(C[i], run, live);
+        }
+        rem = _mm256_blendv_pd(rem, run, live);
+        /* stop where k == n or a_top (n - k) < rem */
+        const __m256d stop = _mm256_or_pd(_mm256_cmp_pd(k, nd, _CMP_EQ_OQ),
+                                          _mm256_cmp_pd(_mm256_mul_pd(topv, _mm256_sub_pd(nd, k)), rem, _CMP_LT_OQ));
+        live = _mm256_andnot_pd(stop, live);
+        for (int i = 0; i < m; i++)
+            sat[i] = _mm256_or_pd(sat[i], _mm256_and_pd(live, _mm256_cmp_pd(topi, _mm256_set1_pd((double)i), _CMP_EQ_OQ)));
+        k = _mm256_add_pd(k, _mm256_and_pd(live, one));
+    }
+    const __m256d left = _mm256_sub_pd(nd, k), some = _mm256_cmp_pd(left, zero, _CMP_GT_OQ);
+    const __m128 T = _mm256_cvtpd_ps(_mm256_and_pd(some, _mm256_div_pd(rem, left)));
+    const __m128 sign = _mm_castsi128_ps(_mm_set1_epi32((int)0x80000000u));
+    __m256d next = u;
+    for (int i = 0; i < m; i++) {
+        const __m256d c = _mm256_and_pd(some, _mm256_mul_pd(_mm256_div_pd(C[i], rem), left));
+        const __m256d take = _mm256_andnot_pd(sat[i], _mm256_cmp_pd(next, c, _CMP_LT_OQ));
+        next = _mm256_add_pd(next, _mm256_and_pd(take, one));
+        const __m128 tv = _mm_or_ps(T, _mm_and_ps(sign, x[i]));
+        y[i] = _mm_or_ps(_mm_and_ps(narrow_mask(sat[i]), x[i]), _mm_and_ps(narrow_mask(take), tv));
+    }
+}
+
+/* Groups gi .. gi+7, w their Philox words (lanes in group order). Returns 1 on a non-finite value. */
+static int mvue_wide_batch(const prune_job *j, __m256i w, int64_t gi) {
+    const int n = j->n, m = j->m, V = m / 8;
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), zero = _mm256_setzero_ps();
+    __m256 e[32], r[8];
+    for (int v = 0; v < V; v++) { /* e[i] lane l: element i of group gi + l */
+        for (int g = 0; g < 8; g++) r[g] = _mm256_loadu_ps(j->x + (gi + g) * m + 8 * v);
+        transpose8(r);
+        for (int i = 0; i < 8; i++) e[8 * v + i] = r[i];
+    }
+    __m256 finite = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    __m256i nnz = _mm256_setzero_si256();
+    for (int i = 0; i < m; i++) {
+        const __m256 a = _mm256_andnot_ps(sign, e[i]);
+        finite = _mm256_and_ps(finite, _mm256_cmp_ps(a, _mm256_set1_ps(3.40282347e38f), _CMP_LE_OQ));
+        nnz = _mm256_sub_epi32(nnz, _mm256_castps_si256(_mm256_cmp_ps(a, zero, _CMP_NEQ_UQ)));
+    }
+    const __m256 sampled = _mm256_and_ps(finite, _mm256_castsi256_ps(_mm256_cmpgt_epi32(nnz, _mm256_set1_epi32(n))));
+    __m256 y[32];
+    if (_mm256_movemask_ps(sampled)) {
+        __m128 yh[2][32];
+        for (int h = 0; h < 2; h++) {
+            __m256d a[32];
+            __m128 xh[32];
+            for (int i = 0; i < m; i++) {
+                xh[i] = h ? _mm256_extractf128_ps(e[i], 1) : _mm256_castps256_ps128(e[i]);
+                a[i] = _mm256_cvtps_pd(_mm_andnot_ps(_mm256_castps256_ps128(sign), xh[i]));
+            }
+            mvue_wide_half(yh[h], a, xh, u01_half(w, h), n, m);
+        }
+        for (int i = 0; i < m; i++) y[i] = _mm256_blendv_ps(e[i], _mm256_set_m128(yh[1][i], yh[0][i]), sampled);
+    } else {
+        for (int i = 0; i < m; i++) y[i] = e[i];
+    }
+    for (int i = 0; i < m; i++) y[i] = _mm256_and_ps(y[i], finite); /* not finite: zeros */
+    __m256 yg[8][4];
+    for (int v = 0; v < V; v++) {
+        for (int i = 0; i < 8; i++) r[i] = y[8 * v + i];
+        transpose8(r);
+        for (int g = 0; g < 8; g++) yg[g][v] = r[g];
+    }
+    for (int g = 0; g < 8; g++) store_group_8v(j, gi + g, yg[g]);
+    return _mm256_movemask_ps(finite) != 0xff;
+}
+
+static int mvue_wide(const prune_job *j, int64_t t0, int64_t t1) {
+    const __m256i in_order = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const int64_t G = j->C / j->m, end = t1 * G;
+    int bad = 0;
+    __m256i w[CHAINS][4];
+    for (int64_t g0 = t0 * G; g0 + 8 <= end; g0 += 8 * CHAINS) {
+        philox(w, j->key, j->group0 + (uint64_t)g0, in_order);
+        for (int b = 0; b < CHAINS && g0 + 8 * b + 8 <= end; b++) bad |= mvue_wide_batch(j, w[b][0], g0 + 8 * b);
+    }
+    for (int64_t g = end - (end - t0 * G) % 8; g < end; g++) bad |= mvue_group_ref(j, g);
     return bad;
 }
 
@@ -208,5 +346,6 @@ int prune_avx2_sampled_other(const prune_job *j, int64_t t0, int64_t t1) {
     if (j->axis != SDGP_AXIS_CHANNEL) return -1;
     if (j->fn == SDGP_PRUNE_RANDOM && j->m <= 32) return random_wide(j, t0, t1);
     if (j->fn == SDGP_PRUNE_MVUE && j->n == 1 && j->m == 2) return mvue12(j, t0, t1);
+    if (j->fn == SDGP_PRUNE_MVUE && j->m % 8 == 0 && j->m <= 32) return mvue_wide(j, t0, t1);
     return -1;
 }
