@@ -96,7 +96,8 @@ typedef enum { SDGP_RECOMPUTE_NONE = 0, SDGP_RECOMPUTE_BLOCKS = 1 } sdgp_recompu
 /* The names, indexed by the enum and NULL-terminated: "none", "blocks". */
 extern SDGP_API const char *const sdgp_recompute_names[];
 
-/* Room for sdgp_model_conv_choice's text: 4 characters per conv layer (up to 255 layers). */
+/* Room for sdgp_model_conv_choice's text (4 characters per conv layer, up to 255 layers) and for
+ * sdgp_model_sparse_choice's (up to 3 per conv layer). */
 #define SDGP_CONV_CHOICE_LEN 1024
 
 typedef struct {

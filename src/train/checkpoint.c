@@ -10,7 +10,6 @@
 
 #define CKPT_FORMAT "sdgp-checkpoint-1"
 #define CKPT_MAX_META 64
-#define KERNELS_LEN 1024 /* the kernel-choice text: one character per conv layer */
 
 /* The model's registry name, width, input, classes and size: a checkpoint loads only into the same. */
 static void model_signature(const sdgp_model *m, char *buf, size_t size) {
@@ -43,7 +42,7 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
                                        p->momentum};
         }
     }
-    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], kernels[KERNELS_LEN], convs[SDGP_CONV_CHOICE_LEN];
+    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], kernels[SDGP_CONV_CHOICE_LEN], convs[SDGP_CONV_CHOICE_LEN];
     sdgp_model_sparse_choice(m, kernels, sizeof kernels);
     sdgp_model_conv_choice(m, convs, sizeof convs);
     model_signature(m, sig, sizeof sig);
@@ -136,7 +135,7 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
     /* the same data-gradient kernels as the run that wrote it (a model built without pruning, as
      * for evaluation, has no choice to make) */
     const char *kernels = sdgp_safetensors_meta(f, "kernels");
-    char mine[KERNELS_LEN];
+    char mine[SDGP_CONV_CHOICE_LEN];
     sdgp_model_sparse_choice(m, mine, sizeof mine);
     if (st == SDGP_OK && kernels && strspn(mine, "-") == strlen(mine)) kernels = NULL;
     if (st == SDGP_OK && kernels) {
