@@ -170,32 +170,38 @@ TEST_CASE(sparse_ties_bitwise) {
  * vector paths, which take each group's words in order, must hand that batch to the reference. Key
  * (seed 1907, step 3, layer 0), group 1747: its first word w = 636291452 has (27 w) mod 2^32 < 22. */
 TEST_CASE(random_rejected_draw) {
-    const int64_t B = 1, P = 100, C = 27 * 20; /* 2000 groups, group 1747 in row 87 */
-    const size_t total = (size_t)(B * P * C);
-    float *x = test_xmalloc(total * 4);
-    test_fill_prune_input(x, total, 11);
-    sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_RANDOM, 1, 27);
-    cfg.seed = 1907;
-    cfg.step = 3;
-    cfg.isa = SDGP_ISA_REF;
-    cfg.threads = 1;
-    result ref;
-    run(&ref, &cfg, x, B, P, C);
-    /* the first word would keep position (27 w) >> 32 = 4; the redraw keeps another */
-    CHECK(ref.st == SDGP_OK && ref.nm.index[1747] != 4, "the reference kept position %d of group 1747 (4 without the redraw)",
-          ref.nm.index[1747]);
-    for (int isa = 1; isa < SDGP_ISA_COUNT; isa++)
-        for (int threads = 1; threads <= 2; threads++) {
-            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-            cfg.isa = (sdgp_isa)isa;
-            cfg.threads = threads;
-            result r;
-            run(&r, &cfg, x, B, P, C);
-            CHECK(same(&ref, &r, total), "random 1:27 with a rejected draw: %s x%d differs from ref", sdgp_isa_name(cfg.isa), threads);
-            drop(&r);
-        }
-    drop(&ref);
-    free(x);
+    for (int axis = 0; axis < 2; axis++) {
+        /* 2000 groups either way: channels, 100 rows of 20 groups (1747 in row 87); rows, 20 row
+         * groups of 100 channels (1747 = row group 17, channel 47) */
+        const int64_t B = 1, P = axis == SDGP_AXIS_ROW ? 27 * 20 : 100, C = axis == SDGP_AXIS_ROW ? 100 : 27 * 20;
+        const size_t total = (size_t)(B * P * C);
+        float *x = test_xmalloc(total * 4);
+        test_fill_prune_input(x, total, 11);
+        sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_RANDOM, 1, 27);
+        cfg.axis = (sdgp_axis)axis;
+        cfg.seed = 1907;
+        cfg.step = 3;
+        cfg.isa = SDGP_ISA_REF;
+        cfg.threads = 1;
+        result ref;
+        run(&ref, &cfg, x, B, P, C);
+        /* the first word would keep position (27 w) >> 32 = 4; the redraw keeps another (slot 1747 on both axes) */
+        CHECK(ref.st == SDGP_OK && ref.nm.index[1747] != 4, "axis %d: the reference kept position %d of group 1747 (4 without the redraw)",
+              axis, ref.nm.index[1747]);
+        for (int isa = 1; isa < SDGP_ISA_COUNT; isa++)
+            for (int threads = 1; threads <= 2; threads++) {
+                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                cfg.isa = (sdgp_isa)isa;
+                cfg.threads = threads;
+                result r;
+                run(&r, &cfg, x, B, P, C);
+                CHECK(same(&ref, &r, total), "random 1:27 axis %d with a rejected draw: %s x%d differs from ref", axis,
+                      sdgp_isa_name(cfg.isa), threads);
+                drop(&r);
+            }
+        drop(&ref);
+        free(x);
+    }
 }
 
 /* Non-finite input: every path gives the same status (and, for magnitude/random, the same bits). */

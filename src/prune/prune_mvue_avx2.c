@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "prune/prune_avx2_pack.h"
 #include "prune/prune_internal.h"
 #include "prune/prune_philox_avx2.h"
 
@@ -25,7 +26,6 @@
 /* a macro: clang needs the predicate as a constant where the intrinsic expands */
 #define cmp_ps(a, b, pred) _mm256_castps_si256(_mm256_cmp_ps((a), (b), (pred)))
 INLINE __m256 sel_ps(__m256 v, __m256i m) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
-INLINE __m256i lanes_below(int cnt) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 
 /* 4 doubles from the low or high half of 8 floats. */
 INLINE __m256d half_pd(__m256 v, int h) { return _mm256_cvtps_pd(h ? _mm256_extractf128_ps(v, 1) : _mm256_castps256_ps128(v)); }
@@ -252,10 +252,6 @@ INLINE __m256i approx24(__m256 y[4], const __m256 e[4], __m256i w0, __m256i w1) 
 
 /* ---- outputs ---- */
 
-/* cnt floats at p: a plain access for a whole vector (cnt a constant 8 there), masked for tails. */
-INLINE __m256 load_ps(const float *p, int cnt) { return cnt == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes_below(cnt)); }
-INLINE void store_ps(float *p, __m256 v, int cnt) { cnt == 8 ? _mm256_storeu_ps(p, v) : _mm256_maskstore_ps(p, lanes_below(cnt), v); }
-
 /* The compressed slots (prune_compress_group) of 8 transposed groups: nonzeros, padded with the
  * lowest-index zeros; sv[s], si[s] = value and index of the s-th stored element. One and two
  * slots are the lowest / highest stored element (blend chains); three go by counting. */
@@ -294,13 +290,6 @@ INLINE void slots4(__m256 sv[3], __m256i si[3], const __m256 y[4], int n) {
             cnt = _mm256_sub_epi32(cnt, sel[k]);
         }
     }
-}
-
-/* The low bytes of 8 lanes: those of lanes 0-3 at dword 0 of lo, those of lanes 4-7 at dword 0 of hi. */
-INLINE void low_bytes(__m128i *lo, __m128i *hi, __m256i v) {
-    __m256i p = _mm256_packus_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256());
-    *lo = _mm256_castsi256_si128(p);
-    *hi = _mm256_extracti128_si256(p, 1);
 }
 
 /* Row axis: y[k] is row 4g+k at channels [c, c+cnt); slot row g*n+s holds slot s. */

@@ -1,14 +1,17 @@
 /* AVX2 random and MVUE kernels for the shapes prune_mvue_avx2.c (m = 4) does not take, 8 groups at a
- * time, bitwise the reference's; AVX-512 hosts run them too (prune_avx512.c). Channel axis only:
- *   random n:m, m != 4, m <= 32: Philox on vectors and the partial Fisher-Yates as blends. Before,
- *     the reference's scalar shuffle (branchy, a Philox call per group): 1:8 at 0.7-0.8 GB/s there, 3.0-3.1 here; 16:32 0.65 and 1.6-2.3
- *     (2 threads, docs/bench/zen3/prune-random-wide.txt); 1:2 0.15 and 0.86 (1 thread).
- *   MVUE 1:2: the reference's plan (one threshold) on 8 groups in double: 0.16 GB/s there, 1.25 here
- *     (1 thread; 0.32 and 2.3-2.6 on 2).
- *   MVUE n:m, m = 8, 16, 24, 32: the water-filling plan of prune_group.c on 4 groups per double
- *     vector, every lane stepping through the reference's passes until all have stopped: 4:8 0.33-0.35
- *     GB/s there, 0.94-0.99 here, 16:32 0.23 and 0.64-0.73 (2 threads). The passes, not Philox, are
- *     the cost (up to n + 1 over the group, about 11 vector operations per position each).
+ * time, bitwise the reference's; AVX-512 hosts run them too (prune_avx512.c). Lanes are groups: on
+ * the channel axis 8 consecutive groups (through 8 x 8 transposes), on the row axis 8 channels.
+ *   random n:m, m != 4, m <= 32, both axes: Philox on vectors and the partial Fisher-Yates as
+ *     blends. Before, the reference's scalar shuffle (branchy, a Philox call per group): along
+ *     channels 1:8 at 0.7-0.8 GB/s there, 3.0-3.1 here; 16:32 0.65 and 1.6-2.3; along rows 4:8 0.49
+ *     and 2.4 (2 threads, docs/bench/zen3/prune-random-wide.txt); 1:2 0.15 and 0.86 (1 thread).
+ *   MVUE 1:2 along channels: the reference's plan (one threshold) on 8 groups in double: 0.16 GB/s
+ *     there, 1.25 here (1 thread; 0.32 and 2.3-2.6 on 2).
+ *   MVUE n:m, m = 8, 16, 24, 32, both axes: the water-filling plan of prune_group.c on 4 groups per
+ *     double vector, every lane stepping through the reference's passes until all have stopped:
+ *     along channels 4:8 0.33-0.35 GB/s there, 0.94-0.99 here, 16:32 0.23 and 0.64-0.73; along rows
+ *     4:8 0.32 and 0.91 (2 threads). The passes, not Philox, are the cost (up to n + 1 over the
+ *     group, about 11 vector operations per position each).
  * A batch whose draws would need the reference's rejection loop goes to the reference. */
 #include <immintrin.h>
 #include <string.h>
@@ -284,16 +287,10 @@ static void mvue_wide_half(__m128 *y, const __m256d *a, const __m128 *x, __m256d
     }
 }
 
-/* Groups gi .. gi+7, w their Philox words (lanes in group order). Returns 1 on a non-finite value. */
-static int mvue_wide_batch(const prune_job *j, __m256i w, int64_t gi) {
-    const int n = j->n, m = j->m, V = m / 8;
+/* MVUE of 8 groups, lane l of e[i] element i of group l, w their Philox words: y[0..m). Returns 1
+ * if a lane holds a non-finite value (its y are zeros). */
+static int mvue_lanes(__m256 *y, const __m256 *e, __m256i w, int n, int m) {
     const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), zero = _mm256_setzero_ps();
-    __m256 e[32], r[8];
-    for (int v = 0; v < V; v++) { /* e[i] lane l: element i of group gi + l */
-        for (int g = 0; g < 8; g++) r[g] = _mm256_loadu_ps(j->x + (gi + g) * m + 8 * v);
-        transpose8(r);
-        for (int i = 0; i < 8; i++) e[8 * v + i] = r[i];
-    }
     __m256 finite = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
     __m256i nnz = _mm256_setzero_si256();
     for (int i = 0; i < m; i++) {
@@ -302,7 +299,6 @@ static int mvue_wide_batch(const prune_job *j, __m256i w, int64_t gi) {
         nnz = _mm256_sub_epi32(nnz, _mm256_castps_si256(_mm256_cmp_ps(a, zero, _CMP_NEQ_UQ)));
     }
     const __m256 sampled = _mm256_and_ps(finite, _mm256_castsi256_ps(_mm256_cmpgt_epi32(nnz, _mm256_set1_epi32(n))));
-    __m256 y[32];
     if (_mm256_movemask_ps(sampled)) {
         __m128 yh[2][32];
         for (int h = 0; h < 2; h++) {
@@ -319,14 +315,27 @@ static int mvue_wide_batch(const prune_job *j, __m256i w, int64_t gi) {
         for (int i = 0; i < m; i++) y[i] = e[i];
     }
     for (int i = 0; i < m; i++) y[i] = _mm256_and_ps(y[i], finite); /* not finite: zeros */
-    __m256 yg[8][4];
+    return _mm256_movemask_ps(finite) != 0xff;
+}
+
+/* Channel axis: groups gi .. gi+7 (m = 8V), w their Philox words (lanes in group order), through
+ * 8 x 8 transposes. Returns as mvue_lanes. */
+static int mvue_wide_batch(const prune_job *j, __m256i w, int64_t gi) {
+    const int m = j->m, V = m / 8;
+    __m256 e[32], y[32], r[8], yg[8][4];
+    for (int v = 0; v < V; v++) { /* e[i] lane l: element i of group gi + l */
+        for (int g = 0; g < 8; g++) r[g] = _mm256_loadu_ps(j->x + (gi + g) * m + 8 * v);
+        transpose8(r);
+        for (int i = 0; i < 8; i++) e[8 * v + i] = r[i];
+    }
+    const int bad = mvue_lanes(y, e, w, j->n, m);
     for (int v = 0; v < V; v++) {
         for (int i = 0; i < 8; i++) r[i] = y[8 * v + i];
         transpose8(r);
         for (int g = 0; g < 8; g++) yg[g][v] = r[g];
     }
     for (int g = 0; g < 8; g++) store_group_8v(j, gi + g, yg[g]);
-    return _mm256_movemask_ps(finite) != 0xff;
+    return bad;
 }
 
 static int mvue_wide(const prune_job *j, int64_t t0, int64_t t1) {
@@ -342,8 +351,97 @@ static int mvue_wide(const prune_job *j, int64_t t0, int64_t t1) {
     return bad;
 }
 
+/* ---- the row axis (positions): lanes are 8 channels, y[i] row g m + i ---- */
+
+/* Row group g at channels [c, c+cnt): the dense rows y[0..m), and the compressed slot rows g n + s,
+ * per lane (channel) as prune_compress_group orders them: the nonzeros, padded with the
+ * lowest-index zeros. Slot s can only come from rows s .. s + m - n. */
+static void store_rows_wide(const prune_job *j, int64_t g, int64_t c, int cnt, const __m256 *y) {
+    const int n = j->n, m = j->m;
+    const int64_t C = j->C;
+    if (j->out)
+        for (int i = 0; i < m; i++) store_ps(j->out + (g * m + i) * C + c, y[i], cnt);
+    if (!j->vals) return;
+    __m256i nz[32], nnz = _mm256_setzero_si256(), zeros = _mm256_setzero_si256(), taken = _mm256_setzero_si256();
+    __m256 sv[32];
+    __m256i si[32];
+    for (int i = 0; i < m; i++) {
+        nz[i] = _mm256_castps_si256(_mm256_cmp_ps(y[i], _mm256_setzero_ps(), _CMP_NEQ_UQ)); /* NaN counts as nonzero */
+        nnz = _mm256_sub_epi32(nnz, nz[i]);
+    }
+    const __m256i pad = _mm256_sub_epi32(_mm256_set1_epi32(n), nnz);
+    for (int s = 0; s < n; s++) sv[s] = _mm256_setzero_ps(), si[s] = _mm256_setzero_si256();
+    for (int i = 0; i < m; i++) {
+        const __m256i sel = _mm256_or_si256(nz[i], _mm256_cmpgt_epi32(pad, zeros));
+        zeros = _mm256_sub_epi32(zeros, _mm256_andnot_si256(nz[i], _mm256_set1_epi32(-1)));
+        for (int s = i > m - n ? i - (m - n) : 0; s < n && s <= i; s++) {
+            const __m256i hit = _mm256_and_si256(sel, _mm256_cmpeq_epi32(taken, _mm256_set1_epi32(s)));
+            sv[s] = _mm256_blendv_ps(sv[s], y[i], _mm256_castsi256_ps(hit));
+            si[s] = _mm256_blendv_epi8(si[s], _mm256_set1_epi32(i), hit);
+        }
+        taken = _mm256_sub_epi32(taken, sel);
+    }
+    for (int s = 0; s < n; s++) {
+        uint8_t t[16];
+        __m128i lo, hi;
+        low_bytes(&lo, &hi, si[s]);
+        store_ps(j->vals + (g * n + s) * C + c, sv[s], cnt);
+        _mm_storeu_si128((__m128i *)t, _mm_unpacklo_epi32(lo, hi));
+        memcpy(j->idx + (g * n + s) * C + c, t, (size_t)cnt);
+    }
+}
+
+/* Random or MVUE along rows, row groups [t0, t1): group (g, c) is counter g C + c, so 8 channels
+ * are 8 consecutive counters. The Philox blocks of `batches` batches of 8 channels per call, as in
+ * random_wide. A batch whose random draw would reject sends its row group to the reference. */
+static int sampled_rows(const prune_job *j, int64_t t0, int64_t t1) {
+    const int n = j->n, m = j->m, k = n <= m - n ? n : m - n, random = j->fn == SDGP_PRUNE_RANDOM;
+    const int blocks = !random || k <= 4 ? 1 : k <= 8 ? 2 : 4, batches = CHAINS / blocks;
+    const __m256i in_order = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const int64_t C = j->C;
+    int bad = 0;
+    __m256i w[CHAINS][4];
+    for (int64_t g = t0; g < t1; g++) {
+        int redone = 0;
+        for (int64_t c0 = 0; c0 < C && !redone; c0 += 8 * batches) {
+            uint64_t gs[CHAINS];
+            uint32_t blk[CHAINS];
+            for (int b = 0; b < CHAINS; b++)
+                gs[b] = j->group0 + (uint64_t)(g * C + c0) + 8 * (uint64_t)(b / blocks), blk[b] = (uint32_t)(b % blocks);
+            philox_chains(w, j->key, gs, blk, in_order);
+            for (int q = 0; q < batches && c0 + 8 * q < C && !redone; q++) {
+                const int64_t c = c0 + 8 * q;
+                const int cnt = C - c >= 8 ? 8 : (int)(C - c);
+                __m256 e[32], y[32];
+                for (int i = 0; i < m; i++) e[i] = cnt == 8 ? load_ps(j->x + (g * m + i) * C + c, 8) : load_ps(j->x + (g * m + i) * C + c, cnt);
+                if (random) {
+                    __m256i chosen;
+                    if (!random_wide_chosen(&chosen, (const __m256i(*)[4])w + q * blocks, k, m)) {
+                        bad |= prune_ref_prune(j, g, g + 1); /* the whole row group; its bits are ours */
+                        redone = 1;
+                        continue;
+                    }
+                    if (n > m - n) chosen = _mm256_xor_si256(chosen, _mm256_set1_epi32(-1));
+                    for (int i = 0; i < m; i++) { /* bit i of the lane to the sign bit, then to all bits */
+                        const __m256i keep = _mm256_srai_epi32(_mm256_slli_epi32(chosen, 31 - i), 31);
+                        y[i] = _mm256_and_ps(e[i], _mm256_castsi256_ps(keep));
+                    }
+                } else {
+                    bad |= mvue_lanes(y, e, w[q][0], n, m);
+                }
+                if (cnt == 8) store_rows_wide(j, g, c, 8, y);
+                else store_rows_wide(j, g, c, cnt, y);
+            }
+        }
+    }
+    return bad;
+}
+
 int prune_avx2_sampled_other(const prune_job *j, int64_t t0, int64_t t1) {
-    if (j->axis != SDGP_AXIS_CHANNEL) return -1;
+    if (j->axis == SDGP_AXIS_ROW) {
+        const int vec = j->m <= 32 && (j->fn == SDGP_PRUNE_RANDOM || (j->fn == SDGP_PRUNE_MVUE && j->m % 8 == 0));
+        return vec ? sampled_rows(j, t0, t1) : -1;
+    }
     if (j->fn == SDGP_PRUNE_RANDOM && j->m <= 32) return random_wide(j, t0, t1);
     if (j->fn == SDGP_PRUNE_MVUE && j->n == 1 && j->m == 2) return mvue12(j, t0, t1);
     if (j->fn == SDGP_PRUNE_MVUE && j->m % 8 == 0 && j->m <= 32) return mvue_wide(j, t0, t1);
