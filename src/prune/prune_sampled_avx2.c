@@ -119,7 +119,7 @@ static void random_wide_store(const prune_job *j, int64_t gi, int ng, const uint
     }
 }
 
-/* Random n:m (4 < m <= 32) on the channel axis: the Philox blocks a group needs (k draws: k / 4
+/* Random n:m (m != 4, m <= 32) on the channel axis: the Philox blocks a group needs (k draws: k / 4
  * rounded up, 1, 2 or 4) of 8 groups as CHAINS chains, so one call serves CHAINS / blocks batches. */
 static int random_wide(const prune_job *j, int64_t t0, int64_t t1) {
     const int n = j->n, m = j->m, k = n <= m - n ? n : m - n;
@@ -246,8 +246,9 @@ static inline void transpose8(__m256 r[8]) {
 }
 
 /* The systematic plan (prune_group.c's plan_systematic) and its sample, for 4 groups (lanes) in
- * double: a[i] = |x_i|, x[i] their floats' half h as doubles' signs; u the uniforms. Writes
- * y[i] (4 floats) for the lanes where `sampled` (more than n nonzeros, all finite). Every lane
+ * double: a[i] = |x_i| as doubles, x[i] the values themselves (floats, for their signs), u the
+ * uniforms. Writes y[i] (4 floats); the caller keeps them where a lane has more than n nonzeros,
+ * all finite (elsewhere the plan is not the reference's and y is not used). Every lane
  * follows the reference's loop: saturate the first largest unsaturated a while a_top (n - k) >=
  * the unsaturated sum; C[] and that sum are those of the pass that stopped. */
 static void mvue_wide_half(__m128 *y, const __m256d *a, const __m128 *x, __m256d u, int n, int m) {
