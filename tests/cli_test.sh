@@ -122,6 +122,14 @@ for key, parts in (("fwd_variant_ms", ["fwd_variant_ms"]), ("bwd_data_sparse_pru
 r = s["fwd_ms"] / s["fwd_variant_ms"]
 assert abs(s["fwd_ratio"] - r) <= 0.001 + r * (0.0005 / s["fwd_ms"] + 0.0005 / s["fwd_variant_ms"]), "fwd_ratio"
 ' "$out" 2>/dev/null; then ok; else bad "bench layers --interleave: $out"; fi
+# bench prune names what ran: mvue 3:4 has no vector kernel on any ISA; --isa ref is the reference;
+# magnitude 2:4 runs the ISA the line names
+out=$("$SDGP" bench prune --fn mvue --nm 3:4 --threads 1 --shape 1,4,16 --repeat 1 --json 2>&1)
+out2=$("$SDGP" bench prune --fn magnitude --nm 2:4 --threads 1 --shape 1,4,16 --repeat 1 --isa ref --json 2>&1)
+out3=$("$SDGP" bench prune --fn magnitude --nm 2:4 --threads 1 --shape 1,4,16 --repeat 1 --json 2>&1)
+if grep -q '"kernel":"ref"' <<<"$out" && grep -q '"kernel":"ref"' <<<"$out2" &&
+   python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["kernel"] == r["isa"]' "$out3" 2>/dev/null; then ok; else
+  bad "bench prune kernel: $out / $out2 / $out3"; fi
 # bench step --interleave: the variant row's ratio is its own dense partner's median over its own, no RSS column
 out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 3 --no-torch --interleave --prune magnitude --nm 2:4 --json 2>&1)
 row=$(tail -1 <<<"$out")

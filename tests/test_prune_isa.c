@@ -204,6 +204,38 @@ TEST_CASE(random_rejected_draw) {
     }
 }
 
+/* sdgp_prune_kernel names what sdgp_prune runs: the shapes the vector kernels take and those they
+ * hand to the reference, the portable paths, and an ISA this CPU lacks. */
+TEST_CASE(kernel_names) {
+    const struct {
+        sdgp_prune_fn fn;
+        int n, m, axis, block;
+        int vector; /* 1: the ISA's kernels (on AVX2 and AVX-512), 0: "ref" there */
+    } cases[] = {{SDGP_PRUNE_MAGNITUDE, 2, 4, 0, 1, 1}, {SDGP_PRUNE_RESCALED, 8, 16, 0, 1, 1}, {SDGP_PRUNE_MAGNITUDE, 3, 5, 1, 1, 1},
+                 {SDGP_PRUNE_RANDOM, 1, 8, 1, 1, 1},    {SDGP_PRUNE_RANDOM, 1, 40, 0, 1, 0},  {SDGP_PRUNE_MVUE, 1, 2, 0, 1, 1},
+                 {SDGP_PRUNE_MVUE, 1, 2, 1, 1, 0},      {SDGP_PRUNE_MVUE, 3, 4, 0, 1, 0},     {SDGP_PRUNE_MVUE, 4, 8, 1, 1, 1},
+                 {SDGP_PRUNE_MVUE, 8, 48, 0, 1, 0},     {SDGP_PRUNE_MVUE_APPROX, 2, 4, 0, 1, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sdgp_prune_cfg cfg = sdgp_prune_cfg_make(cases[i].fn, cases[i].n, cases[i].m);
+        cfg.axis = (sdgp_axis)cases[i].axis;
+        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
+            cfg.isa = (sdgp_isa)isa;
+            const char *want = !sdgp_isa_supported((sdgp_isa)isa)  ? "?"
+                             : isa == SDGP_ISA_REF || !cases[i].vector ? "ref"
+                                                                       : sdgp_isa_name((sdgp_isa)isa);
+            CHECK(!strcmp(sdgp_prune_kernel(&cfg), want), "%s %d:%d axis %d on %s: kernel %s, want %s", sdgp_prune_fn_name(cfg.fn), cfg.n,
+                  cfg.m, cfg.axis, sdgp_isa_name(cfg.isa), sdgp_prune_kernel(&cfg), want);
+        }
+    }
+    sdgp_prune_cfg cfg = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 4, 4);
+    CHECK(!strcmp(sdgp_prune_kernel(&cfg), "copy"), "4:4: %s", sdgp_prune_kernel(&cfg));
+    cfg = sdgp_prune_cfg_make(SDGP_PRUNE_MAGNITUDE, 2, 4);
+    cfg.mask_block = 4;
+    CHECK(!strcmp(sdgp_prune_kernel(&cfg), "block"), "mask_block 4: %s", sdgp_prune_kernel(&cfg));
+    cfg.axis = SDGP_AXIS_ROW;
+    CHECK(!strcmp(sdgp_prune_kernel(&cfg), "rowblock"), "mask_block 4 along rows: %s", sdgp_prune_kernel(&cfg));
+}
+
 /* Non-finite input: every path gives the same status (and, for magnitude/random, the same bits). */
 TEST_CASE(non_finite_every_path) {
     for (int64_t C = 40; C <= 48; C += 8) { /* 48: the row axis's batches of 16 channels */
@@ -247,6 +279,7 @@ int main(void) {
     RUN(large_tensor_bitwise);
     RUN(sparse_ties_bitwise);
     RUN(random_rejected_draw);
+    RUN(kernel_names);
     RUN(non_finite_every_path);
     return test_finish();
 }

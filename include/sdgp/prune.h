@@ -184,6 +184,13 @@ SDGP_API sdgp_status sdgp_prune_check(const sdgp_prune_cfg *cfg, int64_t B, int6
 SDGP_API sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C,
                                 float *out, sdgp_nm_tensor *nm, sdgp_error *err);
 
+/* Which kernels sdgp_prune runs for cfg on this CPU (cfg->isa resolved, SDGP_ISA honoured): "avx512"
+ * or "avx2" (that ISA's vector kernels), "ref" (the portable reference: cfg->isa ref, or a shape the
+ * ISA's kernels do not take, e.g. mvue 3:4 or m > 32 for random and MVUE), "block" / "rowblock"
+ * (shared masks, cfg->mask_block > 1: portable C), "copy" (fn none or n == m), or "?" when the ISA
+ * does not resolve (sdgp_prune then fails with the reason). A static string. */
+SDGP_API const char *sdgp_prune_kernel(const sdgp_prune_cfg *cfg);
+
 /* Compressed -> dense (rows x C), zeros elsewhere. Equals sdgp_prune's dense output (a -0.0 that
  * random/MVUE wrote at a position not stored may come back as +0.0). SDGP_ERR_INVALID names a
  * slot whose index is >= m. Runs on OpenMP's default team. */

@@ -20,7 +20,9 @@ static void usage(FILE *f) {
             "usage: sdgp bench prune [options]\n\n"
             "N:M prune + compress throughput (GB/s of the dense input) next to a plain copy.\n"
             "Tensor: 64 x 16 x 16 x 256 floats (a ResNet-9 gradient), normal random.\n"
-            "ns/float: the fastest repeat per input float (try --shape 1,256,256: one sample in L2).\n\n"
+            "ns/float: the fastest repeat per input float (try --shape 1,256,256: one sample in L2).\n"
+            "kernel: what ran (sdgp_prune_kernel): the ISA's vector kernels, or ref where they do not take the\n"
+            "shape (e.g. mvue 3:4, random or mvue with m > 32).\n\n"
             "options:\n"
             "  --threads LIST   thread counts, e.g. 1,2 (default 1,2)\n"
             "  --repeat N       timed repetitions, median reported (default 15)\n"
@@ -156,10 +158,10 @@ int sdgp_cmd_bench_prune(int argc, char **argv) {
     if (!json)
         printf("# %lld x %lld x %lld floats (%.1f MB), axis %s, %s output, isa %s, median of %ld\n"
                "# GB/s = dense input bytes / median time; best = the same with the fastest repeat\n"
-               "%-12s %-5s %7s %9s %9s %7s %10s %9s %7s %8s\n",
+               "%-12s %-5s %7s %9s %9s %7s %10s %9s %7s %8s  %s\n",
                (long long)B, (long long)P, (long long)C, bytes / 1e6, axis == SDGP_AXIS_ROW ? "row" : "channel",
                dense ? "compressed + dense" : "compressed", sdgp_isa_name(resolved), repeat, "fn", "nm", "threads", "GB/s", "copy GB/s",
-               "ratio", "best GB/s", "best copy", "ratio", "ns/float");
+               "ratio", "best GB/s", "best copy", "ratio", "ns/float", "kernel");
     for (int ni = 0; ni < (only_n ? 1 : 4); ni++) {
         int n = only_n ? only_n : nms[ni][0], m = only_n ? only_m : nms[ni][1];
         sdgp_nm_tensor nm;
@@ -205,13 +207,13 @@ int sdgp_cmd_bench_prune(int argc, char **argv) {
                 double gbps = bytes / cli_median(t_prune, (int)repeat) / 1e9, copy_gbps = bytes / cli_median(t_copy, (int)repeat) / 1e9;
                 double best = bytes / t_prune[0] / 1e9, best_copy = bytes / t_copy[0] / 1e9, ns = t_prune[0] * 1e9 / (double)count;
                 if (json)
-                    printf("{\"fn\":\"%s\",\"nm\":\"%d:%d\",\"axis\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"dense\":%s,\"gbps\":%.3f,"
+                    printf("{\"fn\":\"%s\",\"nm\":\"%d:%d\",\"axis\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"kernel\":\"%s\",\"dense\":%s,\"gbps\":%.3f,"
                            "\"copy_gbps\":%.3f,\"ratio\":%.3f,\"best_gbps\":%.3f,\"best_copy_gbps\":%.3f,\"best_ratio\":%.3f,\"ns_per_float\":%.4f}\n",
                            sdgp_prune_fn_name(cfg.fn), n, m, axis == SDGP_AXIS_ROW ? "row" : "channel", cfg.threads, sdgp_isa_name(resolved),
-                           dense ? "true" : "false", gbps, copy_gbps, gbps / copy_gbps, best, best_copy, best / best_copy, ns);
+                           sdgp_prune_kernel(&cfg), dense ? "true" : "false", gbps, copy_gbps, gbps / copy_gbps, best, best_copy, best / best_copy, ns);
                 else
-                    printf("%-12s %2d:%-2d %7d %9.2f %9.2f %7.2f %10.2f %9.2f %7.2f %8.3f\n", sdgp_prune_fn_name(cfg.fn), n, m, cfg.threads, gbps,
-                           copy_gbps, gbps / copy_gbps, best, best_copy, best / best_copy, ns);
+                    printf("%-12s %2d:%-2d %7d %9.2f %9.2f %7.2f %10.2f %9.2f %7.2f %8.3f  %s\n", sdgp_prune_fn_name(cfg.fn), n, m, cfg.threads,
+                           gbps, copy_gbps, gbps / copy_gbps, best, best_copy, best / best_copy, ns, sdgp_prune_kernel(&cfg));
                 fflush(stdout);
             }
         }

@@ -378,6 +378,21 @@ static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, 
     return finite ? SDGP_OK : prune_numeric_error(j, "rescaled", err);
 }
 
+const char *sdgp_prune_kernel(const sdgp_prune_cfg *cfg) {
+    sdgp_isa isa;
+    if (!cfg || sdgp_isa_resolve(cfg->isa, &isa, NULL)) return "?";
+    if (cfg->fn == SDGP_PRUNE_NONE || cfg->n == cfg->m) return "copy";
+    if (cfg->mask_block > 1) return cfg->axis == SDGP_AXIS_ROW ? "rowblock" : "block";
+    const prune_kernels *K = prune_kernels_for(isa);
+    prune_job j;
+    memset(&j, 0, sizeof j);
+    j.fn = cfg->fn;
+    j.axis = cfg->axis;
+    j.n = cfg->n;
+    j.m = cfg->m;
+    return K->vectorised && K->vectorised(&j) ? sdgp_isa_name(isa) : "ref";
+}
+
 sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C, float *out,
                        sdgp_nm_tensor *nm, sdgp_error *err) {
     sdgp_status st = sdgp_prune_check(cfg, B, P, C, err);

@@ -237,7 +237,16 @@ static void row_groups(const prune_job *j, int64_t g0, int64_t g1) {
     }
 }
 
+/* Magnitude and rescaled: every shape on the row axis, m | 8 and m = 8V on the channel axis; random
+ * and MVUE: prune_mvue_avx2.c's (m = 4) and prune_sampled_avx2.c's (other m). */
+static int avx2_vectorised(const prune_job *j) {
+    if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED)
+        return prune_sampled4_vectorised(j) || prune_avx2_sampled_other_vectorised(j);
+    return j->axis == SDGP_AXIS_ROW || j->m % 8 == 0 || 8 % j->m == 0;
+}
+
 static int avx2_prune(const prune_job *j, int64_t t0, int64_t t1) {
+    if (!avx2_vectorised(j)) return prune_ref_prune(j, t0, t1);
     if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED) {
         int r = prune_avx2_sampled(j, t0, t1);
         return r >= 0 ? r : prune_ref_prune(j, t0, t1);
@@ -252,8 +261,7 @@ static int avx2_prune(const prune_job *j, int64_t t0, int64_t t1) {
         channel_wide(j, &rp, t0, t1);
         return 0;
     }
-    if (8 % j->m) return prune_ref_prune(j, t0, t1);
-    rank8_init(&rp, j->n, j->m);
+    rank8_init(&rp, j->n, j->m); /* m | 8 (avx2_vectorised) */
     channel_vec(j, &rp, t0, t1);
     return 0;
 }
@@ -361,4 +369,4 @@ static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept
     }
 }
 
-const prune_kernels prune_kernels_avx2 = {avx2_prune, avx2_sums};
+const prune_kernels prune_kernels_avx2 = {avx2_prune, avx2_sums, avx2_vectorised};

@@ -483,10 +483,18 @@ static void row_groups(const prune_job *j, int64_t g0, int64_t g1) {
             else row_chunk(j, g, c, tail_mask(j->C - c));
 }
 
+/* Magnitude and rescaled: every shape; random and MVUE: prune_mvue_avx512.c's (m = 4) and
+ * prune_sampled_avx2.c's (other m, AVX2's batches of 8 groups). */
+static int avx512_vectorised(const prune_job *j) {
+    if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED)
+        return prune_sampled4_vectorised(j) || prune_avx2_sampled_other_vectorised(j);
+    return 1;
+}
+
 static int avx512_prune(const prune_job *j, int64_t t0, int64_t t1) {
+    if (!avx512_vectorised(j)) return prune_ref_prune(j, t0, t1);
     if (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED) {
-        int r = prune_avx512_sampled(j, t0, t1);
-        if (r < 0 && j->m != 4) r = prune_avx2_sampled_other(j, t0, t1); /* AVX2's batches of 8 groups */
+        int r = j->m == 4 ? prune_avx512_sampled(j, t0, t1) : prune_avx2_sampled_other(j, t0, t1);
         return r >= 0 ? r : prune_ref_prune(j, t0, t1);
     }
     if (j->axis == SDGP_AXIS_ROW) {
@@ -583,4 +591,4 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
         }
 }
 
-const prune_kernels prune_kernels_avx512 = {avx512_prune, avx512_sums};
+const prune_kernels prune_kernels_avx512 = {avx512_prune, avx512_sums, avx512_vectorised};

@@ -213,4 +213,4 @@ static void block_sums(const prune_job *j, int64_t bi, double *dense, double *ke
     run_blocks(j, bi * j->P, (bi + 1) * j->P, dense, kept);
 }
 
-const prune_kernels prune_kernels_block = {block_prune, block_sums};
+const prune_kernels prune_kernels_block = {block_prune, block_sums, NULL};

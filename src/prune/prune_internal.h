@@ -135,6 +135,9 @@ struct prune_kernels {
     /* Rescale pass 1 for sample b: dense[c] = sum_p |x|, kept[c] = sum_p |x| over positions the
      * magnitude rule keeps, both over the P rows of sample b in row order (double). */
     void (*sums)(const prune_job *j, int64_t b, double *dense, double *kept);
+    /* Whether prune() runs this table's own kernels for j (0: it hands j to the reference); NULL
+     * for the portable tables. prune() decides by it, so sdgp_prune_kernel names what runs. */
+    int (*vectorised)(const prune_job *j);
 };
 
 extern const prune_kernels prune_kernels_ref;
@@ -179,6 +182,12 @@ sdgp_status prune_nchw(const prune_kernels *K, const prune_job *j, int nt, sdgp_
 /* The AVX-512 random / MVUE kernels (prune_mvue_avx512.c): the prune() contract, or -1 (nothing
  * written) for a case they do not vectorise. */
 int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1);
+/* Random and MVUE with m = 4 that prune_mvue_avx512.c and prune_mvue_avx2.c vectorise. */
+static inline int prune_sampled4_vectorised(const prune_job *j) {
+    return j->m == 4 && (j->fn == SDGP_PRUNE_RANDOM || ((j->fn == SDGP_PRUNE_MVUE || j->fn == SDGP_PRUNE_MVUE_APPROX) && j->n <= 2));
+}
+/* The shapes with m != 4 that prune_avx2_sampled_other vectorises. */
+int prune_avx2_sampled_other_vectorised(const prune_job *j);
 /* Their AVX2 counterparts, 8 groups at a time (prune_mvue_avx2.c; m != 4 goes on to the next): the
  * same contract. */
 int prune_avx2_sampled(const prune_job *j, int64_t t0, int64_t t1);

@@ -398,9 +398,7 @@ INLINE int flat_batch(const prune_job *j, const __m256i w[4], int64_t gi, int ng
 
 int prune_avx2_sampled(const prune_job *j, int64_t t0, int64_t t1) {
     if (j->m != 4) return prune_avx2_sampled_other(j, t0, t1);
-    const int vec_random = j->fn == SDGP_PRUNE_RANDOM && j->m == 4;
-    const int vec_mvue = (j->fn == SDGP_PRUNE_MVUE || j->fn == SDGP_PRUNE_MVUE_APPROX) && j->m == 4 && j->n <= 2;
-    if (!vec_random && !vec_mvue) return -1;
+    if (!prune_sampled4_vectorised(j)) return -1;
     const int64_t C = j->C;
     const __m256i in_order = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     int bad = 0;

@@ -472,9 +472,7 @@ static inline __attribute__((always_inline)) int flat_batch(const prune_job *j, 
 }
 
 int prune_avx512_sampled(const prune_job *j, int64_t t0, int64_t t1) {
-    const int vec_random = j->fn == SDGP_PRUNE_RANDOM && j->m == 4;
-    const int vec_mvue = (j->fn == SDGP_PRUNE_MVUE || j->fn == SDGP_PRUNE_MVUE_APPROX) && j->m == 4 && j->n <= 2;
-    if (!vec_random && !vec_mvue) return -1;
+    if (!prune_sampled4_vectorised(j)) return -1;
     const int64_t C = j->C;
     int bad = 0;
     __m512i w[4][4];

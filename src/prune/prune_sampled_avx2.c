@@ -438,13 +438,16 @@ static int sampled_rows(const prune_job *j, int64_t t0, int64_t t1) {
     return bad;
 }
 
+int prune_avx2_sampled_other_vectorised(const prune_job *j) {
+    if (j->m > 32 || j->m == 4) return 0;
+    if (j->fn == SDGP_PRUNE_RANDOM) return 1;
+    if (j->fn != SDGP_PRUNE_MVUE) return 0;
+    return j->m % 8 == 0 || (j->axis == SDGP_AXIS_CHANNEL && j->n == 1 && j->m == 2);
+}
+
 int prune_avx2_sampled_other(const prune_job *j, int64_t t0, int64_t t1) {
-    if (j->axis == SDGP_AXIS_ROW) {
-        const int vec = j->m <= 32 && (j->fn == SDGP_PRUNE_RANDOM || (j->fn == SDGP_PRUNE_MVUE && j->m % 8 == 0));
-        return vec ? sampled_rows(j, t0, t1) : -1;
-    }
-    if (j->fn == SDGP_PRUNE_RANDOM && j->m <= 32) return random_wide(j, t0, t1);
-    if (j->fn == SDGP_PRUNE_MVUE && j->n == 1 && j->m == 2) return mvue12(j, t0, t1);
-    if (j->fn == SDGP_PRUNE_MVUE && j->m % 8 == 0 && j->m <= 32) return mvue_wide(j, t0, t1);
-    return -1;
+    if (!prune_avx2_sampled_other_vectorised(j)) return -1;
+    if (j->axis == SDGP_AXIS_ROW) return sampled_rows(j, t0, t1);
+    if (j->fn == SDGP_PRUNE_RANDOM) return random_wide(j, t0, t1);
+    return j->m == 2 ? mvue12(j, t0, t1) : mvue_wide(j, t0, t1);
 }
