@@ -175,5 +175,11 @@ r = subprocess.run([sys.executable, "-c", "import sdgp"], env=env, capture_outpu
 check(r.returncode == 1 and "ImportError" in r.stderr and "/nonexistent/libsdgp.so" in r.stderr,
       "a wrong SDGP_LIBRARY: ImportError naming it, got %r" % r.stderr[-300:])
 
+# prune_kernel: the ISA's kernels for 2:4, the reference for mvue 3:4 (no vector kernel anywhere), shared masks
+check(sdgp.prune_kernel("magnitude", "2:4") == sdgp.isa() and sdgp.prune_kernel("mvue", "3:4") == "ref" and
+      sdgp.prune_kernel("magnitude", "2:4", mask_block=2) == "block" and sdgp.prune_kernel("rescaled", "4:4") == "copy",
+      "prune_kernel: %s %s" % (sdgp.prune_kernel("magnitude", "2:4"), sdgp.prune_kernel("mvue", "3:4")))
+raises(ValueError, lambda: sdgp.prune_kernel("mvue", "5:4"), "prune_kernel with n > m")
+
 print("library: %s (%s)" % (sdgp.library_path, sdgp.isa()))
 finish()

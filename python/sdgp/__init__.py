@@ -7,6 +7,7 @@ else is tried), python/sdgp/libsdgp.so (the build copies the library there), the
 path (ctypes.util.find_library("sdgp"), then "libsdgp.so" through the dynamic loader).
 
     sdgp.prune(x, fn="magnitude", nm="2:4", ...)     numpy arrays and CPU torch tensors
+    sdgp.prune_kernel(fn, nm, axis)                  which pruning kernels that runs here
     sdgp.torch.convert_model(model, ...)             PyTorch models: SDGP backward for nn.Conv2d
     python3 -m sdgp.bench [--overhead]               plain vs converted training steps [binding overhead]
 
@@ -14,9 +15,9 @@ numpy is the only import of `import sdgp`; torch is imported by sdgp.torch.
 """
 from ._lib import (InvalidArgumentError, NumericError, OutOfMemoryError, SdgpError, UnsupportedError,
                    library_path)
-from ._prune import decompress, prune
+from ._prune import decompress, prune, prune_kernel
 
-__all__ = ["prune", "decompress", "isa", "library_path", "SdgpError", "InvalidArgumentError",
+__all__ = ["prune", "decompress", "prune_kernel", "isa", "library_path", "SdgpError", "InvalidArgumentError",
            "UnsupportedError", "NumericError", "OutOfMemoryError"]
 
 

@@ -64,6 +64,15 @@ def _empty(kind, shape, dtype):
     return np.empty(shape, dtype={"f": np.float32, "u8": np.uint8}[dtype])
 
 
+def prune_kernel(fn="magnitude", nm="2:4", axis="channel", mask_block=1):
+    """Which kernels sdgp.prune runs for these settings on this CPU (sdgp_prune_kernel): "avx512" or
+    "avx2" (vector kernels), "ref" (the portable reference: SDGP_ISA=ref, or a shape the vector
+    kernels do not take, e.g. mvue 3:4), "block" / "rowblock" (mask_block > 1), "copy" (n == m)."""
+    n, m = _lib.parse_nm(nm)
+    cfg = _lib.make_cfg(_lib.parse_fn(fn), n, m, _lib.parse_choice("axis", axis, _lib.AXIS), mask_block=mask_block)
+    return _lib.prune_kernel(ctypes.byref(cfg)).decode()
+
+
 def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-channel", compressed=False,
           dim=-1, step=0, layer=0, threads=0, mask_block=1, mask_line=0):
     """Prune x to N:M sparsity with sdgp_prune (include/sdgp/prune.h has the exact semantics).
