@@ -83,6 +83,13 @@ PY
     --batch-size 64 --max-steps 2 --no-tta --prune rescaled --nm 2:4 --sdgp-domain winograd --mask-block 4 --threads 2
   expect 0 "domain pixel, mask block 4; data gradient per layer: conv0=dense conv1=sparse" -- "$SDGP" train --model smallcnn \
     --batch-size 64 --max-steps 2 --no-tta --prune mvue --nm 2:4 --mask-block 4 --sparse-kernel on --threads 2
+  # which pruning kernels run: the ISA's, the shared-mask ones, or the reference for a shape no vector kernel takes
+  expect 0 "mvue 2:4 \((avx2|avx512|ref) pruning\), domain pixel, mask block 1;" -- "$SDGP" train --model smallcnn \
+    --batch-size 64 --max-steps 1 --no-tta --prune mvue --nm 2:4 --threads 2
+  expect 0 "mvue 3:4 \(ref pruning\), domain pixel" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 1 --no-tta \
+    --prune mvue --nm 3:4 --threads 2
+  expect 0 "rescaled 2:4 \(ref pruning\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 1 --no-tta \
+    --prune rescaled --nm 2:4 --isa ref --threads 2
   # the kernel choice: printed as text; --kernels runs on it instead of timing at start (the bits of the run that
   # had it: here --sparse-kernel on's), refused where it does not fit the model or a resumed run's
   expect 0 "conv1=pruned\+dense; kernels -d \(as given\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 \

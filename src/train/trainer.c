@@ -346,8 +346,11 @@ static void report_layers(run *r) {
     const sdgp_prune_cfg *pw = &r->cfg->model.prune_wgrad;
     if (pw->fn != SDGP_PRUNE_NONE) {
         /* m: the N:M weight-gradient kernel on the compressed dL/dO; else oneDNN on the dense pruned tensor */
-        fprintf(r->out, "weight gradient: %s %d:%d along positions, a mask per %d output channel%s; kernel per layer:",
-                sdgp_prune_fn_name(pw->fn), pw->n, pw->m, pw->mask_block > 1 ? pw->mask_block : 1, pw->mask_block > 1 ? "s" : "");
+        sdgp_prune_cfg rows = *pw; /* pruned along positions */
+        rows.axis = SDGP_AXIS_ROW;
+        fprintf(r->out, "weight gradient: %s %d:%d along positions (%s pruning), a mask per %d output channel%s; kernel per layer:",
+                sdgp_prune_fn_name(pw->fn), pw->n, pw->m, sdgp_prune_kernel(&rows), pw->mask_block > 1 ? pw->mask_block : 1,
+                pw->mask_block > 1 ? "s" : "");
         for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
             fprintf(r->out, " %s=%s", li->layer, li->sparse_wgrad ? "sparse" : li->pruned_wgrad ? "pruned+dense" : "dense");
@@ -355,8 +358,9 @@ static void report_layers(run *r) {
         fprintf(r->out, "\n");
     }
     if (r->cfg->model.prune.fn == SDGP_PRUNE_NONE) return;
-    fprintf(r->out, "pruning dL/dO: %s %d:%d, domain %s, mask block %d; data gradient per layer:",
-            sdgp_prune_fn_name(r->cfg->model.prune.fn), r->cfg->model.prune.n, r->cfg->model.prune.m,
+    /* which pruning kernels: the ISA's, or the reference for a shape they do not take */
+    fprintf(r->out, "pruning dL/dO: %s %d:%d (%s pruning), domain %s, mask block %d; data gradient per layer:",
+            sdgp_prune_fn_name(r->cfg->model.prune.fn), r->cfg->model.prune.n, r->cfg->model.prune.m, sdgp_prune_kernel(&r->cfg->model.prune),
             sdgp_prune_domain_name(r->cfg->model.domain), r->cfg->model.prune.mask_block > 1 ? r->cfg->model.prune.mask_block : 1);
     for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
         const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
