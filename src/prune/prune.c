@@ -378,18 +378,25 @@ static sdgp_status prune_rescaled(const prune_kernels *K, prune_job *j, int nt, 
     return finite ? SDGP_OK : prune_numeric_error(j, "rescaled", err);
 }
 
-const char *sdgp_prune_kernel(const sdgp_prune_cfg *cfg) {
-    sdgp_isa isa;
-    if (!cfg || sdgp_isa_resolve(cfg->isa, &isa, NULL)) return "?";
-    if (cfg->fn == SDGP_PRUNE_NONE || cfg->n == cfg->m) return "copy";
-    if (cfg->mask_block > 1) return cfg->axis == SDGP_AXIS_ROW ? "rowblock" : "block";
-    const prune_kernels *K = prune_kernels_for(isa);
+/* A job of cfg's function and shape of groups, nothing else set: what a kernel table's vectorised()
+ * reads. */
+static prune_job job_of(const sdgp_prune_cfg *cfg) {
     prune_job j;
     memset(&j, 0, sizeof j);
     j.fn = cfg->fn;
     j.axis = cfg->axis;
     j.n = cfg->n;
     j.m = cfg->m;
+    return j;
+}
+
+const char *sdgp_prune_kernel(const sdgp_prune_cfg *cfg) {
+    sdgp_isa isa;
+    if (!cfg || sdgp_isa_resolve(cfg->isa, &isa, NULL)) return "?";
+    if (cfg->fn == SDGP_PRUNE_NONE || cfg->n == cfg->m) return "copy";
+    if (cfg->mask_block > 1) return cfg->axis == SDGP_AXIS_ROW ? "rowblock" : "block";
+    const prune_kernels *K = prune_kernels_for(isa);
+    const prune_job j = job_of(cfg);
     return K->vectorised && K->vectorised(&j) ? sdgp_isa_name(isa) : "ref";
 }
 
@@ -421,12 +428,7 @@ sdgp_status sdgp_prune(const sdgp_prune_cfg *cfg, const float *x, int64_t B, int
     const prune_kernels *K = prune_kernels_for(isa);
     const int nt = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
 
-    prune_job j;
-    memset(&j, 0, sizeof j);
-    j.fn = cfg->fn;
-    j.axis = cfg->axis;
-    j.n = cfg->n;
-    j.m = cfg->m;
+    prune_job j = job_of(cfg);
     j.B = B;
     j.P = P;
     j.C = C;
