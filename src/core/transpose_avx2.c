@@ -2,26 +2,14 @@
 #include <immintrin.h>
 
 #include "core/transpose.h"
+#include "core/transpose8_avx2.h"
 
-/* One 8 x 8 block. After the unpacks and shuffles, u[k] holds column k (lane 0) and column 4 + k
- * (lane 1) of rows 0-3, u[4 + k] the same of rows 4-7; the lane permutes join them. */
+/* One 8 x 8 block. */
 static inline void block8(float *dst, int64_t ldd, const float *const *src) {
-    __m256 r[8], t[8], u[8];
+    __m256 r[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src[i]);
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int h = 0; h < 2; h++) {
-        u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
-        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
-    }
-    for (int k = 0; k < 4; k++) {
-        _mm256_storeu_ps(dst + k * ldd, _mm256_permute2f128_ps(u[k], u[4 + k], 0x20));
-        _mm256_storeu_ps(dst + (4 + k) * ldd, _mm256_permute2f128_ps(u[k], u[4 + k], 0x31));
-    }
+    transpose8x8_ps(r);
+    for (int k = 0; k < 8; k++) _mm256_storeu_ps(dst + k * ldd, r[k]);
 }
 
 /* The block at row r, column c of a strided matrix. */

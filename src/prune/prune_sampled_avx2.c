@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "core/transpose8_avx2.h"
 #include "prune/prune_avx2_pack.h"
 #include "prune/prune_internal.h"
 #include "prune/prune_philox_avx2.h"
@@ -226,25 +227,6 @@ static inline __m128 narrow_mask(__m256d m) {
     return _mm256_castps256_ps128(_mm256_permutevar8x32_ps(_mm256_castpd_ps(m), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
 }
 
-/* In place: 8 rows of 8 floats to 8 columns (r[i] lane l <- r[l] lane i). */
-static inline void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-}
-
 /* The systematic plan (prune_group.c's plan_systematic) and its sample, for 4 groups (lanes) in
  * double: a[i] = |x_i| as doubles, x[i] the values themselves (floats, for their signs), u the
  * uniforms. Writes y[i] (4 floats); the caller keeps them where a lane has more than n nonzeros,
@@ -326,13 +308,13 @@ static int mvue_wide_batch(const prune_job *j, __m256i w, int64_t gi) {
     __m256 e[32], y[32], r[8], yg[8][4];
     for (int v = 0; v < V; v++) { /* e[i] lane l: element i of group gi + l */
         for (int g = 0; g < 8; g++) r[g] = _mm256_loadu_ps(j->x + (gi + g) * m + 8 * v);
-        transpose8(r);
+        transpose8x8_ps(r);
         for (int i = 0; i < 8; i++) e[8 * v + i] = r[i];
     }
     const int bad = mvue_lanes(y, e, w, j->n, m);
     for (int v = 0; v < V; v++) {
         for (int i = 0; i < 8; i++) r[i] = y[8 * v + i];
-        transpose8(r);
+        transpose8x8_ps(r);
         for (int g = 0; g < 8; g++) yg[g][v] = r[g];
     }
     for (int g = 0; g < 8; g++) store_group_8v(j, gi + g, yg[g]);
