@@ -90,6 +90,12 @@ PY
     --prune mvue --nm 3:4 --threads 2
   expect 0 "rescaled 2:4 \(ref pruning\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 1 --no-tta \
     --prune rescaled --nm 2:4 --isa ref --threads 2
+  # which instruction sets run: sdgp's (SDGP_ISA, --isa) and oneDNN's (DNNL_MAX_CPU_ISA; SSE4.1 is on every x86-64 CPU
+  # oneDNN runs on)
+  expect 0 "kernel ISA: sdgp ref, oneDNN sse41" -- env SDGP_ISA=ref DNNL_MAX_CPU_ISA=SSE41 "$SDGP" train --model smallcnn \
+    --batch-size 64 --max-steps 1 --no-tta --threads 2
+  expect 0 "kernel ISA: sdgp (ref|(avx2|avx512) \(pruning and sparse kernels ref: --isa\)), oneDNN [a-z0-9_]+" -- "$SDGP" train \
+    --model smallcnn --batch-size 64 --max-steps 1 --no-tta --threads 2 --isa ref
   # the kernel choice: printed as text; --kernels runs on it instead of timing at start (the bits of the run that
   # had it: here --sparse-kernel on's), refused where it does not fit the model or a resumed run's
   expect 0 "conv1=pruned\+dense; kernels -d \(as given\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 \
@@ -141,6 +147,8 @@ if grep -q '"kernel":"ref"' <<<"$out" && grep -q '"kernel":"ref"' <<<"$out2" &&
 out=$("$SDGP" bench step --model smallcnn --batch 8 --steps 3 --no-torch --interleave --prune magnitude --nm 2:4 --json 2>&1)
 row=$(tail -1 <<<"$out")
 if grep -q '"interleaved":true' <<<"$row" && ! grep -q ours_rss_mb <<<"$row" &&
+   grep -q '"isa":"ref","onednn_isa":"sse41"' <<<"$(SDGP_ISA=ref DNNL_MAX_CPU_ISA=SSE41 "$SDGP" bench step --model smallcnn \
+     --batch 8 --steps 1 --no-torch --json 2>&1)" &&
    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); d,v=r["dense_ms"],r["sdgp_ms"]; assert abs(r["speedup"]-d/v) <= 6e-4+d/v*(0.005/d+0.005/v)' "$row" 2>/dev/null; then ok; else
   bad "bench step --interleave: $out"; fi
 # bench step --interleave with two --conv-algo: the second one's dense step against the first's, a dense

@@ -119,6 +119,10 @@ SDGP_API sdgp_conv_pass_plan sdgp_conv_get_plan(const sdgp_conv *c, sdgp_conv_pa
 /* sdgp_conv_algo_names[algo] ("?" for other values), and the parse of those names. */
 SDGP_API const char *sdgp_conv_algo_name(sdgp_conv_algo algo);
 SDGP_API sdgp_status sdgp_conv_algo_parse(const char *name, sdgp_conv_algo *out, sdgp_error *err);
+/* The instruction set oneDNN's kernels (direct and its Winograd) run here, as oneDNN names it:
+ * "avx512_core_bf16", "avx2", ... The CPU's best unless the environment variable DNNL_MAX_CPU_ISA
+ * (oneDNN's) lowers it; SDGP_ISA lowers sdgp's own kernels only. */
+SDGP_API const char *sdgp_conv_onednn_isa(void);
 SDGP_API void sdgp_conv_destroy(sdgp_conv *c);
 /* Workspace: what a call needs only while it runs (oneDNN's scratchpads, the weights in
  * oneDNN's layouts, WINOGRAD's blocked activations): the largest of the three passes'. Each conv

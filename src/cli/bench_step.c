@@ -607,6 +607,14 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         }
     options o;
     if (!parse_options(&o, argc, argv, 0)) return 2;
+    /* the instruction sets the children run (they inherit SDGP_ISA and DNNL_MAX_CPU_ISA) */
+    sdgp_isa isa;
+    sdgp_error e;
+    if (sdgp_isa_resolve(SDGP_ISA_AUTO, &isa, &e) != SDGP_OK) {
+        fprintf(stderr, "sdgp: bench step: %s\n", e.msg);
+        return 2;
+    }
+    if (!o.json) printf("kernel ISA: sdgp %s, oneDNN %s\n", sdgp_isa_name(isa), sdgp_conv_onednn_isa());
     const int per_model = o.n_algos * o.n_rec;
     result torch;
     for (int mi = 0; mi < o.n_models * per_model; mi++) { /* each model, each --conv-algo, each --recompute */
@@ -631,9 +639,11 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
         }
         if (o.json)
             printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"recompute\":\"%s\",\"prune\":\"none\","
-                   "%s\"ours_ms\":%.2f,\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f}\n",
+                   "%s\"ours_ms\":%.2f,\"torch_ms\":%.2f,\"speedup\":%.3f,\"ours_rss_mb\":%.1f,\"torch_rss_mb\":%.1f,"
+                   "\"isa\":\"%s\",\"onednn_isa\":\"%s\"}\n",
                    bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_recompute_names[mc.recompute],
-                   o.inference ? "\"inference\":true," : "", ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb, torch.rss_mb);
+                   o.inference ? "\"inference\":true," : "", ours.ms, torch.ms, o.torch ? torch.ms / ours.ms : 0, ours.rss_mb, torch.rss_mb,
+                   sdgp_isa_name(isa), sdgp_conv_onednn_isa());
         else if (o.torch)
             printf("%-24s batch %3d  %d threads  dense (%s, %d MB%s): ours %8.1f ms  torch %8.1f ms  throughput x%.2f  "
                    "peak RSS ours %6.0f MB  torch %6.0f MB (x%.2f)\n",

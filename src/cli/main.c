@@ -39,10 +39,12 @@ static void usage(FILE *f) {
     for (int i = 0; i < COUNT(bench_commands); i++)
         fprintf(f, "  bench %-7s %s\n", bench_commands[i].name, bench_commands[i].summary);
     fprintf(f,
-            "\nenvironment: SDGP_ISA=ref|avx2|avx512 lowers the kernel path (default: best the CPU has, here %s)\n"
+            "\nenvironment: SDGP_ISA=ref|avx2|avx512 lowers sdgp's kernel path (default: best the CPU has, here %s)\n"
+            "             DNNL_MAX_CPU_ISA=AVX2|... lowers oneDNN's (here it runs %s); `sdgp train` and `sdgp bench\n"
+            "             step` print both\n"
             "             SDGP_WINOGRAD=sdgp|onednn puts sdgp's Winograd convolutions first, or leaves them out\n"
             "             (default: oneDNN's where it has one, AVX-512 CPUs; sdgp's elsewhere)\n",
-            sdgp_isa_name(sdgp_isa_best()));
+            sdgp_isa_name(sdgp_isa_best()), sdgp_conv_onednn_isa());
 }
 
 static int run_from(const command *table, int count, const char *group, int argc, char **argv) {

@@ -32,7 +32,6 @@
 #include <string.h>
 
 #include "conv_dnnl_internal.h"
-#include "sdgp/isa.h"
 
 struct sdgp_conv {
     conv_ctx ctx; /* geometry, bias, engine */
@@ -97,10 +96,12 @@ static int winograd_pays(const sdgp_conv_geom *g, int used_twelfths) {
  * tests/golden_step.py), failing one case. So below 64 input channels those two stay direct. Where
  * oneDNN has its Winograd kernel (AVX-512) its direct kernel runs at about 0.9 of the FMA ceiling
  * (src/kernels/README.md) and these passes were not measured: AUTO keeps them direct there unless
- * SDGP_WINOGRAD=sdgp (sdgp_first). */
+ * SDGP_WINOGRAD=sdgp (sdgp_first). oneDNN's ISA decides, not the CPU's: under DNNL_MAX_CPU_ISA=AVX2
+ * an AVX-512 CPU runs oneDNN as the Zen 3 host did. */
 static int s2d_pass_pays(const sdgp_conv_geom *g, sdgp_conv_pass pass, int sdgp_first) {
     if (!conv_sdgp_wino_s2d(g)) return 1;
-    if (!sdgp_first && sdgp_isa_supported(SDGP_ISA_AVX512)) return 0;
+    const int onednn_avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+    if (!sdgp_first && onednn_avx512) return 0;
     return pass == SDGP_CONV_BACKWARD_WEIGHTS || g->Cin >= 64;
 }
 
@@ -255,6 +256,24 @@ _Static_assert(sizeof sdgp_conv_algo_names / sizeof *sdgp_conv_algo_names == SDG
 
 const char *sdgp_conv_algo_name(sdgp_conv_algo algo) {
     return algo >= SDGP_CONV_DIRECT && algo <= SDGP_CONV_MEASURED ? sdgp_conv_algo_names[algo] : "?";
+}
+
+/* dnnl_get_effective_cpu_isa names what oneDNN's JIT kernels target here: the CPU's best,
+ * lowered by oneDNN's own DNNL_MAX_CPU_ISA (SDGP_ISA does not reach oneDNN). */
+const char *sdgp_conv_onednn_isa(void) {
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
 }
 
 sdgp_status sdgp_conv_algo_parse(const char *name, sdgp_conv_algo *out, sdgp_error *err) {

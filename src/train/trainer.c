@@ -302,6 +302,16 @@ static void report_layers(run *r) {
                 r->cfg->model.batch, r->batch, r->cfg->sync_bn ? "synced" : "per-rank", 1e-6 * (double)g.floats * 4,
                 g.buckets, g.blocking_ms);
     }
+    /* which instruction sets run: a run's bits depend on them (SDGP_ISA and --isa lower sdgp's,
+     * DNNL_MAX_CPU_ISA oneDNN's) */
+    sdgp_isa own, pruning;
+    sdgp_error e;
+    if (sdgp_isa_resolve(SDGP_ISA_AUTO, &own, &e) == SDGP_OK) {
+        fprintf(r->out, "kernel ISA: sdgp %s", sdgp_isa_name(own));
+        if (sdgp_isa_resolve(r->cfg->model.prune.isa, &pruning, &e) == SDGP_OK && pruning != own)
+            fprintf(r->out, " (pruning and sparse kernels %s: --isa)", sdgp_isa_name(pruning));
+        fprintf(r->out, ", oneDNN %s\n", sdgp_conv_onednn_isa());
+    }
     /* per layer: forward,backward-data,backward-weights as "direct", or "wino" (oneDNN's, with its
      * split, images per call x channel slices, when it has one) or "sdgp-wino" (sdgp's kernels) */
     fprintf(r->out, "dense convolutions (--conv-algo %s%s --conv-workspace %d; fwd,bwd-data,bwd-weights):",
