@@ -181,5 +181,12 @@ check(sdgp.prune_kernel("magnitude", "2:4") == sdgp.isa() and sdgp.prune_kernel(
       "prune_kernel: %s %s" % (sdgp.prune_kernel("magnitude", "2:4"), sdgp.prune_kernel("mvue", "3:4")))
 raises(ValueError, lambda: sdgp.prune_kernel("mvue", "5:4"), "prune_kernel with n > m")
 
-print("library: %s (%s)" % (sdgp.library_path, sdgp.isa()))
+# onednn_isa: oneDNN's own ISA, which DNNL_MAX_CPU_ISA lowers (SSE4.1: every x86-64 CPU oneDNN runs on)
+env = dict(os.environ, DNNL_MAX_CPU_ISA="SSE41", SDGP_ISA="ref")
+r = subprocess.run([sys.executable, "-c", "import sdgp; print(sdgp.isa(), sdgp.onednn_isa())"], env=env,
+                   capture_output=True, text=True)
+check(r.returncode == 0 and r.stdout.split() == ["ref", "sse41"], "isa, onednn_isa under SDGP_ISA=ref "
+      "DNNL_MAX_CPU_ISA=SSE41: %r %r" % (r.stdout, r.stderr[-300:]))
+
+print("library: %s (%s, oneDNN %s)" % (sdgp.library_path, sdgp.isa(), sdgp.onednn_isa()))
 finish()

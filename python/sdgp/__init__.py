@@ -8,6 +8,7 @@ path (ctypes.util.find_library("sdgp"), then "libsdgp.so" through the dynamic lo
 
     sdgp.prune(x, fn="magnitude", nm="2:4", ...)     numpy arrays and CPU torch tensors
     sdgp.prune_kernel(fn, nm, axis)                  which pruning kernels that runs here
+    sdgp.isa(), sdgp.onednn_isa()                    which instruction sets sdgp's and oneDNN's kernels run
     sdgp.torch.convert_model(model, ...)             PyTorch models: SDGP backward for nn.Conv2d
     python3 -m sdgp.bench [--overhead]               plain vs converted training steps [binding overhead]
 
@@ -17,7 +18,7 @@ from ._lib import (InvalidArgumentError, NumericError, OutOfMemoryError, SdgpErr
                    library_path)
 from ._prune import decompress, prune, prune_kernel
 
-__all__ = ["prune", "decompress", "prune_kernel", "isa", "library_path", "SdgpError", "InvalidArgumentError",
+__all__ = ["prune", "decompress", "prune_kernel", "isa", "onednn_isa", "library_path", "SdgpError", "InvalidArgumentError",
            "UnsupportedError", "NumericError", "OutOfMemoryError"]
 
 
@@ -28,6 +29,13 @@ def isa():
     out, err = ctypes.c_int(), _lib.Error()
     _lib.check(_lib.isa_resolve(_lib.ISA_AUTO, ctypes.byref(out), ctypes.byref(err)), err)
     return _lib.isa_name(out.value).decode()
+
+
+def onednn_isa():
+    """The instruction set oneDNN's convolutions run here, as oneDNN names it ("avx512_core_bf16", "avx2",
+    ...): the CPU's best, lowered by DNNL_MAX_CPU_ISA (SDGP_ISA does not reach oneDNN)."""
+    from . import _lib
+    return _lib.conv_onednn_isa().decode()
 
 
 def __getattr__(name):
