@@ -22,7 +22,7 @@ SMALL="train --model smallcnn --batch-size 64 --no-tta --threads 1 --quiet --lr 
 # twice, a mean over half the batch) is off by 0.5 or more.
 TOL=2e-4
 # ResNet-9's max pools route gradients by argmax, so rounding of either kind can flip a pooling
-# decision and move the gradients upstream of it: one step at seed 0 with direct convs gave 6e-5 on
+# decision and move the gradients upstream of it: one step at seed 0 with direct convs gave 6-8e-5 on
 # the AVX2 path and 1.85e-3 on AVX-512 (a flip, conv4's gradient; 2026-12-02, Zen 4); Winograd
 # convs 1.7-6 % (seeds 0-3). So the ResNet-9 comparison only rules out a wrong scale (>= 0.5);
 # rounding-size agreement of the data-parallel sums is smallcnn's test below.
