@@ -142,9 +142,13 @@ static uint64_t keep_group(const float *x, int n, int m) {
  * highest-index keys == T). With C % 16 == 0 the groups of consecutive rows are one flat run,
  * and so are their mask words (bit c % 16 of word c / 16). */
 
+/* Depth of the sorted lists: every n of m <= 32 (16:32 needs 16; above, keep_group's rounds, which
+ * cost a reduction per distinct key, made the step 0.66x of dense at 16:32). */
+#define THRESH_MAX_D 16
+
 static inline int thresh_ok(const prune_job *j) {
     const int m = j->m, d = j->n <= m - j->n ? j->n : m - j->n;
-    return j->axis == SDGP_AXIS_CHANNEL && j->C % 16 == 0 && (m == 8 || m % 16 == 0) && d <= 8;
+    return j->axis == SDGP_AXIS_CHANNEL && j->C % 16 == 0 && (m == 8 || m % 16 == 0) && d <= THRESH_MAX_D;
 }
 
 /* 16 rows of 16 keys -> e[i] lane g = r[g] lane i (in place). */
@@ -205,7 +209,7 @@ static inline uint64_t thresh_fix(uint64_t beyond, uint64_t tie, int n, int m, i
 static void thresh_batch(uint16_t *kw, const float *x, int ng, int n, int m) {
     const int top = n <= m - n, d = top ? n : m - n;
     const __m512i init = top ? _mm512_setzero_si512() : _mm512_set1_epi32(0x7fffffff);
-    __m512i t[8], e[16];
+    __m512i t[THRESH_MAX_D], e[16];
     for (int s = 0; s < d; s++) t[s] = init;
     for (int q = 0; q < (m == 8 ? 1 : m / 16); q++) {
         if (m == 8)
