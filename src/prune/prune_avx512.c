@@ -142,8 +142,8 @@ static uint64_t keep_group(const float *x, int n, int m) {
  * highest-index keys == T). With C % 16 == 0 the groups of consecutive rows are one flat run,
  * and so are their mask words (bit c % 16 of word c / 16). */
 
-/* Depth of the sorted lists: every n of m <= 32 (16:32 needs 16; above, keep_group's rounds, which
- * cost a reduction per distinct key, made the step 0.66x of dense at 16:32). */
+/* Depth of the sorted lists, min(n, m-n): 16 takes every n:m with m <= 32. Deeper ones fall to
+ * keep_group, whose reduction per distinct key made the step 0.66x of dense at 16:32 with depth 8. */
 #define THRESH_MAX_D 16
 
 static inline int thresh_ok(const prune_job *j) {
