@@ -9,20 +9,29 @@ path (ctypes.util.find_library("sdgp"), then "libsdgp.so" through the dynamic lo
     sdgp.prune(x, fn="magnitude", nm="2:4", ...)     numpy arrays and CPU torch tensors
     sdgp.prune_kernel(fn, nm, axis)                  which pruning kernels that runs here
     sdgp.isa(), sdgp.onednn_isa()                    which instruction sets sdgp's and oneDNN's kernels run
-    sdgp.torch.convert_model(model, ...)             PyTorch models: SDGP backward for nn.Conv2d
+    sdgp.torch.sparsify_(model, config, filter_fn)   PyTorch models: SDGP, MVUE weight gradient, S-STE / SR-STE
+    sdgp.torch.convert_model(model, ...)             the SDGP shorthand
     python3 -m sdgp.bench [--overhead]               plain vs converted training steps [binding overhead]
 
 numpy is the only import of `import sdgp`; torch is imported by sdgp.torch.
+Installing: `pip install --no-build-isolation .` (pyproject.toml) after the build; README.md "Python".
+
+sdgp.__version__ is the loaded library's version (sdgp_version()), which is the package's own
+(sdgp/_version.py, the project version of CMakeLists.txt) unless a stale library is loaded; a
+library too old to say falls back to the package's.
 """
+from . import _version
 from ._lib import (InvalidArgumentError, NumericError, OutOfMemoryError, SdgpError, UnsupportedError,
-                   library_path)
+                   library_path, library_version)
 from ._prune import decompress, prune, prune_kernel
 
-__all__ = ["prune", "decompress", "prune_kernel", "isa", "onednn_isa", "library_path", "SdgpError", "InvalidArgumentError",
-           "UnsupportedError", "NumericError", "OutOfMemoryError"]
+__version__: str = library_version or _version.__version__
+
+__all__ = ["prune", "decompress", "prune_kernel", "isa", "onednn_isa", "library_path", "library_version",
+           "__version__", "SdgpError", "InvalidArgumentError", "UnsupportedError", "NumericError", "OutOfMemoryError"]
 
 
-def isa():
+def isa() -> str:
     """The kernel path libsdgp runs here: "ref", "avx2" or "avx512" (after SDGP_ISA)."""
     import ctypes
     from . import _lib
@@ -31,7 +40,7 @@ def isa():
     return _lib.isa_name(out.value).decode()
 
 
-def onednn_isa():
+def onednn_isa() -> str:
     """The instruction set oneDNN's convolutions run here, as oneDNN names it ("avx512_core_bf16", "avx2",
     ...): the CPU's best, lowered by DNNL_MAX_CPU_ISA (SDGP_ISA does not reach oneDNN)."""
     from . import _lib

@@ -166,6 +166,29 @@ conv_backward_weights = _sig("sdgp_conv_backward_weights", c_int, c_void_p, c_vo
                              P_ERR)
 
 
+# N:M sparse weights (include/sdgp/nn.h)
+weights_project = _sig("sdgp_weights_project", None, c_void_p, c_void_p, c_int, c_int, c_int, c_int, c_int, c_int, c_int,
+                       ctypes.c_float)
+weights_sste_beta = _sig("sdgp_weights_sste_beta", ctypes.c_double, c_void_p, c_void_p, c_size_t)
+# MVUE's weight gradient on the kept rows (include/sdgp/sparse.h)
+sparse_wgrad_create = _sig("sdgp_sparse_wgrad_create", c_int, ctypes.POINTER(c_void_p), P_GEOM, c_int, c_int, c_int,
+                           c_int, P_ERR)
+sparse_wgrad_destroy = _sig("sdgp_sparse_wgrad_destroy", None, c_void_p)
+sparse_wgrad_run = _sig("sdgp_sparse_wgrad_run", c_int, c_void_p, c_void_p, c_void_p, P_NM, P_ERR)
+
+
+def _version():
+    """The library's version (sdgp_version, include/sdgp/version.h); None for a library older than it."""
+    f = getattr(lib, "sdgp_version", None)
+    if f is None:
+        return None
+    f.restype, f.argtypes = c_char_p, []
+    return f().decode()
+
+
+library_version = _version()
+
+
 def parse_nm(nm):
     """'N:M' (or an (n, m) pair) -> (n, m), checked by the library (its message on error)."""
     if isinstance(nm, (tuple, list)) and len(nm) == 2 and all(isinstance(v, int) for v in nm):

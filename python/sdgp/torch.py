@@ -1,8 +1,25 @@
-"""SDGP for PyTorch models: nn.Conv2d layers whose backward prunes dL/dO to N:M along the channels
-and computes dL/dD on libsdgp's sparse backward-data kernel.
+"""N:M sparsity for PyTorch models' nn.Conv2d layers, on libsdgp: SDGP (the data gradient), MVUE
+(the weight gradient) and S-STE / SR-STE (sparse weights in the forward), one call for any of them.
 
-    import sdgp.torch
-    model = sdgp.torch.convert_model(model, prune="rescaled", nm="2:4")
+    import sdgp.torch as st
+    report = st.sparsify_(model, st.SDGP(prune="rescaled", nm="2:4"))            # SDGP alone
+    report = st.sparsify_(model, [st.SDGP(), st.MVUEWeightGrad(nm="2:4"),         # all three
+                                  st.SparseWeights(method="sste", nm="2:4", groups="tap")])
+    report = st.sparsify_(model, {"layer1.0.conv1": st.SDGP(nm="1:4"), "layer2.0.conv1": [st.SDGP(), ...]})
+    report = st.sparsify_(model, st.SDGP(), filter_fn=lambda mod, name: not name.startswith("layer4"))
+    print(report)                   # what was converted with what, and why not elsewhere
+    st.restore_model(model)         # plain nn.Conv2d layers again (dense weights W)
+    plain = st.export_model(model)  # a plain copy whose weights are W~ (what the sparse forward used)
+    model = st.convert_model(model, prune="rescaled", nm="2:4")   # the SDGP shorthand
+
+sparsify_ converts in place (a class swap: parameters, hooks, optimizer references and state-dict
+names stay the plain layer's). Without a dict, every nn.Conv2d that filter_fn (default: all) accepts
+gets the config, but the first conv only where the config says first_layer=True; a layer a method
+cannot take (SDGP's geometry rules, channels that M does not divide) keeps the others and the report
+(and a SdgpConversionWarning; strict=True: an exception) says why. With a dict, the named layers get
+their own configs and a layer a config cannot take is an error naming it.
+
+SDGP, what a converted layer computes (the rest of this docstring; MVUE and sparse weights below):
 
 What a converted layer computes (SdgpConv2d, a subclass of nn.Conv2d with the same parameters):
   forward      torch's own conv2d (F.conv2d): bitwise what the plain layer computes;
@@ -38,20 +55,81 @@ models) dL/dD and (NCHW models with libsdgp's dL/dW) NHWC copies of x and dL/dO.
 State dicts keep the names and tensors of the plain model (SdgpConv2d adds no parameter or
 buffer), so they load into the unconverted model and back; restore_model() undoes the conversion.
 Double backward (create_graph=True through a converted layer) is not supported.
+
+MVUEWeightGrad: dL/dW = X^T x prune_rows(dL/dO), dL/dO pruned along its rows B*Ho*Wo (NHWC order) for
+every output channel with the key (seed ^ 0x77677261, step, layer) as the C model's --prune-wgrad;
+on libsdgp's sdgp_sparse_wgrad kernel (only the kept rows) or torch's dense dL/dW of the pruned
+tensor (kernel "auto": the faster at the first backward). dL/db is the exact sum of dL/dO. With SDGP
+on the same layer both prune the same dL/dO independently (SDGP for dL/dD, MVUE for dL/dW).
+
+SparseWeights: the layer's forward uses W~ = sdgp_weights_project(W) (S-STE: beta S(W), beta frozen
+at conversion; SR-STE: M W), recomputed from W at every forward; W's gradient is W~'s (plus SR-STE's
+lambda (1 - M) W). The forward, and SDGP's data gradient, multiply by W~ with the kernels above and
+torch's (exact masks, dense products: libsdgp's sparse forward kernels are not wired to PyTorch).
+beta lives in the layer (layer_report, pickled with the module), not in the state dict, which keeps
+the plain model's keys and the dense W; export_model() gives a plain model that holds W~.
+
+Autocast: under torch.autocast("cpu", dtype=torch.bfloat16) a converted layer's forward is torch's
+bfloat16 convolution of the bfloat16 casts of x and W (or W~), as autocast runs a plain nn.Conv2d.
+Its backward casts dL/dO, x and W's bfloat16 cast to float32 (exactly) and runs every N:M product
+(pruning, sparse kernels, dL/dW) in float32; dL/dD is returned in x's dtype, dL/dW and dL/db in
+float32 (the parameters'). Other autocast dtypes, and float16 / float64 / non-CPU tensors, raise
+TypeError naming them: the library computes in float32 only.
+
+DDP (torch.distributed): the key of the sampling functions (random, mvue, mvue-approx, for SDGP and
+MVUE) is (seed', step, layer) with seed' = seed on rank 0 and seed ^ (rank * 0x9E3779B97F4A7C15 mod
+2^64) on rank r > 0, read at each backward: ranks draw different masks (their dL/dO differ anyway),
+a run is reproducible per rank, and one process computes what rank 0 does. The measured choices
+(kernel "auto" / "fastest", wgrad "auto", MVUE's kernel "auto") are agreed on: each rank times the
+candidates, an all_reduce takes each one's slowest time over the ranks and all keep the same
+fastest. That all_reduce runs inside the layer's first backward, on the default process group
+(every rank runs the same layers in the same order, so it matches DDP's own collectives' order).
 """
 import copy
 import ctypes
 import threading
 import time
 import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from . import _lib
+from ._config import (WEIGHT_GROUPS, WEIGHT_METHODS, ConfigLike, MVUEWeightGrad, SDGP, SparseWeights, describe,
+                      normalize)
 
-__all__ = ["convert_model", "restore_model", "layer_report", "SdgpConv2d", "SdgpConversionWarning"]
+__all__ = ["sparsify_", "SDGP", "MVUEWeightGrad", "SparseWeights", "SparsifyReport", "LayerResult", "convert_model",
+           "restore_model", "export_model", "layer_report", "SdgpConv2d", "SdgpConversionWarning"]
+
+_WGRAD_SEED = 0x77677261  # "wgra": MVUE's masks independent of SDGP's (the C model's seed ^ this)
+_RANK_MIX = 0x9E3779B97F4A7C15
+
+
+def _rank_world() -> Tuple[int, int]:
+    """(rank, world size) of torch.distributed's default group, (0, 1) without one."""
+    d = torch.distributed
+    if d.is_available() and d.is_initialized():
+        return d.get_rank(), d.get_world_size()
+    return 0, 1
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of the sampling functions on a rank (module docstring, "DDP"): seed on rank 0."""
+    return seed if rank == 0 else seed ^ ((rank * _RANK_MIX) & (2 ** 64 - 1))
+
+
+def _agree(best: Dict[str, float]) -> Dict[str, float]:
+    """Under torch.distributed: each candidate's slowest time over the ranks (the same on every rank)."""
+    _, world = _rank_world()
+    if world == 1:
+        return best
+    keys = sorted(best)
+    t = torch.tensor([best[k] for k in keys], dtype=torch.float64)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return dict(zip(keys, t.tolist()))
 
 _PLAN_CACHE = 4  # geometries (batch size, image size, threads) kept per layer; the oldest is freed beyond
 
@@ -92,10 +170,20 @@ def _resolve_padding(conv):
     return ph, None
 
 
-def _ineligible(conv, m):
-    """Why this conv cannot run SDGP's backward, or None."""
+def _basic_ineligible(conv: nn.Module) -> Optional[str]:
+    """Why no method can convert this module (not exactly nn.Conv2d, weights other than float32 CPU)."""
+    if not isinstance(conv, nn.Conv2d):
+        return "%s is not an nn.Conv2d (sdgp converts nn.Conv2d layers)" % type(conv).__name__
     if type(conv) is not nn.Conv2d:
         return "%s is a subclass of nn.Conv2d (its forward may differ)" % type(conv).__name__
+    w = conv.weight
+    if w.dtype != torch.float32 or w.device.type != "cpu":
+        return "weights are %s on %s (float32 CPU only)" % (w.dtype, w.device)
+    return None
+
+
+def _geometry_ineligible(conv: nn.Conv2d) -> Optional[str]:
+    """Why libsdgp's kernels cannot take this conv's geometry, or None."""
     if _pair(conv.dilation) != (1, 1):
         return "dilation %s" % (tuple(conv.dilation),)
     if conv.padding_mode != "zeros":
@@ -111,14 +199,61 @@ def _ineligible(conv, m):
         return "pad=%d is not smaller than the kernel %dx%d" % (pad, kh, kw)
     if kh > 64 or kw > 64:
         return "kernel %dx%d is larger than 64" % (kh, kw)
+    return None
+
+
+def _ineligible(conv, m):
+    """Why this conv cannot run SDGP's backward, or None."""
+    why = _basic_ineligible(conv)
+    if why and type(conv) is not nn.Conv2d:
+        return why
+    why2 = _geometry_ineligible(conv)
+    if why2:
+        return why2
     if conv.out_channels % m:
         return "out_channels=%d is not a multiple of m=%d" % (conv.out_channels, m)
     if (conv.out_channels // conv.groups) % m:  # a group of m channels within one conv group (the kernel's rule)
         return "groups=%d split out_channels=%d into %d per group, not a multiple of m=%d" % (
             conv.groups, conv.out_channels, conv.out_channels // conv.groups, m)
-    w = conv.weight
-    if w.dtype != torch.float32 or w.device.type != "cpu":
-        return "weights are %s on %s (float32 CPU only)" % (w.dtype, w.device)
+    return why
+
+
+def _mvue_ineligible(conv: nn.Conv2d, c: MVUEWeightGrad) -> Optional[str]:
+    why = _basic_ineligible(conv)
+    if why:
+        return why
+    if c.kernel == "sparse":
+        return _wgrad_sparse_ineligible(conv, c)
+    return None
+
+
+def _wgrad_sparse_ineligible(conv: nn.Conv2d, c: MVUEWeightGrad) -> Optional[str]:
+    """Why sdgp_sparse_wgrad cannot run this layer's MVUE weight gradient, or None."""
+    n, m = c.n_m
+    why = _geometry_ineligible(conv)
+    if why:
+        return why
+    if conv.groups != 1:
+        return "groups=%d (the sparse weight-gradient kernel has no grouped form)" % conv.groups
+    if 8 % m or n >= m:
+        return "n:m %d:%d: the sparse weight-gradient kernel needs m dividing 8 and n < m" % (n, m)
+    if c.mask_block > 1:
+        return "mask_block=%d: the sparse weight-gradient kernel keeps a mask per channel" % c.mask_block
+    return None
+
+
+def _weights_ineligible(conv: nn.Conv2d, c: SparseWeights) -> Optional[str]:
+    why = _basic_ineligible(conv)
+    if why:
+        return why
+    n, m = c.n_m
+    cin = conv.in_channels // conv.groups
+    if c.groups == "cout":
+        if conv.out_channels % m:
+            return "out_channels=%d is not a multiple of m=%d (groups='cout')" % (conv.out_channels, m)
+    elif cin % m:
+        return "%d input channels per group (in_channels=%d, groups=%d) are not a multiple of m=%d" % (
+            cin, conv.in_channels, conv.groups, m)
     return None
 
 
@@ -218,7 +353,14 @@ class _LayerState:
 
     def __init__(self, name, layer, fn, n, m, scope, seed, kernel, stride, pad, mask_block=1, groups=1,
                  wgrad="torch"):
+        # fn None: no SDGP on this layer (dL/dD is torch's of the exact dL/dO)
         self.name, self.layer, self.fn, self.n, self.m = name, layer, fn, n, m
+        self.wg = None  # MVUEWeightGrad or None
+        self.wg_kernel = None  # "sparse" | "dense"; None: measure at the first backward
+        self.wg_times_ms = None
+        self.wg_plans = {}
+        self.sw = None  # SparseWeights or None
+        self.sw_beta = 1.0
         self.wgrad = None if wgrad == "auto" else wgrad  # "torch" | "sdgp"; None: measure at the first backward
         self.wgrad_times_ms = None  # {"torch": ms, "sdgp": ms} of that measurement
         self.wplans = {}
@@ -234,12 +376,12 @@ class _LayerState:
     # copies (deepcopy of the model, pickling) get the configuration, never the C plans
     def __deepcopy__(self, memo):
         new = copy.copy(self)
-        new.plans, new.wplans, new.lock = {}, {}, threading.Lock()
+        new.plans, new.wplans, new.wg_plans, new.lock = {}, {}, {}, threading.Lock()
         return new
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["plans"], d["wplans"], d["lock"] = {}, {}, None
+        d["plans"], d["wplans"], d["wg_plans"], d["lock"] = {}, {}, {}, None
         return d
 
     def __setstate__(self, d):
@@ -249,13 +391,16 @@ class _LayerState:
         d.setdefault("wgrad_times_ms", None)
         d.setdefault("wplans", {})
         d.setdefault("fastest", False)
+        for k, v in (("wg", None), ("wg_kernel", None), ("wg_times_ms", None), ("wg_plans", {}), ("sw", None),
+                     ("sw_beta", 1.0)):
+            d.setdefault(k, v)
         self.__dict__.update(d)
         self.lock = threading.Lock()
 
     def close(self):
-        for p in list(self.plans.values()) + list(self.wplans.values()):
+        for p in list(self.plans.values()) + list(self.wplans.values()) + list(self.wg_plans.values()):
             p.close()
-        self.plans, self.wplans = {}, {}
+        self.plans, self.wplans, self.wg_plans = {}, {}, {}
 
     def _plan(self, B, H, W, Cin, Cout, kh, kw, threads):
         key = (B, H, W, Cin, Cout, kh, kw, threads)
@@ -270,8 +415,8 @@ class _LayerState:
 
     def _cfg(self, threads, Wo, nchw):
         # shared masks: blocks of mask_block pixels along each row of dL/dO (as `sdgp train`)
-        cfg = _lib.make_cfg(self.fn, self.n, self.m, 0, self.scope, self.seed, self.step, self.layer, threads,
-                            self.mask_block, Wo)
+        cfg = _lib.make_cfg(self.fn, self.n, self.m, 0, self.scope, rank_seed(self.seed, _rank_world()[0]), self.step,
+                            self.layer, threads, self.mask_block, Wo)
         cfg.layout = _lib.LAYOUT["nchw" if nchw else "nhwc"]
         return cfg
 
@@ -331,6 +476,7 @@ class _LayerState:
                         out[k] = self._wgrad_torch(go, x, w, need_b) if k == "torch" else self._wgrad_sdgp(go, x, w,
                                                                                                            need_b)
                         best[k] = min(best[k], time.perf_counter() - t0)
+                best = _agree(best)
                 self.wgrad = "sdgp" if best["sdgp"] < best["torch"] else "torch"
                 self.wgrad_times_ms = {k: 1e3 * v for k, v in best.items()}
                 if self.wgrad == "torch":
@@ -369,17 +515,14 @@ class _LayerState:
         g = go if nchw else go.permute(0, 2, 3, 1)
         if not g.is_contiguous():  # other strides: an NCHW copy
             g, nchw = _relayout(_scratch("dO", go.shape), go), True
-        with self.lock:
-            try:
-                if self.choice is None:
-                    return self._measure(g, nchw, x, w, threads)
-                if self.choice == "sparse":
-                    return self._sparse(g, nchw, x.shape, self._is_cl(x), w, threads)
-                if self.choice == "plain":
-                    return self._plain(go, x, w)
-                return self._dense(g, nchw, x, w, threads)
-            finally:
-                self.step += 1
+        with self.lock:  # the step counter moves at the end of the backward (_SdgpConvFn)
+            if self.choice is None:
+                return self._measure(g, nchw, x, w, threads)
+            if self.choice == "sparse":
+                return self._sparse(g, nchw, x.shape, self._is_cl(x), w, threads)
+            if self.choice == "plain":
+                return self._plain(go, x, w)
+            return self._dense(g, nchw, x, w, threads)
 
     def _plain(self, go, x, w):
         """torch's dL/dD of the unpruned dL/dO: the layer without SDGP (kernel "plain", "fastest")."""
@@ -398,6 +541,7 @@ class _LayerState:
                 else:
                     out[k] = self._plain(go if nchw else go.permute(0, 3, 1, 2), x, w)
                 best[k] = min(best[k], time.perf_counter() - t0)
+        best = _agree(best)
         self.choice = min(kinds, key=lambda k: best[k])  # ties: the first, sparse
         self.times_ms = {k: 1e3 * v for k, v in best.items()}
         if self.choice != "sparse":
@@ -405,57 +549,402 @@ class _LayerState:
         return out[self.choice]
 
 
+    # ---- MVUE's weight gradient ----
+    def mvue_grad(self, go, x, w):
+        """dL/dW of dL/dO pruned along its rows (MVUEWeightGrad); go NCHW logical, any strides."""
+        c = self.wg
+        n, m = c.n_m
+        B, Cout, Ho, Wo = go.shape
+        threads = torch.get_num_threads()
+        g = go.permute(0, 2, 3, 1)  # the row axis is NHWC's (the library reads no NCHW there)
+        if not g.is_contiguous():
+            g = _relayout(_scratch("wg_dO", tuple(g.shape)), g)
+        cfg = _lib.make_cfg(_lib.parse_fn(c.prune), n, m, 1, 0, rank_seed(c.seed ^ _WGRAD_SEED, _rank_world()[0]),
+                            self.step, self.layer, threads, c.mask_block)
+        with self.lock:
+            if self.wg_kernel is None:
+                best, out = {"sparse": float("inf"), "dense": float("inf")}, {}
+                for _ in range(3):
+                    for k in best:
+                        t0 = time.perf_counter()
+                        out[k] = self._mvue_run(k, cfg, g, x, w, threads)
+                        best[k] = min(best[k], time.perf_counter() - t0)
+                best = _agree(best)
+                self.wg_kernel = min(best, key=lambda k: best[k])
+                self.wg_times_ms = {k: 1e3 * v for k, v in best.items()}
+                if self.wg_kernel != "sparse":
+                    for p in self.wg_plans.values():
+                        p.close()
+                    self.wg_plans = {}
+                return out[self.wg_kernel]
+            return self._mvue_run(self.wg_kernel, cfg, g, x, w, threads)
+
+    def _mvue_run(self, kernel, cfg, g, x, w, threads):
+        B, Ho, Wo, Cout = g.shape
+        err = _lib.Error()
+        if kernel == "dense":
+            pruned = _scratch("wg_pruned", tuple(g.shape))
+            _lib.check(_lib.prune(ctypes.byref(cfg), g.data_ptr(), B, Ho * Wo, Cout, pruned.data_ptr(), None,
+                                  ctypes.byref(err)), err)
+            gp = pruned.permute(0, 3, 1, 2)
+            if not self._is_cl(x):  # torch's kernel on a dL/dO of x's other layout reorders anyway
+                gp = _relayout(_scratch("wg_pruned_x", tuple(gp.shape)), gp)
+            return self.torch_grads(gp, x, w, (False, True, False))[1]
+        Cin, H, W = x.shape[1], x.shape[2], x.shape[3]
+        key = (B, H, W, Cin, Cout, w.shape[2], w.shape[3], threads)
+        p = self.wg_plans.get(key)
+        if p is None:
+            while len(self.wg_plans) >= _PLAN_CACHE:
+                self.wg_plans.pop(next(iter(self.wg_plans))).close()
+            p = self.wg_plans[key] = _SparseWgradPlan(
+                _geom(B, H, W, Cin, Cout, w.shape[2], w.shape[3], self.stride, self.pad, self.groups), cfg.n, cfg.m,
+                threads)
+        rows = B * Ho * Wo
+        slots = rows // cfg.m * cfg.n * Cout
+        values = _scratch("wg_values", (slots,))
+        index = _scratch("wg_index", (slots,), torch.uint8)
+        nm = _lib.NMTensor(1, cfg.n, cfg.m, rows, Cout, values.data_ptr(), index.data_ptr())
+        _lib.check(_lib.prune(ctypes.byref(cfg), g.data_ptr(), B, Ho * Wo, Cout, None, ctypes.byref(nm),
+                              ctypes.byref(err)), err)
+        xn = _nhwc(x, "wg_x")
+        gw = torch.empty(tuple(w.shape), dtype=torch.float32)  # OIHW
+        _lib.check(_lib.sparse_wgrad_run(p.ptr, gw.data_ptr(), xn.data_ptr(), ctypes.byref(nm), ctypes.byref(err)), err)
+        return gw
+
+    # ---- sparse weights ----
+    def project(self, w, scale=None):
+        """W~ of w (SparseWeights): sdgp_weights_project, in w's memory format."""
+        c = self.sw
+        n, m = c.n_m
+        wc = w.detach().contiguous()
+        out = torch.empty_like(wc)
+        cout, cin = wc.shape[0], wc.shape[1]
+        _lib.weights_project(out.data_ptr(), wc.data_ptr(), cout, cin, wc.shape[2] * wc.shape[3],
+                             WEIGHT_METHODS[c.method], WEIGHT_GROUPS[c.groups], n, m,
+                             self.sw_beta if scale is None else scale)
+        if not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last):
+            out = out.contiguous(memory_format=torch.channels_last)
+        return out
+
+    def set_beta(self, w):
+        """S-STE's beta from w (frozen from then on; 1 for SR-STE)."""
+        if self.sw.method != "sste":
+            self.sw_beta = 1.0
+            return
+        wc = w.detach().contiguous()
+        s = self.project(wc, 1.0).contiguous()
+        self.sw_beta = float(_lib.weights_sste_beta(wc.data_ptr(), s.data_ptr(), wc.numel()))
+
+
+class _SparseWgradPlan(_Handle):
+    """sdgp_sparse_wgrad for one geometry: MVUE's weight gradient on the kept rows."""
+    _destroy = "sparse_wgrad_destroy"
+
+    def __init__(self, geom, n, m, threads):
+        err = _lib.Error()
+        self.ptr = ctypes.c_void_p()
+        _lib.check(_lib.sparse_wgrad_create(ctypes.byref(self.ptr), ctypes.byref(geom), n, m, _lib.ISA_AUTO, threads,
+                                            ctypes.byref(err)), err)
+
+
+def _autocast_dtype(who: str) -> Optional[torch.dtype]:
+    """The CPU autocast dtype in effect (bfloat16), None without autocast; TypeError for others."""
+    if not torch.is_autocast_cpu_enabled():
+        return None
+    dt = torch.get_autocast_cpu_dtype()
+    if dt != torch.bfloat16:
+        raise TypeError("sdgp layer %s: autocast dtype %s; sdgp's layers run under CPU autocast with torch.bfloat16 "
+                        "only (their N:M products are float32)" % (who, dt))
+    return dt
+
+
+class _ProjectFn(torch.autograd.Function):
+    """W -> W~ (SparseWeights), straight-through: dL/dW = dL/dW~ (+ SR-STE's lambda (1 - M) W)."""
+
+    @staticmethod
+    def forward(ctx, w, state):
+        wt = state.project(w)
+        ctx.lam = float(state.sw.srste_lambda) if state.sw.method == "srste" else 0.0
+        if ctx.lam:
+            ctx.save_for_backward(w, wt)  # SR-STE's W~ is M W at scale 1
+        return wt
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        if ctx.lam:
+            w, wt = ctx.saved_tensors
+            g = g + ctx.lam * (w - wt)
+        return g, None
+
+
 class _SdgpConvFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, conv):
-        ctx.save_for_backward(x, weight)
+    def forward(ctx, x, weight, bias, conv, lowp):
         ctx.state = conv._sdgp
         ctx.has_bias = bias is not None
-        return F.conv2d(x, weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+        ctx.lowp = lowp
+        ctx.x_dtype = x.dtype
+        if lowp is None:
+            ctx.save_for_backward(x, weight)
+            return F.conv2d(x, weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+        # autocast: torch's bfloat16 convolution of the casts, as autocast runs a plain layer
+        with torch.autocast("cpu", enabled=False):
+            xl, wl = x.to(lowp), weight.to(lowp)
+            y = F.conv2d(xl, wl, None if bias is None else bias.to(lowp), conv.stride, conv.padding, conv.dilation,
+                         conv.groups)
+        ctx.save_for_backward(xl, wl)
+        return y
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, go):
         x, w = ctx.saved_tensors
+        if ctx.lowp is not None:  # the N:M products in float32 (module docstring, "Autocast")
+            go, x, w = go.float(), x.float(), w.float()
         st = ctx.state
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        need_b = need_b and ctx.has_bias
         gx = gw = gb = None
-        if st.choice == "plain" and need_x and (st.wgrad == "torch" or not need_w):  # no SDGP here: one torch call
+        try:
+            if need_x and st.fn is not None and st.choice == "plain" and st.wg is None and (
+                    st.wgrad == "torch" or not need_w):  # no SDGP here: one torch call
+                gx, gw, gb = st.torch_grads(go, x, w, (True, need_w, need_b))
+            else:
+                if need_w and st.wg is not None:  # MVUE: the pruned dL/dO's dL/dW, dL/db exact
+                    gw = st.mvue_grad(go, x, w)
+                    gb = go.sum((0, 2, 3)) if need_b else None
+                elif need_w:  # dense dL/dW (and dL/db) of the unpruned dL/dO, torch's or libsdgp's
+                    gw, gb = st.weight_grad(go, x, w, need_b)
+                elif need_b:
+                    gb = st.torch_grads(go, x, w, (False, False, True))[2]
+                if need_x:
+                    gx = st.data_grad(go, x, w) if st.fn is not None else st.torch_grads(go, x, w,
+                                                                                          (True, False, False))[0]
+        finally:
             with st.lock:
                 st.step += 1
-            return tuple(st.torch_grads(go, x, w, (True, need_w, need_b and ctx.has_bias))) + (None,)
-        if need_w:  # dense dL/dW (and dL/db) of the unpruned dL/dO, torch's or libsdgp's
-            gw, gb = st.weight_grad(go, x, w, need_b and ctx.has_bias)
-        elif need_b and ctx.has_bias:
-            gb = st.torch_grads(go, x, w, (False, False, True))[2]
-        if need_x:
-            gx = st.data_grad(go, x, w)
-        return gx, gw, gb, None
+        if gx is not None and gx.dtype != ctx.x_dtype:
+            gx = gx.to(ctx.x_dtype)
+        return gx, gw, gb, None, None
 
 
 class SdgpConv2d(nn.Conv2d):
-    """nn.Conv2d with SDGP's backward (module docstring). Made by convert_model, not constructed."""
+    """nn.Conv2d with sdgp's methods (module docstring). Made by sparsify_ / convert_model, not constructed."""
+    _sdgp: "_LayerState"
 
-    def forward(self, x):
-        if not (torch.is_grad_enabled() and x.requires_grad):
-            return self._conv_forward(x, self.weight, self.bias)  # no data gradient: plain torch
-        if x.dtype != torch.float32 or x.device.type != "cpu" or self.weight.dtype != torch.float32 or \
-                self.weight.device.type != "cpu":
-            raise TypeError("sdgp layer %s: input %s on %s, weights %s on %s; SDGP's backward needs float32 CPU "
-                            "tensors (restore_model() gives back plain nn.Conv2d layers)" %
-                            (self._sdgp.name or "(model)", x.dtype, x.device, self.weight.dtype, self.weight.device))
-        return _SdgpConvFn.apply(x, self.weight, self.bias, self)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        st = self._sdgp
+        who = st.name or "(model)"
+        w = self.weight
+        if w.dtype != torch.float32 or w.device.type != "cpu":
+            raise TypeError("sdgp layer %s: weights %s on %s; sdgp's layers need float32 CPU weights (under CPU "
+                            "autocast too; restore_model() gives back plain nn.Conv2d layers)" % (who, w.dtype, w.device))
+        lowp = _autocast_dtype(who)
+        if x.device.type != "cpu" or not (x.dtype == torch.float32 or (lowp is not None and x.dtype == lowp)):
+            raise TypeError("sdgp layer %s: input %s on %s, weights %s on %s; sdgp's layers need float32 CPU tensors "
+                            "(or bfloat16 under torch.autocast('cpu', dtype=torch.bfloat16); restore_model() gives "
+                            "back plain nn.Conv2d layers)" % (who, x.dtype, x.device, w.dtype, w.device))
+        if st.sw is not None:
+            w = _ProjectFn.apply(w, st)  # W~ (its gradient goes to W)
+        if torch.is_grad_enabled() and ((x.requires_grad and st.fn is not None) or (w.requires_grad and (
+                st.wg is not None or (st.fn is not None and st.wgrad != "torch")))):
+            return _SdgpConvFn.apply(x, w, self.bias, self, lowp)
+        return self._conv_forward(x, w, self.bias)  # torch's own (autocast as for a plain layer)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         s = self._sdgp
-        return "%s, sdgp=%s %d:%d%s kernel=%s" % (
-            super().extra_repr(), _lib.prune_fn_name(s.fn).decode(), s.n, s.m,
-            " mask_block=%d" % s.mask_block if s.mask_block > 1 else "", s.choice or "auto (not measured yet)")
+        parts = []
+        if s.fn is not None:
+            parts.append("sdgp=%s %d:%d%s kernel=%s" % (
+                _lib.prune_fn_name(s.fn).decode(), s.n, s.m, " mask_block=%d" % s.mask_block if s.mask_block > 1 else "",
+                s.choice or "auto (not measured yet)"))
+        if s.wg is not None:
+            parts.append("wgrad=%s %s kernel=%s" % (s.wg.prune, s.wg.nm, s.wg_kernel or "auto"))
+        if s.sw is not None:
+            parts.append("weights=%s %s %s" % (s.sw.method, s.sw.nm, s.sw.groups))
+        return "%s, %s" % (super().extra_repr(), ", ".join(parts))
 
 
-def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=False, kernel="auto",
-                  scope="sample-channel", seed=0, mask_block=1, wgrad="torch"):
+# ---- sparsify_ ----
+@dataclass
+class LayerResult:
+    """One nn.Conv2d (or a module named in a config dict) of a sparsify_ call."""
+    name: str
+    index: int  # among the model's nn.Conv2d (model.modules() order): the `layer` of the pruning key
+    methods: Dict[str, str] = field(default_factory=dict)  # kind -> the config applied
+    skipped: Dict[str, str] = field(default_factory=dict)  # kind (or "all") -> why not
+
+    @property
+    def converted(self) -> bool:
+        return bool(self.methods)
+
+
+@dataclass
+class SparsifyReport:
+    """What sparsify_ converted, with what, and why not elsewhere. str() gives a table."""
+    layers: List[LayerResult]
+
+    @property
+    def converted(self) -> List[str]:
+        return [r.name for r in self.layers if r.converted]
+
+    @property
+    def skipped(self) -> Dict[str, Dict[str, str]]:
+        return {r.name: r.skipped for r in self.layers if r.skipped}
+
+    def __getitem__(self, name: str) -> LayerResult:
+        for r in self.layers:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        lines = ["sdgp.torch.sparsify_: %d of %d conv layers converted" % (len(self.converted), len(self.layers))]
+        for r in self.layers:
+            what = "; ".join(r.methods.values()) if r.methods else "plain"
+            why = "; ".join("%s: %s" % kv for kv in r.skipped.items())
+            lines.append("  %-28s %s%s" % (r.name, what, "  (not: %s)" % why if why else ""))
+        return "\n".join(lines)
+
+
+_KIND_ORDER = ("sdgp", "mvue_wgrad", "sparse_weights")
+
+
+def _method_reason(kind: str, conv: nn.Module, c: Any) -> Optional[str]:
+    if kind == "sdgp":
+        return _ineligible(conv, c.n_m[1]) if isinstance(conv, nn.Conv2d) else _basic_ineligible(conv)
+    if kind == "mvue_wgrad":
+        return _mvue_ineligible(conv, c) if isinstance(conv, nn.Conv2d) else _basic_ineligible(conv)
+    return _weights_ineligible(conv, c) if isinstance(conv, nn.Conv2d) else _basic_ineligible(conv)
+
+
+def _error_class(why: str) -> Type[Exception]:
+    return TypeError if ("weights are" in why or "not an nn.Conv2d" in why) else ValueError
+
+
+def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Module, str], bool]], strict: bool,
+              who: str) -> SparsifyReport:
+    if not isinstance(model, nn.Module):
+        raise TypeError("%s: expected an nn.Module, got %s" % (who, type(model).__name__))
+    if filter_fn is not None and not callable(filter_fn):
+        raise TypeError("%s: filter_fn must be callable as filter_fn(module, name), got %r" % (who, filter_fn))
+    per_layer = isinstance(config, Mapping)
+    if per_layer:
+        modules = dict(model.named_modules())
+        unknown = [k for k in config if not isinstance(k, str) or k not in modules]
+        if unknown:
+            raise ValueError("%s: the config dict names %s, not module(s) of the model" % (
+                who, ", ".join(repr(k) for k in unknown)))
+        layer_cfgs = {k: normalize(v, who) for k, v in config.items()}
+        for k in config:
+            why = _basic_ineligible(modules[k])
+            if why and layer_cfgs[k]:
+                raise _error_class(why)("%s: layer %s: %s" % (who, k, why))
+    else:
+        all_cfgs = normalize(config, who)
+        if not all_cfgs:
+            raise ValueError("%s: no config given (SDGP(...), MVUEWeightGrad(...), SparseWeights(...), a list of them "
+                             "or a dict from layer name to them)" % who)
+    convs = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, nn.Conv2d)]
+    for name, mod in convs:
+        if isinstance(mod, SdgpConv2d):
+            raise ValueError("%s: layer %s is converted already" % (who, name or "(model)"))
+    rows, todo, problems = [], [], []
+    for i, (name, conv) in enumerate(convs):
+        shown = name or "(model)"
+        r = LayerResult(shown, i)
+        rows.append(r)
+        if per_layer:
+            cfgs = layer_cfgs.get(name)
+            if cfgs is None:
+                r.skipped["all"] = "not in the config dict"
+                continue
+        else:
+            cfgs = {}
+            for kind, c in all_cfgs.items():
+                if i == 0 and not c.first_layer:
+                    r.skipped[kind] = "first layer (first_layer=False)"
+                else:
+                    cfgs[kind] = c
+            if not cfgs:
+                r.skipped = {"all": "first layer (first_layer=False)"}
+        if filter_fn is not None and cfgs and not filter_fn(conv, name):
+            r.skipped["all"] = "filter_fn"
+            continue
+        ok = {}
+        for kind in _KIND_ORDER:
+            c = cfgs.get(kind)
+            if c is None:
+                continue
+            why = _method_reason(kind, conv, c)
+            if why is None:
+                ok[kind] = c
+                continue
+            if per_layer:  # a layer the user named: its config must apply
+                raise _error_class(why)("%s: layer %s, %s: %s" % (who, shown, type(c).__name__, why))
+            r.skipped[kind] = why
+            problems.append((shown, kind, why))
+        if ok:
+            r.methods = {k: describe(c) for k, c in ok.items()}
+            todo.append((i, name, conv, ok))
+    if problems:
+        kinds = {k for _, k, _ in problems}
+        msg = "%s: %d conv layer(s) cannot be converted (plain torch): %s" % (
+            who, len({p[0] for p in problems}),
+            "; ".join(("%s: %s" % (s, why)) if len(kinds) == 1 else ("%s (%s): %s" % (s, k, why))
+                      for s, k, why in problems))
+        if strict:
+            raise _error_class(problems[0][2])(msg)
+        warnings.warn(msg, SdgpConversionWarning, stacklevel=3)
+    for i, name, conv, ok in todo:
+        pad, _ = _resolve_padding(conv)
+        stride = _pair(conv.stride)[0]
+        sd = ok.get("sdgp")
+        if sd is not None:
+            n, m = sd.n_m
+            st = _LayerState(name, i, _lib.parse_fn(sd.prune), n, m, _lib.SCOPE[sd.scope], sd.seed, sd.kernel, stride,
+                             pad, sd.mask_block, conv.groups, sd.wgrad)
+        else:
+            st = _LayerState(name, i, None, 1, 1, 0, 0, "plain", stride, pad, 1, conv.groups, "torch")
+        wg = ok.get("mvue_wgrad")
+        if wg is not None:
+            st.wg = wg
+            if wg.kernel == "dense" or _wgrad_sparse_ineligible(conv, wg):
+                st.wg_kernel = "dense"
+            elif wg.kernel == "sparse":
+                st.wg_kernel = "sparse"
+        sw = ok.get("sparse_weights")
+        if sw is not None:
+            st.sw = sw
+            st.set_beta(conv.weight)
+        conv._sdgp = st
+        # the class swap keeps the object: its parameters (and an optimizer's references to
+        # them), hooks and state-dict names stay exactly the plain layer's
+        conv.__class__ = SdgpConv2d
+    model._sdgp_skipped = {r.name: "; ".join(r.skipped.values()) for r in rows if not r.converted and r.skipped}
+    return SparsifyReport(rows)
+
+
+def sparsify_(model: nn.Module, config: Union[ConfigLike, Mapping[str, ConfigLike]],
+              filter_fn: Optional[Callable[[nn.Module, str], bool]] = None, *, strict: bool = False) -> SparsifyReport:
+    """Convert model's nn.Conv2d layers in place to run the configured methods; return the report.
+
+    config: SDGP(...), MVUEWeightGrad(...), SparseWeights(...), a list of them (one of each kind at
+        most: the methods combine on each layer), or a dict {module name: config or list or None} for
+        per-layer settings (layers not named stay plain; a named layer a config cannot take raises).
+    filter_fn(module, name) -> bool: only layers it accepts (torchao's signature); default all.
+    strict: raise (ValueError; TypeError for a dtype) instead of warning when a layer cannot take a method.
+    A layer converted already, an unknown name or a config of another type raise ValueError / TypeError.
+    """
+    return _sparsify(model, config, filter_fn, strict, "sdgp.torch.sparsify_")
+
+
+def convert_model(model: nn.Module, prune: str = "rescaled", nm: str = "2:4", first_layer: bool = False,
+                  strict: bool = False, kernel: str = "auto", scope: str = "sample-channel", seed: int = 0,
+                  mask_block: int = 1, wgrad: str = "torch") -> nn.Module:
     """Convert, in place, each eligible nn.Conv2d of model into an SdgpConv2d; return the model.
+    The SDGP shorthand: sparsify_(model, SDGP(prune, nm, kernel, mask_block, scope, seed, wgrad, first_layer)).
 
     prune: "random", "magnitude", "rescaled", "mvue", "mvue-approx" (sdgp.prune's functions).
     nm: "N:M"; a layer needs out_channels % M == 0 (grouped: out_channels / groups % M == 0).
@@ -477,77 +966,79 @@ def convert_model(model, prune="rescaled", nm="2:4", first_layer=False, strict=F
     same stride and pad in both dimensions (pad < kernel), kernels up to 64x64 (rectangular too),
     float32 CPU weights.
     """
+    who = "sdgp.torch.convert_model"
     if not isinstance(model, nn.Module):
-        raise TypeError("sdgp.torch.convert_model: expected an nn.Module, got %s" % type(model).__name__)
-    n, m = _lib.parse_nm(nm)
-    fn = _lib.parse_fn(prune)
-    if fn == 0 and n != m:
-        raise ValueError("sdgp.torch.convert_model: prune='none' keeps dL/dO dense: use the plain model")
-    sc = _lib.parse_choice("scope", scope, _lib.SCOPE)
-    _lib.parse_choice("kernel", kernel, {"auto": 0, "sparse": 1, "dense": 2, "fastest": 3, "plain": 4})
-    _lib.parse_choice("wgrad", wgrad, {"torch": 0, "sdgp": 1, "auto": 2})
-    _lib.make_cfg(fn, n, m, seed=seed, mask_block=mask_block)  # validates seed and mask_block
-    if mask_block > 1 and _lib.prune_fn_name(fn).decode() == "mvue-approx":
-        raise ValueError("sdgp.torch.convert_model: mvue-approx has no shared-mask form (mask_block=%d); use mvue"
-                         % mask_block)
-    convs = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, nn.Conv2d)]
-    skipped = []
-    todo = []
-    for i, (name, conv) in enumerate(convs):
-        if isinstance(conv, SdgpConv2d):
-            raise ValueError("sdgp.torch.convert_model: layer %s is converted already" % (name or "(model)"))
-        if i == 0 and not first_layer:
-            continue
-        why = _ineligible(conv, m)
-        if why:
-            skipped.append((name or "(model)", why))
-        else:
-            todo.append((i, name, conv))
-    if skipped:
-        msg = "sdgp.torch.convert_model: %d conv layer(s) cannot be converted (plain torch): %s" % (
-            len(skipped), "; ".join("%s: %s" % s for s in skipped))
-        if strict:
-            raise ValueError(msg)
-        warnings.warn(msg, SdgpConversionWarning, stacklevel=2)
-    for i, name, conv in todo:
-        pad, _ = _resolve_padding(conv)
-        conv._sdgp = _LayerState(name, i, fn, n, m, sc, seed, kernel, _pair(conv.stride)[0], pad, mask_block,
-                                  conv.groups, wgrad)
-        # the class swap keeps the object: its parameters (and an optimizer's references to
-        # them), hooks and state-dict names stay exactly the plain layer's
-        conv.__class__ = SdgpConv2d
+        raise TypeError("%s: expected an nn.Module, got %s" % (who, type(model).__name__))
+    try:
+        cfg = SDGP(prune=prune, nm=nm, kernel=kernel, mask_block=mask_block, scope=scope, seed=seed, wgrad=wgrad,
+                   first_layer=first_layer)
+    except (ValueError, TypeError) as e:
+        raise type(e)(str(e).replace("sdgp.torch.SDGP", who)) from None
+    _sparsify(model, cfg, None, strict, who)
     return model
 
 
-def restore_model(model):
-    """Turn every SdgpConv2d of model back into a plain nn.Conv2d (in place); return the model."""
+def restore_model(model: nn.Module) -> nn.Module:
+    """Turn every SdgpConv2d of model back into a plain nn.Conv2d (in place; its dense weights W); return it."""
     for mod in model.modules():
         if isinstance(mod, SdgpConv2d):
             mod._sdgp.close()
             del mod._sdgp
             mod.__class__ = nn.Conv2d
+    if "_sdgp_skipped" in model.__dict__:
+        del model.__dict__["_sdgp_skipped"]
     return model
 
 
-def layer_report(model):
-    """One dict per nn.Conv2d of model: name, converted, and for converted layers the n:m, the pruning
-    function, the kernel choice and the auto measurement (ms); for the others the reason."""
+def export_model(model: nn.Module) -> nn.Module:
+    """A plain copy of model (nn.Conv2d layers) whose sparse-weight layers hold W~ (what their forward
+    used: exactly N:M, S-STE's beta applied) instead of W: its state dict loads into the plain model."""
+    out = copy.deepcopy(model)
+    with torch.no_grad():
+        for mod in out.modules():
+            if isinstance(mod, SdgpConv2d) and mod._sdgp.sw is not None:
+                mod.weight.copy_(mod._sdgp.project(mod.weight))
+    return restore_model(out)
+
+
+def sparse_weights(model: nn.Module) -> Dict[str, torch.Tensor]:
+    """{"<layer>.weight": W~} of the sparse-weight layers of model (new tensors)."""
+    with torch.no_grad():
+        return {(name + "." if name else "") + "weight": mod._sdgp.project(mod.weight)
+                for name, mod in model.named_modules() if isinstance(mod, SdgpConv2d) and mod._sdgp.sw is not None}
+
+
+def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
+    """One dict per nn.Conv2d of model: name, converted, methods; for layers with SDGP the n:m, the
+    pruning function, the kernel choice and the auto measurement (ms); with MVUE its kernel
+    ("wgrad_kernel", "wgrad_kernel_times_ms"); with sparse weights the config and beta; for the
+    others the reason."""
     rows = []
     first = True
-    ms = [mod._sdgp.m for mod in model.modules() if isinstance(mod, SdgpConv2d)]
+    ms = [mod._sdgp.m for mod in model.modules() if isinstance(mod, SdgpConv2d) and mod._sdgp.fn is not None]
     m = ms[0] if ms else 1
+    skipped = model.__dict__.get("_sdgp_skipped", {})
     for name, mod in model.named_modules():
         if not isinstance(mod, nn.Conv2d):
             continue
         r = {"name": name or "(model)", "converted": isinstance(mod, SdgpConv2d)}
         if r["converted"]:
             s = mod._sdgp
-            r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(),
-                     kernel=s.choice or ("fastest" if s.fastest else "auto"), pruned=s.choice != "plain",
-                     times_ms=s.times_ms, steps=s.step, mask_block=s.mask_block, wgrad=s.wgrad or "auto",
-                     wgrad_times_ms=s.wgrad_times_ms)
+            r["methods"] = [k for k, on in (("sdgp", s.fn is not None), ("mvue_wgrad", s.wg is not None),
+                                            ("sparse_weights", s.sw is not None)) if on]
+            if s.fn is not None:
+                r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(),
+                         kernel=s.choice or ("fastest" if s.fastest else "auto"), pruned=s.choice != "plain",
+                         times_ms=s.times_ms, mask_block=s.mask_block, wgrad=s.wgrad or "auto",
+                         wgrad_times_ms=s.wgrad_times_ms)
+            r["steps"] = s.step
+            if s.wg is not None:
+                r.update(wgrad_prune=s.wg.prune, wgrad_nm=s.wg.nm, wgrad_kernel=s.wg_kernel or "auto",
+                         wgrad_kernel_times_ms=s.wg_times_ms)
+            if s.sw is not None:
+                r.update(weights=s.sw.method, weights_nm=s.sw.nm, weights_groups=s.sw.groups, beta=s.sw_beta)
         else:
-            why = _ineligible(mod, m)
+            why = skipped.get(r["name"]) or _ineligible(mod, m)
             r["reason"] = why or ("first layer (first_layer=False)" if first else "not converted")
         first = False
         rows.append(r)
