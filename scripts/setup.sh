@@ -9,6 +9,9 @@ PACKAGES=(
   zlib1g-dev                         # .gz data files
   clang libclang-rt-14-dev libomp-dev  # fuzzing (libFuzzer with OpenMP) and sanitizers
   python3 python3-torch python3-numpy python3-torchvision  # test oracle, benchmark peer, Python package tests
+  python3-pip python3-setuptools     # pip install --no-build-isolation . (pyproject.toml), offline
+  python3-pytest                     # python3 -m pytest runs tests/test_python_*.py (ctest runs them too)
+  libopenblas0-pthread               # PyTorch's GEMMs (nn.Linear, ...) on OpenBLAS, not the reference BLAS
   gnuplot-nox                        # figures
   dataset-fashion-mnist              # the default training data
   libopenmpi-dev openmpi-bin         # data-parallel training over more than one machine (optional at build time)
