@@ -177,7 +177,7 @@ sparse_wgrad_destroy = _sig("sdgp_sparse_wgrad_destroy", None, c_void_p)
 sparse_wgrad_run = _sig("sdgp_sparse_wgrad_run", c_int, c_void_p, c_void_p, c_void_p, P_NM, P_ERR)
 
 
-def _version():
+def _version() -> "str | None":
     """The library's version (sdgp_version, include/sdgp/version.h); None for a library older than it."""
     f = getattr(lib, "sdgp_version", None)
     if f is None:
@@ -189,7 +189,7 @@ def _version():
 library_version = _version()
 
 
-def parse_nm(nm):
+def parse_nm(nm: "str | tuple[int, int]") -> "tuple[int, int]":
     """'N:M' (or an (n, m) pair) -> (n, m), checked by the library (its message on error)."""
     if isinstance(nm, (tuple, list)) and len(nm) == 2 and all(isinstance(v, int) for v in nm):
         nm = "%d:%d" % tuple(nm)
@@ -200,7 +200,7 @@ def parse_nm(nm):
     return n.value, m.value
 
 
-def parse_fn(fn):
+def parse_fn(fn: str) -> int:
     """A pruning function name -> its sdgp_prune_fn code (the library's message on error)."""
     if not isinstance(fn, str):
         raise TypeError("sdgp: fn must be a pruning function name such as 'magnitude', got %r" % (fn,))
@@ -209,7 +209,7 @@ def parse_fn(fn):
     return code.value
 
 
-def parse_choice(kind, value, table):
+def parse_choice(kind: str, value: object, table: dict) -> int:
     if value not in table:
         raise ValueError("sdgp: %s must be one of %s, got %r" % (kind, ", ".join(repr(k) for k in table), value))
     return table[value]

@@ -1,6 +1,7 @@
 """sdgp.prune: sdgp_prune for numpy arrays and CPU torch tensors."""
 import ctypes
 import sys
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def _empty(kind, shape, dtype):
     return np.empty(shape, dtype={"f": np.float32, "u8": np.uint8}[dtype])
 
 
-def prune_kernel(fn="magnitude", nm="2:4", axis="channel", mask_block=1):
+def prune_kernel(fn: str = "magnitude", nm: str = "2:4", axis: str = "channel", mask_block: int = 1) -> str:
     """Which kernels sdgp.prune runs for these settings on this CPU (sdgp_prune_kernel): "avx512" or
     "avx2" (vector kernels), "ref" (the portable reference: SDGP_ISA=ref, or a shape the vector
     kernels do not take, e.g. mvue 3:4), "block" / "rowblock" (mask_block > 1), "copy" (n == m)."""
@@ -73,8 +74,9 @@ def prune_kernel(fn="magnitude", nm="2:4", axis="channel", mask_block=1):
     return _lib.prune_kernel(ctypes.byref(cfg)).decode()
 
 
-def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-channel", compressed=False,
-          dim=-1, step=0, layer=0, threads=0, mask_block=1, mask_line=0):
+def prune(x: Any, fn: str = "magnitude", nm: str = "2:4", axis: str = "channel", seed: int = 0,
+          scope: str = "sample-channel", compressed: bool = False, dim: int = -1, step: int = 0, layer: int = 0,
+          threads: int = 0, mask_block: int = 1, mask_line: int = 0) -> Union[Any, Tuple[Any, Any]]:
     """Prune x to N:M sparsity with sdgp_prune (include/sdgp/prune.h has the exact semantics).
 
     x: a float32 numpy array or CPU torch tensor; dimension `dim` (default: the last) holds the C
@@ -145,7 +147,7 @@ def prune(x, fn="magnitude", nm="2:4", axis="channel", seed=0, scope="sample-cha
     return out
 
 
-def decompress(values, index, nm, axis="channel", C=None):
+def decompress(values: Any, index: Any, nm: str, axis: str = "channel", C: Optional[int] = None) -> Any:
     """The dense tensor of a compressed (values, index) pair from prune(..., compressed=True).
 
     axis "channel": values/index of shape (..., C/M*N) -> (..., C). axis "row": (rows/M*N, C) ->
