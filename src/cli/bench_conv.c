@@ -12,7 +12,10 @@
  *                       kernel only helps if it beats this, not just the direct kernel.
  * and for every domain of the sparse product (--sdgp-domain):
  *   pixel    : sparse_ms = sdgp_sparse_bwd_pack + _data on the compressed dO; prune_ms =
- *              sdgp_prune (magnitude, compressed output only), timed apart;
+ *              sdgp_prune (magnitude, compressed output only), timed apart; fused_ms =
+ *              sdgp_sparse_bwd_pack + _data_pruned on the dense dO (the same product with the
+ *              pruning inside the kernel's packing; null with --mask-block > 1), and
+ *              speedup_fused_vs_best = best_dense_ms / fused_ms;
  *   winograd : sparse_ms = sdgp_sparse_wino_pack + _data on the dense dO, which prunes the
  *              transformed dO inside (fused), so prune_ms = 0; 3x3 stride-1 layers only;
  *   auto     : per layer the domain with the smaller sparse_ms + prune_ms (auto_pick says which).
@@ -265,6 +268,7 @@ typedef struct {
     sdgp_sparse_wino *wplan[MAX_NM]; /* winograd domain */
     double t_direct[MAX_REPEAT], t_wino[MAX_REPEAT];
     double t_prune[MAX_NM][MAX_REPEAT], t_pixel[MAX_NM][MAX_REPEAT], t_wsparse[MAX_NM][MAX_REPEAT];
+    double t_fused[MAX_NM][MAX_REPEAT];
 } bench_ctx;
 
 static void ctx_free(bench_ctx *c) {
@@ -384,6 +388,12 @@ static sdgp_status time_rounds(bench_ctx *c, const options *o, int threads, sdgp
                     return st;
                 t2 = cli_now();
                 if (r >= 0) c->t_prune[i][r] = t1 - t0, c->t_pixel[i][r] = t2 - t1;
+                if (o->mask_block <= 1) { /* the pruning fused into the packing */
+                    if ((st = sdgp_sparse_bwd_pack(c->plan[i], c->w, e)) != SDGP_OK ||
+                        (st = sdgp_sparse_bwd_data_pruned(c->plan[i], c->out, c->dO, &cfg, e)) != SDGP_OK)
+                        return st;
+                    if (r >= 0) c->t_fused[i][r] = cli_now() - t2;
+                }
             }
             if (c->wplan[i]) {
                 t0 = cli_now();
@@ -414,12 +424,14 @@ static void rel_errors(const float *x, const float *ref, int64_t n, double *max_
 typedef struct {
     int ok; /* ran */
     double sparse_ms, prune_ms, rel_err, rel_l2;
+    double fused_ms; /* pixel: pack + data with the pruning fused; < 0: not run */
     const char *isa;
 } dom_result;
 
 static sdgp_status result_pixel(bench_ctx *c, const options *o, int i, dom_result *d, sdgp_error *e) {
     *d = (dom_result){.ok = 1, .sparse_ms = 1e3 * cli_median(c->t_pixel[i], o->repeat),
                       .prune_ms = 1e3 * cli_median(c->t_prune[i], o->repeat), .rel_err = -1, .rel_l2 = -1,
+                      .fused_ms = o->mask_block <= 1 ? 1e3 * cli_median(c->t_fused[i], o->repeat) : -1,
                       .isa = sdgp_isa_name(sdgp_sparse_bwd_isa(c->plan[i]))};
     if (!o->check) return SDGP_OK;
     sdgp_status st; /* the sparse result against oneDNN on the same pruned tensor */
@@ -433,7 +445,7 @@ static sdgp_status result_pixel(bench_ctx *c, const options *o, int i, dom_resul
 }
 
 static sdgp_status result_wino(bench_ctx *c, const options *o, int i, dom_result *d, sdgp_error *e) {
-    *d = (dom_result){.ok = 1, .sparse_ms = 1e3 * cli_median(c->t_wsparse[i], o->repeat), .prune_ms = 0,
+    *d = (dom_result){.ok = 1, .sparse_ms = 1e3 * cli_median(c->t_wsparse[i], o->repeat), .prune_ms = 0, .fused_ms = -1,
                       .rel_err = -1, .rel_l2 = -1, .isa = sdgp_isa_name(sdgp_sparse_wino_isa(c->wplan[i]))};
     if (!o->check) return SDGP_OK;
     /* Pruning V has no dense oracle; the unpruned product (fn NONE, on a plan of the same m with
@@ -474,7 +486,9 @@ static void print_row(const options *o, const layer_times *t, int i, int domain,
     const bench_layer *l = t->l;
     const double useful = t->dense_flops * o->n[i] / o->m[i], gf = useful / d->sparse_ms * 1e-6;
     const double vs_best = t->best_ms / (d->sparse_ms + d->prune_ms), vs_direct = t->direct_ms / d->sparse_ms;
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+    num_or(b5, sizeof b5, "%.3f", d->fused_ms, "null");
+    num_or(b6, sizeof b6, "%.3f", d->fused_ms > 0 ? t->best_ms / d->fused_ms : -1, "null");
     if (o->json) {
         printf("{\"layer\":\"%s\",\"shape\":\"%d,%d,%d,%d,%d,%d,%d,%d\",\"count\":%d,\"nm\":\"%d:%d\",\"threads\":%d,"
                "\"isa\":\"%s\",\"domain\":\"%s\",\"mask_block\":%d,",
@@ -483,19 +497,21 @@ static void print_row(const options *o, const layer_times *t, int i, int domain,
         if (domain == DOM_AUTO) printf("\"auto_pick\":\"%s\",", pick_wino ? "winograd" : "pixel");
         printf("\"dense_ms\":%.3f,\"dense_direct_ms\":%.3f,\"dense_winograd_ms\":%s,\"best_dense_ms\":%.3f,"
                "\"sparse_ms\":%.3f,\"prune_ms\":%.3f,\"speedup\":%.3f,\"speedup_vs_best\":%.3f,\"gflops_useful\":%.2f,"
-               "\"dense_gflops\":%.2f,\"fma_ceiling_gflops\":%.1f,\"rel_err\":%s,\"rel_l2_err\":%s}\n",
+               "\"dense_gflops\":%.2f,\"fma_ceiling_gflops\":%.1f,\"rel_err\":%s,\"rel_l2_err\":%s,\"fused_ms\":%s,"
+               "\"speedup_fused_vs_best\":%s}\n",
                t->direct_ms, t->direct_ms, num_or(b1, sizeof b1, "%.3f", t->wino_ms, "null"), t->best_ms, d->sparse_ms,
                d->prune_ms, vs_direct, vs_best, gf, t->dense_flops / t->direct_ms * 1e-6, t->ceiling,
-               num_or(b2, sizeof b2, "%.3g", d->rel_err, "null"), num_or(b3, sizeof b3, "%.3g", d->rel_l2, "null"));
+               num_or(b2, sizeof b2, "%.3g", d->rel_err, "null"), num_or(b3, sizeof b3, "%.3g", d->rel_l2, "null"), b5, b6);
         return;
     }
     /* The ceiling bounds FMAs actually done; Winograd does fewer than the direct-terms count. */
     const char *label = domain != DOM_AUTO ? domain_name(domain) : pick_wino ? "auto>wino" : "auto>pixel";
-    printf("%-13s %3d %5d:%-3d %3d %-10s %8.2f %8s %8.2f %8.2f %7.2f %7.2fx %6.2fx %6.1f %4s %8s\n", l->name, l->count,
-           o->n[i], o->m[i], t->threads, label, t->direct_ms, num_or(b1, sizeof b1, "%.2f", t->wino_ms, "-"), t->best_ms,
-           d->sparse_ms, d->prune_ms, vs_best, vs_direct, gf,
+    printf("%-13s %3d %5d:%-3d %3d %-10s %8.2f %8s %8.2f %8.2f %7.2f %7.2fx %6.2fx %6.1f %4s %8s %8s %8s\n", l->name,
+           l->count, o->n[i], o->m[i], t->threads, label, t->direct_ms, num_or(b1, sizeof b1, "%.2f", t->wino_ms, "-"),
+           t->best_ms, d->sparse_ms, d->prune_ms, vs_best, vs_direct, gf,
            pick_wino || domain == DOM_WINO ? "-" : num_or(b2, sizeof b2, "%.0f%%", 100 * gf / t->ceiling, "-"),
-           num_or(b4, sizeof b4, "%.1e", d->rel_l2, "-"));
+           num_or(b4, sizeof b4, "%.1e", d->rel_l2, "-"), num_or(b5, sizeof b5, "%.2f", d->fused_ms, "-"),
+           num_or(b6, sizeof b6, "%.2fx", d->fused_ms > 0 ? t->best_ms / d->fused_ms : -1, "-"));
 }
 
 /* Sums per (model, n:m, threads, domain), each layer weighted by its count. */
@@ -661,12 +677,13 @@ static void print_header(const options *o, int threads, double ceiling, const ch
            " sdgp's: SDGP_WINOGRAD; - where it does not apply); best: the faster\n"
            "# sparse: pack + data (winograd: pruning fused); prune: sdgp_prune (pixel); vs_best = best / (sparse + prune);"
            " vs_dir = direct / sparse\n"
+           "# fused: pack + data with the pruning inside the packing (pixel; no separate prune); vs_best_f = best / fused\n"
            "# GF/s: useful FLOPs in direct terms; ceil: of the FMA ceiling (pixel); relL2: vs oneDNN direct (pixel: pruned"
            " dO; winograd: unpruned)\n"
            "# cnt: occurrences in the model, the layer's weight in the totals\n"
-           "%-13s %3s %9s %3s %-10s %8s %8s %8s %8s %7s %8s %7s %6s %4s %8s\n",
+           "%-13s %3s %9s %3s %-10s %8s %8s %8s %8s %7s %8s %7s %6s %4s %8s %8s %8s\n",
            threads, ceiling, isa, o->repeat, (int)(WINO_WORKSPACE >> 20), "layer", "cnt", "n:m  ", "thr", "domain", "direct",
-           "wino", "best", "sparse", "prune", "vs_best", "vs_dir", "GF/s", "ceil", "relL2");
+           "wino", "best", "sparse", "prune", "vs_best", "vs_dir", "GF/s", "ceil", "relL2", "fused", "vs_best_f");
 }
 
 int sdgp_cmd_bench_conv(int argc, char **argv) {

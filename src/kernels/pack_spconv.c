@@ -56,7 +56,7 @@ void spconv_pack_entries(spconv_entry *out, const struct sdgp_sparse_bwd *p, con
         for (int64_t k0 = 0; k0 < p->cog; k0 += p->blk.kc) {
             const int64_t kc = p->cog - k0 < p->blk.kc ? p->cog - k0 : p->blk.kc;
             const int64_t s0 = grp * gslots + k0 / p->m * p->n, ns = kc / p->m * p->n;
-            spconv_entries_from_slots(out + npix * s0 + pix0 * ns, dO->values + row0 * slots + s0,
+            p->k.entries(out + npix * s0 + pix0 * ns, dO->values + row0 * slots + s0,
                                       dO->index + row0 * slots + s0, p->slot_base + s0, nrows, ns, slots, row_bytes);
         }
 }

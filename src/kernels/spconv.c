@@ -28,25 +28,28 @@
 #include <string.h>
 
 #include "core/align.h"
+#include "core/cache.h"
 #include "core/transpose.h"
 #include "kernels/spconv_internal.h"
+#include "prune/prune_internal.h"
 
+/* shared_acc: AVX-512 32 zmm = 24 accumulators + 4 panel vectors + broadcasts; AVX2 16 ymm = 8 + 4 +
+ * broadcasts; the reference has no registers to count. */
 static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
-    /* shared_acc: AVX-512 32 zmm = 24 accumulators + 4 panel vectors + broadcasts; AVX2 16 ymm =
-     * 8 + 4 + broadcasts; the reference has no registers to count.
-     * unit_bytes (README.md, "Work units and L2"): 256 KiB of dD per unit on Zen 4 (1 MiB L2); 64 KiB
-     * on Zen 3 (512 KiB L2), where a unit's dD block and the entries one (chunk, tap group) sweep
-     * streams through it must share L2 */
-    [SDGP_ISA_REF] = {SDGP_ISA_REF, 64, spconv_tile_ref, spconv_tile_shared_ref, 16, 64, 256 * 1024},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, 64, spconv_tile_avx2, spconv_tile_shared_avx2, 8, 8, 64 * 1024},
-    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, 128, spconv_tile_avx512, spconv_tile_shared_avx512, 16, 24, 256 * 1024},
+    [SDGP_ISA_REF] = {.isa = SDGP_ISA_REF, .nr = 64, .tile = spconv_tile_ref, .tile_shared = spconv_tile_shared_ref,
+                      .entries = spconv_entries_ref, .vec = 16,
+                      .shared_acc = 64},
+    [SDGP_ISA_AVX2] = {.isa = SDGP_ISA_AVX2, .nr = 64, .tile = spconv_tile_avx2, .tile_shared = spconv_tile_shared_avx2,
+                      .entries = spconv_entries_avx2,
+                       .vec = 8, .shared_acc = 8},
+    [SDGP_ISA_AVX512] = {.isa = SDGP_ISA_AVX512, .nr = 128, .tile = spconv_tile_avx512,
+                         .tile_shared = spconv_tile_shared_avx512,
+                      .entries = spconv_entries_avx512, .vec = 16, .shared_acc = 24},
 };
 
-/* Default blocking (README.md has the measurements): column blocks of 64 floats; the
- * (chunk, tap group) working set of panels about SPCONV_WS_BYTES; units of about the kernel
- * table's unit_bytes of dD. */
+/* Default column blocks of 64 floats (README.md has the measurements); the other block sizes
+ * follow the detected caches (default_blocking). */
 #define SPCONV_NR_DEFAULT 64
-#define SPCONV_WS_BYTES (32 * 1024)
 
 const spconv_kernels *spconv_kernels_for(sdgp_isa isa) { return &kernel_table[isa]; }
 
@@ -171,18 +174,23 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
     return plan_units(p, err);
 }
 
-/* Default blocking (measurements in README.md): the widest column block up to SPCONV_NR_DEFAULT;
- * one register pass covers `rows` panel rows (tap group x chunk), rows*ldp*4 bytes = 32 KiB, the
- * L1 size, so panel loads hit L1; from 1:8 on (n/m <= 1/8), 64 KiB: the longer passes (more entries per
- * dD load/store) win over the L2 latency of some panel loads. Taps are grouped only when Cout is
- * smaller than that (single taps keep the entry loops longest). Chunks are equal, whole groups. */
+/* Default blocking (measurements in README.md), from the caches of this machine (core/cache.h):
+ * the widest column block up to SPCONV_NR_DEFAULT; one register pass covers `rows` panel rows (tap
+ * group x chunk), rows*ldp*4 bytes = the L1d size, so panel loads hit L1; from 1:8 on (n/m <= 1/8),
+ * twice that: the longer passes (more entries per dD load/store) win over the L2 latency of some
+ * panel loads. Taps are grouped only when Cout is smaller than that (single taps keep the entry
+ * loops longest). Chunks are equal, whole groups. Work units: a unit's dD block of one column
+ * block and all of its entries (packed at the unit's start, read by every chunk, tap and column
+ * block) take half of L2, so the entries are still in L2 when the last column block reads them
+ * (README.md, "Work units and L2"); units never change the result's bits, chunks do. */
 static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
     const sdgp_conv_geom *g = &p->g;
     int64_t nr = sdgp_round_up(p->cig, SPCONV_LDP_ALIGN);
     if (nr > SPCONV_NR_DEFAULT) nr = SPCONV_NR_DEFAULT;
     if (nr > p->k.nr) nr = p->k.nr;
     const int64_t row_bytes = sdgp_round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = p->cog / p->m, T = (int64_t)g->kh * g->kw;
-    const int64_t ws = 8 * p->n > p->m ? SPCONV_WS_BYTES : 2 * SPCONV_WS_BYTES, rows = ws / row_bytes;
+    const sdgp_cache_info *cache = sdgp_caches();
+    const int64_t ws = 8 * p->n > p->m ? cache->l1d : 2 * cache->l1d, rows = ws / row_bytes;
     int64_t tg = 1, kc;
     if (p->cog >= rows) {
         int64_t per = rows / p->m; /* groups per chunk */
@@ -193,7 +201,8 @@ static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
         kc = p->cog;
         tg = rows / p->cog < T ? rows / p->cog : T;
     }
-    return (spconv_blocking){.nr = (int)nr, .kc = (int)kc, .tg = (int)tg, .tile_px = p->k.unit_bytes / row_bytes};
+    const int64_t unit_px = cache->l2 / 2 / (row_bytes + p->slots * (int64_t)sizeof(spconv_entry));
+    return (spconv_blocking){.nr = (int)nr, .kc = (int)kc, .tg = (int)tg, .tile_px = unit_px > 16 ? unit_px : 16};
 }
 
 sdgp_status sdgp_sparse_bwd_create(sdgp_sparse_bwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
@@ -249,6 +258,8 @@ void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p) {
     free(p->col_runs);
     free(p->written);
     free(p->stage);
+    free(p->pvals);
+    free(p->pidx);
     free(p);
 }
 
@@ -412,8 +423,37 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
 
 /* One work unit: images [b0, b1), dD rows [h0, h1), all column blocks. NCHW: into the thread's
  * stage, each column block transposed into dD while it is in cache. */
-static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, int64_t b0, int64_t b1, int64_t h0,
-                     int64_t h1) {
+/* Where a unit's entries come from: the compressed dO (nm), or the dense dO pruned piece by piece
+ * while it is packed (pr: the pruning fused into the packing). */
+typedef struct {
+    const sdgp_nm_tensor *nm;
+    const prune_rows *pr;
+} spconv_source;
+
+/* The unit's dO rows row0 .. row0+nrows-1 (its pixels pix0 ..) into its entries. Fused: pruned
+ * prune_piece rows at a time into the thread's small slot buffer, which stays in L1/L2 until
+ * spconv_pack_entries reads it back. Returns prune_rows_run's non-finite flag. */
+static int pack_source(const sdgp_sparse_bwd *p, spconv_entry *ent, const spconv_source *src, int tid, int64_t row0,
+                       int64_t nrows, int64_t pix0, int64_t npix) {
+    if (src->nm) {
+        spconv_pack_entries(ent, p, src->nm, row0, nrows, pix0, npix);
+        return 0;
+    }
+    float *vals = p->pvals + (size_t)tid * p->prune_piece * p->slots;
+    uint8_t *idx = p->pidx + (size_t)tid * p->prune_piece * p->slots;
+    int bad = 0;
+    for (int64_t r = 0; r < nrows; r += p->prune_piece) {
+        const int64_t q = nrows - r < p->prune_piece ? nrows - r : p->prune_piece;
+        bad |= prune_rows_run(src->pr, row0 + r, row0 + r + q, vals, idx);
+        const sdgp_nm_tensor piece = {.axis = SDGP_AXIS_CHANNEL, .n = p->n, .m = p->m, .rows = q, .C = p->g.Cout, .values = vals,
+                                      .index = idx};
+        spconv_pack_entries(ent, p, &piece, 0, q, pix0 + r, npix);
+    }
+    return bad;
+}
+
+static int run_unit(const sdgp_sparse_bwd *p, float *dD, const spconv_source *src, int64_t b0, int64_t b1, int64_t h0,
+                    int64_t h1) {
     const sdgp_conv_geom *g = &p->g;
     const int tid = omp_get_thread_num();
     spconv_entry *ent = p->tbuf + (size_t)tid * p->tbuf_entries;
@@ -423,14 +463,15 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *
     if (ho_lo < 0) ho_lo = 0;
     if (ho_hi > g->Ho) ho_hi = g->Ho;
     const int64_t nho = ho_hi > ho_lo ? ho_hi - ho_lo : 0;
+    int bad = 0;
     for (int64_t b = b0; b < b1; b++)
-        spconv_pack_entries(ent, p, dO, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo, (b - b0) * nho * g->Wo,
-                            (b1 - b0) * nho * g->Wo);
+        bad |= pack_source(p, ent, src, tid, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo, (b - b0) * nho * g->Wo,
+                           (b1 - b0) * nho * g->Wo);
     const int64_t HW = (int64_t)g->H * g->W, Cin = g->Cin, npx = (h1 - h0) * g->W;
     if (p->out_layout == SDGP_LAYOUT_NHWC) {
         for (int nb = 0; nb < p->nblocks; nb++)
             run_block_column(p, dD + (b0 * HW + h0 * g->W) * Cin, ent, b0, b1, h0, h1, ho_lo, nho, nb, written);
-        return;
+        return bad;
     }
     float *stage = p->stage + (size_t)tid * p->stage_floats;
     const transpose_fn tr = transpose_for(p->k.isa);
@@ -441,6 +482,7 @@ static void run_unit(const sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *
         for (int64_t b = b0; b < b1; b++) /* dD[b][c0 + c][h0 * W + x] = stage[b - b0][x][c0 + c] */
             tr(dD + (b * Cin + c0) * HW + h0 * g->W, HW, stage + (b - b0) * npx * Cin + c0, Cin, npx, ncols);
     }
+    return bad;
 }
 
 /* The per-thread stages of NCHW output, sized for the current units (ib x hr rows). */
@@ -472,6 +514,27 @@ sdgp_status sdgp_sparse_bwd_set_mask_block(sdgp_sparse_bwd *p, int block, sdgp_e
     return SDGP_OK;
 }
 
+/* The checks both data entry points make before running. */
+static sdgp_status check_ready(sdgp_sparse_bwd *p, const char *who, sdgp_error *err) {
+    if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "%s: weights not packed (call sdgp_sparse_bwd_pack)", who);
+    return p->out_layout == SDGP_LAYOUT_NCHW ? ensure_stage(p, err) : SDGP_OK;
+}
+
+/* Every work unit, in parallel; returns whether a fused pruning met a non-finite MVUE group. */
+static int run_units(const sdgp_sparse_bwd *p, float *dD, const spconv_source *src) {
+    const sdgp_conv_geom *g = &p->g;
+    const int64_t ib = p->ib, hr = p->hr, nbt = (g->B + ib - 1) / ib, nht = (g->H + hr - 1) / hr;
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(p->threads) reduction(| : bad)
+    for (int64_t u = 0; u < nbt * nht; u++) {
+        const int64_t ht = u % nht, bt = u / nht;
+        const int64_t b0 = bt * ib, b1 = b0 + ib < g->B ? b0 + ib : g->B;
+        const int64_t h0 = ht * hr, h1 = h0 + hr < g->H ? h0 + hr : g->H;
+        bad |= run_unit(p, dD, src, b0, b1, h0, h1);
+    }
+    return bad;
+}
+
 sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, sdgp_error *err) {
     if (!p || !dD || !dO)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data: NULL %s", !p ? "plan" : !dD ? "dD" : "dO");
@@ -487,17 +550,53 @@ sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_te
                          "sparse_bwd_data: dO is %lld x %lld but the geometry needs B*Ho*Wo x Cout = %lld x %d",
                          (long long)dO->rows, (long long)dO->C, (long long)rows, g->Cout);
     if (!dO->values || !dO->index) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data: dO has NULL values or index");
-    if (!p->packed) return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data: weights not packed (call sdgp_sparse_bwd_pack)");
-    sdgp_status st;
-    if (p->out_layout == SDGP_LAYOUT_NCHW && (st = ensure_stage(p, err)) != SDGP_OK) return st;
+    sdgp_status st = check_ready(p, "sparse_bwd_data", err);
+    if (st != SDGP_OK) return st;
+    const spconv_source src = {.nm = dO};
+    run_units(p, dD, &src);
+    return SDGP_OK;
+}
 
-    const int64_t ib = p->ib, hr = p->hr, nbt = (g->B + ib - 1) / ib, nht = (g->H + hr - 1) / hr;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(p->threads)
-    for (int64_t u = 0; u < nbt * nht; u++) {
-        const int64_t ht = u % nht, bt = u / nht;
-        const int64_t b0 = bt * ib, b1 = b0 + ib < g->B ? b0 + ib : g->B;
-        const int64_t h0 = ht * hr, h1 = h0 + hr < g->H ? h0 + hr : g->H;
-        run_unit(p, dD, dO, b0, b1, h0, h1);
+/* The per-thread slot buffers of the fused pruning: pieces of rows whose slots take about
+ * SPCONV_PRUNE_PIECE_BYTES, read back by the entry packing while they are in L1. */
+#define SPCONV_PRUNE_PIECE_BYTES (16 * 1024)
+static sdgp_status ensure_prune_buffers(sdgp_sparse_bwd *p, sdgp_error *err) {
+    if (p->pvals) return SDGP_OK;
+    const int64_t per_row = p->slots * (int64_t)(sizeof(float) + 1);
+    p->prune_piece = SPCONV_PRUNE_PIECE_BYTES / per_row > 0 ? SPCONV_PRUNE_PIECE_BYTES / per_row : 1;
+    const size_t n = (size_t)p->threads * (size_t)(p->prune_piece * p->slots);
+    p->pvals = sdgp_alloc64(n * sizeof(float));
+    p->pidx = sdgp_alloc64(n);
+    if (!p->pvals || !p->pidx) {
+        free(p->pvals);
+        free(p->pidx);
+        p->pvals = NULL, p->pidx = NULL;
+        return sdgp_fail(err, SDGP_ERR_NOMEM, "sparse_bwd_data_pruned: out of memory for %zu slots of pruning buffers", n);
     }
     return SDGP_OK;
+}
+
+sdgp_status sdgp_sparse_bwd_data_pruned(sdgp_sparse_bwd *p, float *dD, const float *dO, const sdgp_prune_cfg *cfg,
+                                        sdgp_error *err) {
+    if (!p || !dD || !dO || !cfg)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data_pruned: NULL %s", !p ? "plan" : !dD ? "dD" : !dO ? "dO" : "cfg");
+    if (cfg->n != p->n || cfg->m != p->m)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data_pruned: cfg is %d:%d but the plan was made for %d:%d", cfg->n,
+                         cfg->m, p->n, p->m);
+    if (p->mask_block > 1 || cfg->mask_block > 1)
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
+                         "sparse_bwd_data_pruned: shared masks (mask_block %d) are pruned by sdgp_prune, then sdgp_sparse_bwd_data",
+                         p->mask_block > 1 ? p->mask_block : cfg->mask_block);
+    const sdgp_conv_geom *g = &p->g;
+    sdgp_status st = check_ready(p, "sparse_bwd_data_pruned", err);
+    if (st == SDGP_OK) st = ensure_prune_buffers(p, err);
+    if (st != SDGP_OK) return st;
+    prune_rows pr;
+    sdgp_prune_cfg c = *cfg;
+    if (c.threads <= 0) c.threads = p->threads;
+    if ((st = prune_rows_init(&pr, &c, dO, g->B, (int64_t)g->Ho * g->Wo, g->Cout, err)) != SDGP_OK) return st;
+    const spconv_source src = {.pr = &pr};
+    st = prune_rows_check(&pr, run_units(p, dD, &src), err);
+    prune_rows_free(&pr);
+    return st;
 }

@@ -154,3 +154,8 @@ void spconv_tile_shared_avx2(const spconv_tile *t) {
     default: tile_wide(t, 8); return;
     }
 }
+
+void spconv_entries_avx2(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
+                       const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride, uint32_t row_bytes) {
+    spconv_entries_from_slots(out, vals, idx, base, nrows, ns, src_stride, row_bytes);
+}

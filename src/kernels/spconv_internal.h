@@ -81,6 +81,11 @@ typedef struct {
 } spconv_tile;
 
 typedef void (*spconv_tile_fn)(const spconv_tile *t);
+/* spconv_entries_from_slots compiled with an ISA's flags (spconv_<isa>.c): the packing of a unit's
+ * entries is a third of a 1x1 layer's time when compiled for the baseline ISA. */
+typedef void (*spconv_entries_fn)(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
+                                  const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride,
+                                  uint32_t row_bytes);
 
 /* Shared masks (mask blocks, README.md): the tile_shared kernels compute the same sum for calls
  * whose nx pixels share their entries' offsets: for every (y, z) and tap, entry e of pixel
@@ -94,16 +99,15 @@ typedef void (*spconv_tile_fn)(const spconv_tile *t);
 #define SPCONV_SHARED_MAX_NX 8
 
 /* One ISA's kernels. nr: the widest column block the tile kernel takes; vec: floats per vector;
- * shared_acc: vector accumulators tile_shared may hold (nx * vectors of a row); unit_bytes: the
- * default work unit's dD block (spconv_blocking.tile_px times a panel row), sized to the L2 of the
- * cores this path was tuned on. */
+ * shared_acc: vector accumulators tile_shared may hold (nx * vectors of a row). Block sizes are
+ * not here: they follow the caches of the machine (spconv.c, default_blocking). */
 typedef struct {
     sdgp_isa isa;
     int nr;
     spconv_tile_fn tile;
     spconv_tile_fn tile_shared;
+    spconv_entries_fn entries;
     int vec, shared_acc;
-    int64_t unit_bytes;
 } spconv_kernels;
 
 /* The most pixels one tile_shared call may take at this column width. */
@@ -129,6 +133,12 @@ void spconv_tile_avx512(const spconv_tile *t);
 void spconv_tile_shared_ref(const spconv_tile *t);
 void spconv_tile_shared_avx2(const spconv_tile *t);
 void spconv_tile_shared_avx512(const spconv_tile *t);
+void spconv_entries_ref(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
+                        const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride, uint32_t row_bytes);
+void spconv_entries_avx2(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
+                         const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride, uint32_t row_bytes);
+void spconv_entries_avx512(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
+                           const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride, uint32_t row_bytes);
 
 /* Blocking parameters of a plan (chosen in create; overridable for tuning experiments). */
 typedef struct {
@@ -175,6 +185,11 @@ struct sdgp_sparse_bwd {
     sdgp_layout out_layout;
     float *stage;
     size_t stage_floats; /* per thread; 0 until the first NCHW call allocates it */
+    /* sdgp_sparse_bwd_data_pruned: per thread, the slots of prune_piece rows (values, indices),
+     * allocated at its first call */
+    float *pvals;
+    uint8_t *pidx;
+    int64_t prune_piece;
 };
 
 /* Packing (pack_spconv.c). */

@@ -51,3 +51,8 @@ void spconv_tile_shared_ref(const spconv_tile *t) {
         }
     }
 }
+
+void spconv_entries_ref(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
+                       const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride, uint32_t row_bytes) {
+    spconv_entries_from_slots(out, vals, idx, base, nrows, ns, src_stride, row_bytes);
+}
