@@ -56,6 +56,11 @@ static int problem_make(problem *pb, const shape *s, uint64_t seed) {
     test_fill_normal(pb->dO, (size_t)pb->nO, seed);
     test_fill_normal(pb->w, (size_t)pb->nW, seed + 1);
     for (int64_t i = 0; i < pb->nO; i += 7) pb->dO[i] = 0.0f; /* groups with fewer than n nonzeros */
+    /* ties decide: every 5th group all zero, every 3rd equal magnitudes of both signs, -0.0 too */
+    for (int64_t gi = 0; gi < pb->nO / s->m; gi++)
+        for (int q = 0; q < s->m; q++)
+            if (gi % 5 == 0) pb->dO[gi * s->m + q] = q % 2 ? -0.0f : 0.0f;
+            else if (gi % 3 == 0) pb->dO[gi * s->m + q] = q % 3 ? 0.5f : -0.5f;
     return 1;
 }
 

@@ -44,7 +44,8 @@ static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
                        .vec = 8, .shared_acc = 8},
     [SDGP_ISA_AVX512] = {.isa = SDGP_ISA_AVX512, .nr = 128, .tile = spconv_tile_avx512,
                          .tile_shared = spconv_tile_shared_avx512,
-                      .entries = spconv_entries_avx512, .vec = 16, .shared_acc = 24},
+                      .entries = spconv_entries_avx512,
+                         .prune_entries = spconv_prune_entries_avx512, .vec = 16, .shared_acc = 24},
 };
 
 /* Default column blocks of 64 floats (README.md has the measurements); the other block sizes
@@ -437,6 +438,17 @@ static int pack_source(const sdgp_sparse_bwd *p, spconv_entry *ent, const spconv
                        int64_t nrows, int64_t pix0, int64_t npix) {
     if (src->nm) {
         spconv_pack_entries(ent, p, src->nm, row0, nrows, pix0, npix);
+        return 0;
+    }
+    const prune_job *j = &src->pr->job;
+    if (p->k.prune_entries && prune_rows_ranks_magnitude(src->pr) && 16 % p->m == 0) {
+        /* straight into the entries, a sample's rows at a time (they share its rescale factors) */
+        for (int64_t r = 0, q; r < nrows; r += q) {
+            const int64_t row = row0 + r;
+            q = (row / j->P + 1) * j->P - row < nrows - r ? (row / j->P + 1) * j->P - row : nrows - r;
+            p->k.prune_entries(ent, p, j->x + row * j->C, j->scale ? j->scale + (row / j->P) * j->scale_bstride : NULL, q,
+                               pix0 + r, npix);
+        }
         return 0;
     }
     float *vals = p->pvals + (size_t)tid * p->prune_piece * p->slots;

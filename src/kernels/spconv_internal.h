@@ -86,6 +86,13 @@ typedef void (*spconv_tile_fn)(const spconv_tile *t);
 typedef void (*spconv_entries_fn)(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
                                   const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride,
                                   uint32_t row_bytes);
+/* Magnitude N:M pruning (m divides 16, n < m) of nrows dense dO rows x (Cout floats apart) straight
+ * into a unit's entries for its pixels pix0 .. (the layout of spconv_pack_entries); scale: the
+ * rows' rescale factors per channel (rescaled; all rows of one sample), or NULL. The entries are
+ * bitwise those of sdgp_prune's compressed form packed by spconv_pack_entries. */
+struct sdgp_sparse_bwd;
+typedef void (*spconv_prune_entries_fn)(spconv_entry *out, const struct sdgp_sparse_bwd *p, const float *x, const float *scale,
+                                        int64_t nrows, int64_t pix0, int64_t npix);
 
 /* Shared masks (mask blocks, README.md): the tile_shared kernels compute the same sum for calls
  * whose nx pixels share their entries' offsets: for every (y, z) and tap, entry e of pixel
@@ -107,6 +114,7 @@ typedef struct {
     spconv_tile_fn tile;
     spconv_tile_fn tile_shared;
     spconv_entries_fn entries;
+    spconv_prune_entries_fn prune_entries; /* NULL: this path prunes into slots, then entries() */
     int vec, shared_acc;
 } spconv_kernels;
 
@@ -133,6 +141,8 @@ void spconv_tile_avx512(const spconv_tile *t);
 void spconv_tile_shared_ref(const spconv_tile *t);
 void spconv_tile_shared_avx2(const spconv_tile *t);
 void spconv_tile_shared_avx512(const spconv_tile *t);
+void spconv_prune_entries_avx512(spconv_entry *out, const struct sdgp_sparse_bwd *p, const float *x, const float *scale,
+                                 int64_t nrows, int64_t pix0, int64_t npix);
 void spconv_entries_ref(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
                         const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride, uint32_t row_bytes);
 void spconv_entries_avx2(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,

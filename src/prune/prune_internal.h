@@ -224,5 +224,10 @@ int prune_rows_run(const prune_rows *pr, int64_t r0, int64_t r1, float *vals, ui
 /* SDGP_OK, or sdgp_prune's SDGP_ERR_NUMERIC naming x's first non-finite value when any run returned 1. */
 sdgp_status prune_rows_check(const prune_rows *pr, int bad, sdgp_error *err);
 void prune_rows_free(prune_rows *pr);
+/* Whether pr keeps the n largest |x| of each group (magnitude, or rescaled with its factors in
+ * pr->job.scale), n < m: a kernel may rank the rows itself (spconv's prune_entries). */
+static inline int prune_rows_ranks_magnitude(const prune_rows *pr) {
+    return !pr->identity && (pr->job.fn == SDGP_PRUNE_MAGNITUDE || pr->job.fn == SDGP_PRUNE_RESCALED);
+}
 
 #endif
