@@ -112,7 +112,7 @@ PY
   expect 2 "kernel choice 'ss': layer 0 cannot be 's'" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude \
     --kernels ss --quiet
   expect 2 "a resumed run keeps its kernels" -- "$SDGP" train --resume "$T/given.safetensors" --kernels -d --max-steps 3 --quiet
-  expect 0 "kernels -s \(the checkpoint's, not timed\)" -- "$SDGP" train --resume "$T/on.safetensors" --max-steps 3
+  expect 0 "kernels -[sf] \(the checkpoint's, not timed\)" -- "$SDGP" train --resume "$T/on.safetensors" --max-steps 3
   expect 2 "mask-block: 0 is out of range" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude --mask-block 0
   expect 2 "mvue-approx has no shared-mask form" -- "$SDGP" train --model smallcnn --max-steps 1 --prune mvue-approx --mask-block 2
   # a truncated checkpoint is never taken for good

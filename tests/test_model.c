@@ -313,7 +313,9 @@ TEST_CASE(regnetx_grouped_layers) {
             const int is_grouped = strstr(li->layer, "f.b.0") != NULL;
             grouped += is_grouped;
             const char *want = is_grouped && v ? "dense" : "sparse";
-            if (!li->pruned || strcmp(li->bwd_kernel, want)) {
+            /* the sparse kernel, with its pruning apart or fused into its packing (the same bits) */
+            const int fused_ok = !strcmp(want, "sparse") && !strcmp(li->bwd_kernel, "sparse-fused");
+            if (!li->pruned || (strcmp(li->bwd_kernel, want) && !fused_ok)) {
                 bad++;
                 CHECK(0, "%d:%d layer %s: pruned %d, kernel %s, want %s", c.prune.n, c.prune.m, li->layer, li->pruned,
                       li->bwd_kernel, want);
@@ -350,7 +352,7 @@ TEST_CASE(sparse_fastest_prunes_only_where_sparse) {
     REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK, "%s", err.msg);
     char choice[16];
     sdgp_model_sparse_choice(a, choice, sizeof choice);
-    CHECK(choice[0] == '-' && strchr("swu", choice[1]) && !strchr(choice, 'd'), "fastest: %s", choice);
+    CHECK(choice[0] == '-' && strchr("swfu", choice[1]) && !strchr(choice, 'd'), "fastest: %s", choice);
     REQUIRE(sdgp_model_set_sparse_choice(a, "-u", &err) == SDGP_OK, "%s", err.msg);
     CHECK(!sdgp_model_conv_info(a, 1)->pruned && !strcmp(sdgp_model_conv_info(a, 1)->bwd_kernel, "unpruned"), "u: not pruned");
     size_t n = (size_t)c.batch * c.height * c.width_px * c.channels;
@@ -397,7 +399,7 @@ TEST_CASE(winograd_domain_choice) {
     c.sparse = SDGP_SPARSE_ON;
     REQUIRE(sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
     sdgp_model_sparse_choice(b, choice, sizeof choice);
-    CHECK(strcmp(choice, "-s") == 0, "pixel domain: %s", choice);
+    CHECK(strcmp(choice, "-s") == 0 || strcmp(choice, "-f") == 0, "pixel domain: %s", choice);
     char path[256];
     tmp_path(path, sizeof path, "wino.safetensors");
     sdgp_train_config tc = sdgp_train_config_default();
@@ -453,6 +455,20 @@ TEST_CASE(given_kernel_choice) {
     free(want);
     free(got);
     free(other);
+    /* "-f", the pruning fused into the sparse kernel's packing, trains bitwise as "-s" for every function */
+    const sdgp_prune_fn fns[] = {SDGP_PRUNE_MAGNITUDE, SDGP_PRUNE_RESCALED, SDGP_PRUNE_MVUE, SDGP_PRUNE_RANDOM};
+    for (int f = 0; f < 4; f++) {
+        sdgp_model_config cf = c;
+        cf.prune.fn = fns[f];
+        snprintf(cf.sparse_choice, sizeof cf.sparse_choice, "-s");
+        one_step_grads(&cf, &want, &n_want);
+        snprintf(cf.sparse_choice, sizeof cf.sparse_choice, "-f");
+        one_step_grads(&cf, &got, &n_got);
+        REQUIRE(want && got && n_want == n_got, "%s: both trained", sdgp_prune_fn_name(fns[f]));
+        CHECK(test_bitwise_equal(want, got, n_want * sizeof *want), "%s: -f differs from -s", sdgp_prune_fn_name(fns[f]));
+        free(want);
+        free(got);
+    }
     snprintf(c.sparse_choice, sizeof c.sparse_choice, "-ss");
     CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "does not fit a model of 2 conv layers"),
           "wrong length: %s", err.msg);

@@ -8,6 +8,9 @@
  *             best algorithm for the layer: the dense baseline every sparse kernel must beat);
  *   sparse    prune in the pixel domain to the compressed form, then the N:M sparse kernel
  *             (src/kernels/spconv.c);
+ *   sparse-fused  the same product with the pruning inside the kernel's packing (one read of dL/dO,
+ *             no compressed tensor; sdgp_sparse_bwd_data_pruned): bitwise `sparse`, so the tuner may
+ *             pick either without changing a bit of training;
  *   winograd  prune the F(2x2,3x3)-transformed dL/dO and run the sparse kernel on it
  *             (src/kernels/spwino.c): a different estimator of dL/dD, only under --sdgp-domain
  *             winograd or auto;
@@ -17,6 +20,7 @@
  * Layers that do not prune (no SDGP, or --sparse-kernel fastest keeping dL/dO exact) choose among
  * the entries that do not: unpruned (oneDNN) and sparse-weights (the sparse-weight kernel on the
  * exact dL/dO): a layer with block-masked weights and no SDGP holds one of these too. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -84,6 +88,46 @@ static sdgp_status sparse_pruned(sdgp_model *m, op *o, const float **used, sdgp_
 }
 static void sparse_destroy(void *plan) { sdgp_sparse_bwd_destroy(plan); }
 
+/* ---- sparse-fused: the sparse kernel pruning dL/dO as it packs it ---- */
+typedef struct {
+    sdgp_sparse_bwd *bwd;
+    sdgp_prune_cfg pc; /* the last run's pruning, for the dz hook */
+} fused_plan;
+static int fused_supports(const sdgp_model *m, const op *o) {
+    return nm_within_groups(m, o) && m->cfg.prune.mask_block <= 1; /* shared masks: sdgp_prune's */
+}
+static sdgp_status fused_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
+    fused_plan *f = calloc(1, sizeof *f);
+    if (!f) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory for a fused plan");
+    const sdgp_prune_cfg *pc = &m->cfg.prune;
+    sdgp_status st = sdgp_sparse_bwd_create(&f->bwd, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+    if (st != SDGP_OK) {
+        free(f);
+        return st;
+    }
+    *plan = f;
+    return SDGP_OK;
+}
+static sdgp_status fused_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
+                             sdgp_error *err) {
+    fused_plan *f = o->bwd_plan;
+    *prune_ms = 0; /* fused into the kernel's time */
+    f->pc = *pc;
+    sdgp_status st = sdgp_sparse_bwd_pack(f->bwd, model_op_weights(m, o), err);
+    return st != SDGP_OK ? st : sdgp_sparse_bwd_data_pruned(f->bwd, dx, dz, &f->pc, err);
+}
+static sdgp_status fused_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
+    const fused_plan *f = o->bwd_plan; /* the tensor the kernel used, made again: pruning is deterministic */
+    sdgp_status st = sdgp_prune(&f->pc, *used, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, m->scratch2, NULL, err);
+    if (st == SDGP_OK) *used = m->scratch2;
+    return st;
+}
+static void fused_destroy(void *plan) {
+    fused_plan *f = plan;
+    if (f) sdgp_sparse_bwd_destroy(f->bwd);
+    free(f);
+}
+
 /* ---- winograd: F(2x2,3x3)-domain pruning fused with the sparse kernel ---- */
 static int wino_supports(const sdgp_model *m, const op *o) {
     (void)m;
@@ -148,22 +192,32 @@ static sdgp_status unpruned_dz(sdgp_model *m, op *o, const float **used, sdgp_er
     return SDGP_OK;
 }
 
-static const bwd_impl impl_dense = {'d', "dense", 0, 1, 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, dense_run, dense_pruned, NULL};
-static const bwd_impl impl_sparse = {'s', "sparse", 1, 1, 0, SDGP_DOMAIN_PIXEL, nm_within_groups, sparse_create, sparse_run,
-                                     sparse_pruned, sparse_destroy};
-static const bwd_impl impl_wino = {'w', "winograd", 1, 1, 0, SDGP_DOMAIN_WINOGRAD, wino_supports, wino_create, wino_run, wino_pruned,
-                                   wino_destroy};
-static const bwd_impl impl_wdata_pruned = {'v', "pruned+sparse-weights", 1, 1, 1, SDGP_DOMAIN_PIXEL, wdata_supports, wdata_create,
-                                           wdata_pruned_run, dense_pruned, wdata_destroy};
-static const bwd_impl impl_wdata = {'x', "sparse-weights", 1, 0, 1, SDGP_DOMAIN_PIXEL, wdata_supports, wdata_create, wdata_run,
-                                    unpruned_dz, wdata_destroy};
-static const bwd_impl impl_unpruned = {'u', "unpruned", 0, 0, 0, SDGP_DOMAIN_PIXEL, any_layer, NULL, unpruned_run, unpruned_dz,
-                                       NULL};
+#define PIXEL SDGP_DOMAIN_PIXEL
+static const bwd_impl impl_dense = {.code = 'd', .name = "dense", .prunes = 1, .domain = PIXEL, .supports = any_layer,
+                                    .run = dense_run, .pruned_dz = dense_pruned};
+static const bwd_impl impl_sparse = {.code = 's', .name = "sparse", .sparse = 1, .prunes = 1, .domain = PIXEL,
+                                     .supports = nm_within_groups, .create = sparse_create, .run = sparse_run,
+                                     .pruned_dz = sparse_pruned, .destroy = sparse_destroy};
+static const bwd_impl impl_fused = {.code = 'f', .name = "sparse-fused", .sparse = 1, .prunes = 1, .domain = PIXEL,
+                                    .supports = fused_supports, .create = fused_create, .run = fused_run,
+                                    .pruned_dz = fused_pruned, .destroy = fused_destroy};
+static const bwd_impl impl_wino = {.code = 'w', .name = "winograd", .sparse = 1, .prunes = 1, .domain = SDGP_DOMAIN_WINOGRAD,
+                                   .supports = wino_supports, .create = wino_create, .run = wino_run, .pruned_dz = wino_pruned,
+                                   .destroy = wino_destroy};
+static const bwd_impl impl_wdata_pruned = {.code = 'v', .name = "pruned+sparse-weights", .sparse = 1, .prunes = 1, .wsparse = 1,
+                                           .domain = PIXEL, .supports = wdata_supports, .create = wdata_create,
+                                           .run = wdata_pruned_run, .pruned_dz = dense_pruned, .destroy = wdata_destroy};
+static const bwd_impl impl_wdata = {.code = 'x', .name = "sparse-weights", .sparse = 1, .wsparse = 1, .domain = PIXEL,
+                                    .supports = wdata_supports, .create = wdata_create, .run = wdata_run,
+                                    .pruned_dz = unpruned_dz, .destroy = wdata_destroy};
+static const bwd_impl impl_unpruned = {.code = 'u', .name = "unpruned", .domain = PIXEL, .supports = any_layer,
+                                       .run = unpruned_run, .pruned_dz = unpruned_dz};
+#undef PIXEL
 
 /* In order of preference: the first allowed entry is the layer's choice without tuning (so
  * --sdgp-domain winograd puts the Winograd domain first, and a layer that does not prune takes the
  * sparse-weight kernel before oneDNN), and ties in tuning go to the earlier. */
-const bwd_impl *const model_bwd_impls[] = {&impl_wino,  &impl_sparse,   &impl_wdata_pruned, &impl_dense,
+const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_fused, &impl_wdata_pruned, &impl_dense,
                                            &impl_wdata, &impl_unpruned, NULL};
 
 /* Whether some sparse entry that prunes as layer o does (of the Winograd domain only, when
