@@ -134,7 +134,19 @@ for key, parts in (("fwd_variant_ms", ["fwd_variant_ms"]), ("bwd_data_sparse_pru
 # the times are printed to 0.001 ms: the ratio of the printed ones is that close only up to their rounding
 r = s["fwd_ms"] / s["fwd_variant_ms"]
 assert abs(s["fwd_ratio"] - r) <= 0.001 + r * (0.0005 / s["fwd_ms"] + 0.0005 / s["fwd_variant_ms"]), "fwd_ratio"
+# each step holds its conv products: per step products <= step, so their medians too (the layer sums once
+# came from another configuration than the step: bench layers forced the sparse kernel on); the variant ran
+# the step training runs (--sparse-kernel auto) and names its kernels
+assert 0 < s["convs_ms"] <= s["step_ms"] + 0.0015 and 0 < s["convs_variant_ms"] <= s["step_variant_ms"] + 0.0015, "convs > step"
+assert s["sparse_kernel"] == "auto" and s["kernels"].startswith("-"), s["kernels"]
 ' "$out" 2>/dev/null; then ok; else bad "bench layers --interleave: $out"; fi
+# --sparse-kernel on: every pruned layer on a sparse kernel (the paper's Figure 9)
+out=$("$SDGP" bench layers --model smallcnn --batch 8 --steps 2 --nm 2:4 --sparse-kernel on --json --no-torch 2>&1)
+if python3 -c '
+import json, sys
+s = [json.loads(l) for l in sys.argv[1].splitlines() if "sums" in l][0]
+assert s["sparse_kernel"] == "on" and s["kernels"][0] == "-" and set(s["kernels"][1:]) <= set("sfw"), s["kernels"]
+' "$out" 2>/dev/null; then ok; else bad "bench layers --sparse-kernel on: $out"; fi
 # bench prune names what ran: mvue 3:4 has no vector kernel on any ISA; --isa ref is the reference;
 # magnitude 2:4 runs the ISA the line names
 out=$("$SDGP" bench prune --fn mvue --nm 3:4 --threads 1 --shape 1,4,16 --repeat 1 --json 2>&1)

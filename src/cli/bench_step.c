@@ -58,8 +58,8 @@ typedef struct {
     int batch; /* 0: each model's own batch */
     /* --sparse-weights, --nm-weights, --weight-groups, --prune-wgrad, --nm-wgrad, --wgrad-block, --prune-wgrad-first,
      * --sparse-kernel: parsed by the training configuration's table (the same names, values and messages as
-     * `sdgp train`); the variant rows take their weights, prune_wgrad and sparse (bench layers: sparse kernel
-     * always on) */
+     * `sdgp train`); the variant rows take their weights, prune_wgrad and sparse: both commands run the
+     * step training runs, so bench layers' products add up to bench step's step */
     sdgp_train_config train;
 } options;
 
@@ -76,6 +76,8 @@ static int in_list(const char *a, const char *const *list) {
 
 typedef struct {
     double ms, rss_mb;
+    double convs_ms; /* median over the timed steps of each step's conv products (every layer's fwd, bwd-data,
+                        prune, bwd-weights): part of that step, so never above ms */
     double layer[MAX_CONVS][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
     int n_layers;
     char kernels[3 * MAX_CONVS + 3];    /* sdgp_model_sparse_choice: each layer's data-gradient (forward, weight-gradient) kernel */
@@ -112,6 +114,7 @@ typedef struct {
     float *x, *dl;
     int32_t *y;
     double *t;           /* per timed step, s */
+    double *ct;          /* per timed step, its conv products' sum, ms */
     double (*lt)[5];     /* per timed step and conv: fwd, bwd-data, prune, bwd-weights, sparse? */
     int n_conv;
 } step_run;
@@ -133,7 +136,8 @@ static int run_open(step_run *s, const sdgp_model_config *mc, int steps, int fla
     s->y = calloc(B, sizeof *s->y);
     s->t = calloc((size_t)steps, sizeof *s->t);
     s->lt = calloc((size_t)steps * MAX_CONVS, sizeof *s->lt);
-    if (!s->x || !s->dl || !s->y || !s->t || !s->lt) {
+    s->ct = calloc((size_t)steps, sizeof *s->ct);
+    if (!s->x || !s->dl || !s->y || !s->t || !s->lt || !s->ct) {
         snprintf(r->err, sizeof r->err, "out of memory");
         return 0;
     }
@@ -163,8 +167,11 @@ static int run_step(step_run *s, int i, result *r) {
     }
     if (i < 0) return 1;
     s->t[i] = cli_now() - t0;
-    for (int l = 0; l < s->n_conv && l < MAX_CONVS; l++) {
+    s->ct[i] = 0;
+    for (int l = 0; l < s->n_conv; l++) {
         const sdgp_layer_times *tm = sdgp_model_conv_times(s->m, l);
+        s->ct[i] += tm->fwd_ms + (s->inference ? 0 : tm->bwd_data_ms + tm->prune_ms + tm->bwd_weights_ms);
+        if (l >= MAX_CONVS) continue;
         double *row = s->lt[i * MAX_CONVS + l];
         row[0] = tm->fwd_ms, row[1] = tm->bwd_data_ms, row[2] = tm->prune_ms, row[3] = tm->bwd_weights_ms;
         row[4] = sdgp_model_conv_info(s->m, l)->sparse_kernel;
@@ -181,6 +188,7 @@ static void run_close(step_run *s, int steps, result *r) {
             snprintf(r->kernel_name[l], sizeof r->kernel_name[l], "%s", li->pruned || li->sparse_data ? li->bwd_kernel : "-");
         }
         r->ms = 1e3 * cli_median(s->t, steps);
+        r->convs_ms = cli_median(s->ct, steps);
         r->n_layers = s->n_conv < MAX_CONVS ? s->n_conv : MAX_CONVS;
         double *col = calloc((size_t)steps, sizeof *col);
         for (int l = 0; col && l < r->n_layers; l++)
@@ -190,7 +198,7 @@ static void run_close(step_run *s, int steps, result *r) {
             }
         free(col);
     }
-    free(s->x), free(s->dl), free(s->y), free(s->t), free(s->lt);
+    free(s->x), free(s->dl), free(s->y), free(s->t), free(s->lt), free(s->ct);
     sdgp_model_destroy(s->m);
 }
 
@@ -320,7 +328,9 @@ static void usage(FILE *f, const char *cmd) {
             "  --prune-wgrad FN       variant rows with the weight gradient's dL/dO pruned: none | mvue | ... [none]\n"
             "  --nm-wgrad N:M         its pattern [2:4]; --wgrad-block Q: output channels sharing its row mask [1];\n"
             "                         --prune-wgrad-first: the first conv's too (default: dense, as in training)\n"
-            "  --sparse-kernel MODE   SDGP rows (step): auto | on | off | fastest, as in training [auto]\n"
+            "  --sparse-kernel MODE   SDGP rows: auto | on | off | fastest, as in training [auto]; bench layers: on\n"
+            "                         times every pruned layer's sparse kernel (the paper's Figure 9), auto the\n"
+            "                         kernels the tuner keeps, whose products add up to bench step's step\n"
             "  --no-torch             skip the PyTorch peer\n"
             "  --python PATH          Python with torch [/usr/bin/python3]\n"
             "  --torch-script PATH    [%s]\n"
@@ -332,9 +342,10 @@ static void usage(FILE *f, const char *cmd) {
                 ? "One training step of our engine (dense, and with SDGP when --prune is given) against PyTorch's\n"
                   "dense step: times, the ratio of throughputs and peak RSS, all measured in this run."
                 : "Per conv layer (the paper's Figure 9): forward (dense -> the variant's: with --sparse-weights, the\n"
-                  "sparse-weight kernel where the layer chose it), dense backward-data, sparse backward-data, pruning, and\n"
-                  "backward-weights (dense -> the variant's: with --prune-wgrad, its N:M kernel when it is chosen)\n"
-                  "times, from timed training steps.",
+                  "sparse-weight kernel where the layer chose it), dense backward-data, the variant's backward-data (the\n"
+                  "kernel the layer keeps, named), pruning, and backward-weights (dense -> the variant's: with\n"
+                  "--prune-wgrad, its N:M kernel when it is chosen) times, from timed training steps; then the sums,\n"
+                  "each model's step and the part of it its conv products take.",
             strcmp(cmd, "step") == 0 ? "none" : "magnitude", algos, sdgp_conv_algo_name(sdgp_model_config_default().conv_algo),
             sdgp_model_config_default().conv_workspace_mb, sdgp_prune_domain_name(sdgp_model_config_default().domain),
             sdgp_model_config_default().prune.mask_block, scope_help, scope, kinds, sdgp_weights_kind_names[sdgp_model_config_default().weights.kind],
@@ -721,9 +732,12 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
 
 /* Each product summed over the layers it can prune, conv1 .. the last (conv0, on the image, has no
  * data gradient and stays dense in training), dense -> the variant, with the ratio: the figure the
- * per-product goals are stated in. The data gradient's sum includes the pruning. */
+ * per-product goals are stated in. The data gradient's sum includes the pruning. Then the step of each
+ * model in the same run and, of it, all its conv products (conv0 too): the rest is BatchNorm, pooling,
+ * the loss and SGD, and the products never add up to more than the step they are part of. */
 static void print_layer_sums(const options *o, const bench_model *bm, const result *dense, const result *sp,
-                             sdgp_prune_fn fn, const int nm[2]) {
+                             const sdgp_model_config *variant, const int nm[2]) {
+    const sdgp_prune_fn fn = variant->prune.fn;
     if (dense->n_layers < 2) return;
     double fd = 0, fv = 0, bd = 0, bv = 0, wd = 0, wv = 0; /* forward, data gradient, weight gradient: dense, variant */
     for (int l = 1; l < dense->n_layers; l++) {
@@ -733,13 +747,19 @@ static void print_layer_sums(const options *o, const bench_model *bm, const resu
     if (o->json)
         printf("{\"model\":\"%s\",\"sums\":\"conv1-conv%d\",\"threads\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\",\"interleaved\":%s,"
                "\"fwd_ms\":%.3f,\"fwd_variant_ms\":%.3f,\"fwd_ratio\":%.3f,\"bwd_data_dense_ms\":%.3f,\"bwd_data_sparse_prune_ms\":%.3f,"
-               "\"bwd_data_ratio\":%.3f,\"bwd_weights_ms\":%.3f,\"bwd_weights_variant_ms\":%.3f,\"bwd_weights_ratio\":%.3f}\n",
+               "\"bwd_data_ratio\":%.3f,\"bwd_weights_ms\":%.3f,\"bwd_weights_variant_ms\":%.3f,\"bwd_weights_ratio\":%.3f,"
+               "\"step_ms\":%.3f,\"step_variant_ms\":%.3f,\"step_ratio\":%.3f,\"convs_ms\":%.3f,\"convs_variant_ms\":%.3f,"
+               "\"sparse_kernel\":\"%s\",\"kernels\":\"%s\"}\n",
                bm->name, dense->n_layers - 1, o->threads, sdgp_prune_fn_name(fn), nm[0], nm[1], o->interleave ? "true" : "false",
-               fd, fv, fd / fv, bd, bv, bd / bv, wd, wv, wd / wv);
+               fd, fv, fd / fv, bd, bv, bd / bv, wd, wv, wd / wv, dense->ms, sp->ms, dense->ms / sp->ms, dense->convs_ms,
+               sp->convs_ms, sdgp_sparse_mode_names[variant->sparse], sp->kernels);
     else
         printf("%-24s sums conv1-conv%d%s: fwd %.1f -> %.1f ms (x%.3f)  bwd-data %.1f -> %.1f ms with pruning (x%.3f)  "
-               "bwd-weights %.1f -> %.1f ms (x%.3f)\n",
-               bm->name, dense->n_layers - 1, o->interleave ? " (interleaved)" : "", fd, fv, fd / fv, bd, bv, bd / bv, wd, wv, wd / wv);
+               "bwd-weights %.1f -> %.1f ms (x%.3f)\n"
+               "%-24s step %.1f -> %.1f ms (x%.3f), of which conv products %.1f -> %.1f ms; --sparse-kernel %s, kernels %s\n",
+               bm->name, dense->n_layers - 1, o->interleave ? " (interleaved)" : "", fd, fv, fd / fv, bd, bv, bd / bv, wd, wv, wd / wv,
+               bm->name, dense->ms, sp->ms, dense->ms / sp->ms, dense->convs_ms, sp->convs_ms,
+               sdgp_sparse_mode_names[variant->sparse], sp->kernels);
 }
 
 int sdgp_cmd_bench_layers(int argc, char **argv) {
@@ -778,7 +798,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                 pc.prune = sdgp_prune_cfg_make(o.fns[f], o.nm[k][0], o.nm[k][1]);
                 pc.prune.mask_block = (int)o.blocks[bi];
                 pc.prune.scope = o.train.model.prune.scope;
-                pc.sparse = SDGP_SPARSE_ON;
+                pc.sparse = o.train.model.sparse; /* as training (and bench step) runs: auto unless told */
                 pc.domain = o.domains[di];
                 pc.weights = *wc;
                 pc.prune_wgrad = *wg;
@@ -808,7 +828,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv) {
                                bm->name, l, sdgp_conv_algo_name(o.conv_algo), sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], scope_txt, d[0], s[0], d[1], sp.kernel_name[l],
                                l == 0 ? 0.0 : s[1], l == 0 ? 0.0 : s[2], d[3], s[3]);
                 }
-                print_layer_sums(&o, bm, &dense, &sp, o.fns[f], o.nm[k]);
+                print_layer_sums(&o, bm, &dense, &sp, &pc, o.nm[k]);
             }
     }
     return 0;
