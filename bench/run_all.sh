@@ -17,5 +17,5 @@ run step-direct "$B/sdgp" bench step --conv-algo direct --prune rescaled --nm 2:
 # the conv workspace limit's trade-off between time and memory at w=1 (PyTorch measured in each run)
 echo "== step-workspace: $B/sdgp bench step --model w1 --conv-workspace 0|128|64|48|32"
 for ws in 0 128 64 48 32; do "$B/sdgp" bench step --model w1 --conv-workspace "$ws" --json; done > "$OUT/step-workspace.jsonl"
-run layers "$B/sdgp" bench layers --nm 2:4,4:32
+run layers "$B/sdgp" bench layers --sparse-kernel on --nm 2:4,4:32
 bench_done "$OUT"

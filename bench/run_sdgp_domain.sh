@@ -19,5 +19,5 @@ run conv-resnet18 "$B/sdgp" bench conv --model r18 --threads 2 --nm 2:4,1:4,2:8,
 for i in 1 2 3; do
   run "step-run$i" "$B/sdgp" bench step --no-torch --prune magnitude --nm 2:4,1:4,4:32 --sdgp-domain pixel,winograd,auto
 done
-run layers "$B/sdgp" bench layers --nm 2:4,4:32 --sdgp-domain pixel,winograd
+run layers "$B/sdgp" bench layers --sparse-kernel on --nm 2:4,4:32 --sdgp-domain pixel,winograd
 bench_done "$OUT"
