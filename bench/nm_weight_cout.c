@@ -7,7 +7,7 @@
  *   tap2:4   the accurate per-(output channel, tap) form (--weight-groups tap) in the same structure:
  *            a group of 4 output channels keeps each (input channel, tap) in some subset of the 4,
  *            so the entries are sorted by subset (15 loops of 1-4 rows). Measured slower than dense
- *            (docs/bench/nm-weights/cout-zen3.txt): subsets of one row are load-bound and the 15
+ *            (docs/bench/hosts/amd-zen3-f25m1/nm-weights/cout-zen3.txt): subsets of one row are load-bound and the 15
  *            short loops per tile cost their accumulators' loads and stores. Not built.
  * The prototypes transpose X to [image vector][Cin][H+2p][W+2p][8] and Y back, as the library does.
  * Outputs are checked against oneDNN's direct forward on the same weights. Ratio = oneDNN direct

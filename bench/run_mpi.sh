@@ -6,18 +6,19 @@
 # bytes per step, one blocking allreduce of all gradients (measured at start), the time the training
 # thread spent in communication calls (comm_exposed_s: starts, tests between layers, the final waits)
 # and overlap = 1 - exposed / (steps x blocking).
-# Records to docs/bench/mpi/ (the logs, summary.jsonl, machine.txt).
+# Records to docs/bench/hosts/<host-id>/mpi/ (the logs, summary.jsonl, machine.txt; the host id as bench/suite.sh
+# derives it; OUT=DIR or HOST_ID=name to change it).
 # Usage: bench/run_mpi.sh [BUILD_DIR]    (CONFIGS, STEPS, ROUNDS from the environment)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
-OUT=${OUT:-docs/bench/mpi}
 STEPS=${STEPS:-20}
 ROUNDS=${ROUNDS:-2}
 # name:flags, the training recipe's batch for w=0.25 and a smaller one for w=1 (memory of 2 ranks)
 CONFIGS=${CONFIGS:-"w0.25-b512:--width 0.25 --batch-size 512;w1-b128:--width 1 --batch-size 128"}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 . bench/record.sh
+OUT=${OUT:-docs/bench/hosts/$(bench_host_id)/mpi}
 bench_machine "$OUT"
 : > "$OUT/summary.jsonl"
 field() { grep -o "\"$2\":[0-9.e+-]*" "$1" | tail -1 | cut -d: -f2; }

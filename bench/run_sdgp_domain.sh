@@ -3,13 +3,14 @@
 # the pixel- and Winograd-domain sparse kernels against oneDNN's direct and Winograd kernels per
 # layer (ResNet-9 w=1 and w=0.25, ResNet-18 shapes), and whole steps with --sdgp-domain pixel /
 # winograd / auto. Each benchmark measures its dense baseline in the same run and prints ratios.
-# Records to docs/bench/sdgp-domain/ (--json, one object per line) with the machine.
+# Records to docs/bench/hosts/<host-id>/sdgp-domain/ (--json, one object per line; the host id as bench/suite.sh
+# derives it; OUT=DIR or HOST_ID=name to change it) with the machine.
 # Usage: bench/run_sdgp_domain.sh [BUILD_DIR]    (on a quiet machine: the figures are wall-clock)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
-OUT=docs/bench/sdgp-domain
 . bench/record.sh
+OUT=${OUT:-docs/bench/hosts/$(bench_host_id)/sdgp-domain}
 bench_machine "$OUT"
 run() { bench_run "$OUT" "$@"; }
 run conv-resnet9 "$B/sdgp" bench conv --model all --threads 2 --nm 2:4,1:4,2:8,4:32

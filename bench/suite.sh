@@ -50,7 +50,8 @@ elif [ "$QUICK" = 1 ]; then OUT=$B/suite-quick/$HOST_ID
 else OUT=docs/bench/hosts/$HOST_ID
 fi
 mkdir -p "$OUT"
-rm -f "$OUT"/*.jsonl "$OUT/commands.txt"
+# only the files this run writes: a host's folder also holds its older records (docs/bench/README.md)
+rm -f "$OUT"/{conv,step-torch,step-sdgp,step-all3,layers-all3}.jsonl "$OUT/commands.txt"
 
 # ---- what runs: the full suite, or the same commands on small work (SUITE_QUICK=1) ----
 if [ "$QUICK" = 1 ]; then

@@ -1,10 +1,13 @@
-"""Markdown tables from the JSON lines that bench/run_all.sh records under docs/bench/.
-Usage: python3 bench/summarize.py [docs/bench] > docs/bench/summary.md"""
+"""Markdown tables from the JSON lines that bench/run_all.sh records under docs/bench/hosts/<host-id>/run-all/
+(run_all.sh writes its summary.md with this).
+Usage: python3 bench/summarize.py DIR > DIR/summary.md"""
 import json
 import os
 import sys
 
-d = sys.argv[1] if len(sys.argv) > 1 else "docs/bench"
+if len(sys.argv) != 2:
+    sys.exit("usage: python3 bench/summarize.py DIR > DIR/summary.md  (DIR: docs/bench/hosts/<host-id>/run-all)")
+d = sys.argv[1]
 
 
 def rows(name):

@@ -192,13 +192,13 @@ expect 0 "report: " -- "$SDGP" report "$S" --out "$T/inf" --target 89 --step-tim
 if grep -qE '^\| dense \| 6/6 \| 234 \| 100\.00 \| 23\.4 \| 1\.000x \| row 2: ' "$T/inf/report.md"; then ok; else
   bad "an inference line was taken for a training step: $(grep -E '^\| dense \| 6/6 \| 234' "$T/inf/report.md")"; fi
 # real `sdgp bench step --json` output (the training batch: its dense line matches our dense runs)
-REAL="$SRC/docs/bench/sdgp-domain/step-train-batch.jsonl"
+REAL="$SRC/docs/bench/hosts/amd-zen5-f26m2/sdgp-domain/step-train-batch.jsonl"
 if [ -s "$REAL" ]; then
   expect 0 "report: " -- "$SDGP" report "$S" --out "$T/real" --target 89 --step-times "$REAL"
   if grep -qE '^\| dense \| 6/6 \| 234 \| [0-9.]+ \| [0-9.]+ \| 1\.000x \| row 1: resnet9-w0\.25-28x28x1, batch 512, 2 threads, none \|' "$T/real/report.md"; then ok; else
     bad "real bench step output: $(grep -E '^\| dense \| 6/6 \| 234' "$T/real/report.md")"; fi
 fi
-REAL="$SRC/docs/bench/zen3/step-train-batch.jsonl" # `--interleave` lines
+REAL="$SRC/docs/bench/hosts/amd-zen3-f25m1/step-train-batch.jsonl" # `--interleave` lines
 if [ -s "$REAL" ]; then
   expect 0 "report: " -- "$SDGP" report "$S" --out "$T/real-i" --target 89 --step-times "$REAL"
   if grep -qE '^\| shift \| 6/6 \| 117 \| [0-9.]+ \(i\) \| [0-9.]+ \| [0-9.]+x \| row 2: .*magnitude 2:4' "$T/real-i/report.md"; then ok; else

@@ -1,7 +1,7 @@
 /* A masked AVX-512 load that is a plain one when the mask is full. On the Zen 5 host a
  * masked load or store costs several times a plain one (MVUE pruning along positions: 3.4-3.9 ns
  * per float with masked loads and stores, 1.8 with plain loads, 0.9 with both plain;
- * docs/bench/prune-masks/ab.txt), so kernels whose masks are almost always full load through this, and
+ * docs/bench/hosts/amd-zen5-f26m2/prune-masks/ab.txt), so kernels whose masks are almost always full load through this, and
  * call their stores with a constant full mask where a vector is whole (the compiler then emits plain ones).
  * The sparse convolution kernels keep their masked forms: their masked loads and stores sit outside
  * the inner loops, and the same change there measured no difference (`sdgp bench conv`, `sdgp bench

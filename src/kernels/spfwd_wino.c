@@ -31,7 +31,7 @@
  * output block, and its Y rows are read and written r+2 times, so where V_L2_BYTES holds the V of
  * UNIT_TILES_SMALL tiles (up to 256 input channels at F(4x4)) units are that small. On the Zen 3
  * host (512 KB of L2 per core), dense forward and backward-data, this rule against 128 tiles
- * everywhere (`build/sdgp_kernel_ab dense-fwd|dense-data`, both orders; docs/bench/zen3/
+ * everywhere (`build/sdgp_kernel_ab dense-fwd|dense-data`, both orders; docs/bench/hosts/amd-zen3-f25m1/
  * wino-unit-tiles.txt): ResNet-9 w0.25's 3x3 layers at batch 512 0.97-1.22x, geometric mean 1.07x;
  * 64 tiles against 128 at w1's 16x16 x 256 layers (batch 64) 1.11-1.28x, at 8x8 x 512 0.86-0.99x
  * (there U's traffic wins: the larger units stay). */

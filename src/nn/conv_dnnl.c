@@ -87,7 +87,7 @@ static int winograd_pays(const sdgp_conv_geom *g, int used_twelfths) {
 
 /* sdgp's 5x5 stride-2 passes run its 3x3 kernels by space-to-depth (conv_sdgp_wino.c). Against
  * oneDNN's direct kernel on Zen 3 (`KERNEL_AB_ALGOS=direct,winograd build/sdgp_kernel_ab
- * dense-fwd|dense-data|dense-wgrad`, docs/bench/zen3/dense-s2d.txt), at 32 / 64 / 128 input
+ * dense-fwd|dense-data|dense-wgrad`, docs/bench/hosts/amd-zen3-f25m1/dense-s2d.txt), at 32 / 64 / 128 input
  * channels: backward-weights 1.53x / 1.72x / 2.82x, forward 1.15x / 1.26x / 1.78x, backward-data
  * 0.85x / 1.02x / 1.28x. At 32 the forward's gain (1.06-1.30x in three runs) did not pay for its
  * rounding (F(4x4)'s: 4x the direct kernel's rms) at ResNet-9's 5x5 layer: it put the PyTorch

@@ -11,7 +11,7 @@
  * one thread (`sdgp bench prune --threads 1 --shape 1,256,256`, best repeat) 0.51 ns per float for
  * magnitude and 0.80 for rescaled, against 0.66 and 0.92 with the generic loop (vpermd, blend).
  * m = 16 and 32 ran the reference's selection loop before (branchy, n passes over the group): rescaled
- * 8:16 at 0.11 GB/s against 2.6-3.2 now, 16:32 at 0.07 against 1.9-2.5 (docs/bench/zen3/prune-wide-m.txt). */
+ * 8:16 at 0.11 GB/s against 2.6-3.2 now, 16:32 at 0.07 against 1.9-2.5 (docs/bench/hosts/amd-zen3-f25m1/prune-wide-m.txt). */
 #include <immintrin.h>
 #include <string.h>
 

@@ -4,7 +4,7 @@
  *   random n:m, m != 4, m <= 32, both axes: Philox on vectors and the partial Fisher-Yates as
  *     blends. Before, the reference's scalar shuffle (branchy, a Philox call per group): along
  *     channels 1:8 at 0.7-0.8 GB/s there, 3.0-3.1 here; 16:32 0.65 and 1.6-2.3; along rows 4:8 0.49
- *     and 2.4 (2 threads, docs/bench/zen3/prune-random-wide.txt); 1:2 0.15 and 0.86 (1 thread).
+ *     and 2.4 (2 threads, docs/bench/hosts/amd-zen3-f25m1/prune-random-wide.txt); 1:2 0.15 and 0.86 (1 thread).
  *   MVUE 1:2 along channels: the reference's plan (one threshold) on 8 groups in double: 0.16 GB/s
  *     there, 1.25 here (1 thread; 0.32 and 2.3-2.6 on 2).
  *   MVUE n:m, m = 8, 16, 24, 32, both axes: the water-filling plan of prune_group.c on 4 groups per
