@@ -1,0 +1,293 @@
+"""sdgp.torch's model-level API: sparsify_ and its report, convert_model, restore_model, export_model,
+sparse_weights and layer_report (the layer itself, SdgpConv2d, and what it computes: sdgp/torch.py).
+Imported by sdgp.torch, which re-exports every public name here."""
+import copy
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Type, Union
+
+import torch
+import torch.nn as nn
+
+from . import _lib
+from ._config import ConfigLike, MVUEWeightGrad, SDGP, SparseWeights, describe, normalize
+from .torch import (SdgpConv2d, SdgpConversionWarning, _LayerState, _basic_ineligible, _ineligible, _mvue_ineligible,
+                    _pair, _resolve_padding, _weights_ineligible, _wgrad_sparse_ineligible)
+
+
+@dataclass
+class LayerResult:
+    """One nn.Conv2d (or a module named in a config dict) of a sparsify_ call."""
+    name: str
+    index: int  # among the model's nn.Conv2d (model.modules() order): the `layer` of the pruning key
+    methods: Dict[str, str] = field(default_factory=dict)  # kind -> the config applied
+    skipped: Dict[str, str] = field(default_factory=dict)  # kind (or "all") -> why not
+
+    @property
+    def converted(self) -> bool:
+        return bool(self.methods)
+
+
+@dataclass
+class SparsifyReport:
+    """What sparsify_ converted, with what, and why not elsewhere. str() gives a table."""
+    layers: List[LayerResult]
+
+    @property
+    def converted(self) -> List[str]:
+        return [r.name for r in self.layers if r.converted]
+
+    @property
+    def skipped(self) -> Dict[str, Dict[str, str]]:
+        return {r.name: r.skipped for r in self.layers if r.skipped}
+
+    def __getitem__(self, name: str) -> LayerResult:
+        for r in self.layers:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        lines = ["sdgp.torch.sparsify_: %d of %d conv layers converted" % (len(self.converted), len(self.layers))]
+        for r in self.layers:
+            what = "; ".join(r.methods.values()) if r.methods else "plain"
+            why = "; ".join("%s: %s" % kv for kv in r.skipped.items())
+            lines.append("  %-28s %s%s" % (r.name, what, "  (not: %s)" % why if why else ""))
+        return "\n".join(lines)
+
+
+_KIND_ORDER = ("sdgp", "mvue_wgrad", "sparse_weights")
+
+
+def _method_reason(kind: str, conv: nn.Module, c: Any) -> Optional[str]:
+    if kind == "sdgp":
+        return _ineligible(conv, c.n_m[1]) if isinstance(conv, nn.Conv2d) else _basic_ineligible(conv)
+    if kind == "mvue_wgrad":
+        return _mvue_ineligible(conv, c) if isinstance(conv, nn.Conv2d) else _basic_ineligible(conv)
+    return _weights_ineligible(conv, c) if isinstance(conv, nn.Conv2d) else _basic_ineligible(conv)
+
+
+def _error_class(why: str) -> Type[Exception]:
+    return TypeError if ("weights are" in why or "not an nn.Conv2d" in why) else ValueError
+
+
+def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Module, str], bool]], strict: bool,
+              who: str) -> SparsifyReport:
+    if not isinstance(model, nn.Module):
+        raise TypeError("%s: expected an nn.Module, got %s" % (who, type(model).__name__))
+    if filter_fn is not None and not callable(filter_fn):
+        raise TypeError("%s: filter_fn must be callable as filter_fn(module, name), got %r" % (who, filter_fn))
+    per_layer = isinstance(config, Mapping)
+    if per_layer:
+        modules = dict(model.named_modules())
+        unknown = [k for k in config if not isinstance(k, str) or k not in modules]
+        if unknown:
+            raise ValueError("%s: the config dict names %s, not module(s) of the model" % (
+                who, ", ".join(repr(k) for k in unknown)))
+        layer_cfgs = {k: normalize(v, who) for k, v in config.items()}
+        for k in config:
+            why = _basic_ineligible(modules[k])
+            if why and layer_cfgs[k]:
+                raise _error_class(why)("%s: layer %s: %s" % (who, k, why))
+    else:
+        all_cfgs = normalize(config, who)
+        if not all_cfgs:
+            raise ValueError("%s: no config given (SDGP(...), MVUEWeightGrad(...), SparseWeights(...), a list of them "
+                             "or a dict from layer name to them)" % who)
+    convs = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, nn.Conv2d)]
+    for name, mod in convs:
+        if isinstance(mod, SdgpConv2d):
+            raise ValueError("%s: layer %s is converted already" % (who, name or "(model)"))
+    rows, todo, problems = [], [], []
+    for i, (name, conv) in enumerate(convs):
+        shown = name or "(model)"
+        r = LayerResult(shown, i)
+        rows.append(r)
+        if per_layer:
+            cfgs = layer_cfgs.get(name)
+            if cfgs is None:
+                r.skipped["all"] = "not in the config dict"
+                continue
+        else:
+            cfgs = {}
+            for kind, c in all_cfgs.items():
+                if i == 0 and not c.first_layer:
+                    r.skipped[kind] = "first layer (first_layer=False)"
+                else:
+                    cfgs[kind] = c
+            if not cfgs:
+                r.skipped = {"all": "first layer (first_layer=False)"}
+        if filter_fn is not None and cfgs and not filter_fn(conv, name):
+            r.skipped["all"] = "filter_fn"
+            continue
+        ok = {}
+        for kind in _KIND_ORDER:
+            c = cfgs.get(kind)
+            if c is None:
+                continue
+            why = _method_reason(kind, conv, c)
+            if why is None:
+                ok[kind] = c
+                continue
+            if per_layer:  # a layer the user named: its config must apply
+                raise _error_class(why)("%s: layer %s, %s: %s" % (who, shown, type(c).__name__, why))
+            r.skipped[kind] = why
+            problems.append((shown, kind, why))
+        if ok:
+            r.methods = {k: describe(c) for k, c in ok.items()}
+            todo.append((i, name, conv, ok))
+    if problems:
+        kinds = {k for _, k, _ in problems}
+        msg = "%s: %d conv layer(s) cannot be converted (plain torch): %s" % (
+            who, len({p[0] for p in problems}),
+            "; ".join(("%s: %s" % (s, why)) if len(kinds) == 1 else ("%s (%s): %s" % (s, k, why))
+                      for s, k, why in problems))
+        if strict:
+            raise _error_class(problems[0][2])(msg)
+        warnings.warn(msg, SdgpConversionWarning, stacklevel=3)
+    for i, name, conv, ok in todo:
+        pad, _ = _resolve_padding(conv)
+        stride = _pair(conv.stride)[0]
+        sd = ok.get("sdgp")
+        if sd is not None:
+            n, m = sd.n_m
+            st = _LayerState(name, i, _lib.parse_fn(sd.prune), n, m, _lib.SCOPE[sd.scope], sd.seed, sd.kernel, stride,
+                             pad, sd.mask_block, conv.groups, sd.wgrad)
+        else:
+            st = _LayerState(name, i, None, 1, 1, 0, 0, "plain", stride, pad, 1, conv.groups, "torch")
+        wg = ok.get("mvue_wgrad")
+        if wg is not None:
+            st.wg = wg
+            if wg.kernel == "dense" or _wgrad_sparse_ineligible(conv, wg):
+                st.wg_kernel = "dense"
+            elif wg.kernel == "sparse":
+                st.wg_kernel = "sparse"
+        sw = ok.get("sparse_weights")
+        if sw is not None:
+            st.sw = sw
+            st.set_beta(conv.weight)
+        conv._sdgp = st
+        # the class swap keeps the object: its parameters (and an optimizer's references to
+        # them), hooks and state-dict names stay exactly the plain layer's
+        conv.__class__ = SdgpConv2d
+    model._sdgp_skipped = {r.name: "; ".join(r.skipped.values()) for r in rows if not r.converted and r.skipped}
+    return SparsifyReport(rows)
+
+
+def sparsify_(model: nn.Module, config: Union[ConfigLike, Mapping[str, ConfigLike]],
+              filter_fn: Optional[Callable[[nn.Module, str], bool]] = None, *, strict: bool = False) -> SparsifyReport:
+    """Convert model's nn.Conv2d layers in place to run the configured methods; return the report.
+
+    config: SDGP(...), MVUEWeightGrad(...), SparseWeights(...), a list of them (one of each kind at
+        most: the methods combine on each layer), or a dict {module name: config or list or None} for
+        per-layer settings (layers not named stay plain; a named layer a config cannot take raises).
+    filter_fn(module, name) -> bool: only layers it accepts (torchao's signature); default all.
+    strict: raise (ValueError; TypeError for a dtype) instead of warning when a layer cannot take a method.
+    A layer converted already, an unknown name or a config of another type raise ValueError / TypeError.
+    """
+    return _sparsify(model, config, filter_fn, strict, "sdgp.torch.sparsify_")
+
+
+def convert_model(model: nn.Module, prune: str = "rescaled", nm: str = "2:4", first_layer: bool = False,
+                  strict: bool = False, kernel: str = "auto", scope: str = "sample-channel", seed: int = 0,
+                  mask_block: int = 1, wgrad: str = "torch") -> nn.Module:
+    """Convert, in place, each eligible nn.Conv2d of model into an SdgpConv2d; return the model.
+    The SDGP shorthand: sparsify_(model, SDGP(prune, nm, kernel, mask_block, scope, seed, wgrad, first_layer)).
+
+    prune: "random", "magnitude", "rescaled", "mvue", "mvue-approx" (sdgp.prune's functions).
+    nm: "N:M"; a layer needs out_channels % M == 0 (grouped: out_channels / groups % M == 0).
+    first_layer: also convert the first nn.Conv2d (in model.modules() order). Off by default, as in
+        the paper and `sdgp train`: its input is normally the image, which needs no data gradient.
+    strict: raise ValueError if any other nn.Conv2d cannot be converted; otherwise those layers stay
+        plain and an SdgpConversionWarning lists them with the reason (layer_report() too).
+    kernel: "auto" (measure at the first backward, keep the faster), "sparse" or "dense"; "fastest" also
+        times the layer without pruning (torch's dL/dD of the exact dL/dO) and keeps that where it is the
+        fastest, as `sdgp train --sparse-kernel fastest`: never slower than plain torch, and such a layer
+        is not pruned (layer_report: kernel "plain", pruned False); "plain" forces that.
+    wgrad: who computes dL/dW: "torch" (default), "sdgp" (libsdgp's dense oneDNN kernels) or "auto"
+        (per layer the faster, measured at the first backward); see the module docstring.
+    scope, seed: the rescaled function's scope; the seed of the random functions.
+    mask_block: P > 1 makes P neighbouring pixels along a row of dL/dO share one N:M mask (sdgp
+        train's --mask-block; the sparse kernel of stride-1 layers loads each kept weight row once
+        per block); every function but mvue-approx has a block form. 1: a mask per pixel (the paper).
+    Eligible: exactly nn.Conv2d, groups whose output channels M divides, dilation 1, zero padding, the
+    same stride and pad in both dimensions (pad < kernel), kernels up to 64x64 (rectangular too),
+    float32 CPU weights.
+    """
+    who = "sdgp.torch.convert_model"
+    if not isinstance(model, nn.Module):
+        raise TypeError("%s: expected an nn.Module, got %s" % (who, type(model).__name__))
+    try:
+        cfg = SDGP(prune=prune, nm=nm, kernel=kernel, mask_block=mask_block, scope=scope, seed=seed, wgrad=wgrad,
+                   first_layer=first_layer)
+    except (ValueError, TypeError) as e:
+        raise type(e)(str(e).replace("sdgp.torch.SDGP", who)) from None
+    _sparsify(model, cfg, None, strict, who)
+    return model
+
+
+def restore_model(model: nn.Module) -> nn.Module:
+    """Turn every SdgpConv2d of model back into a plain nn.Conv2d (in place; its dense weights W); return it."""
+    for mod in model.modules():
+        if isinstance(mod, SdgpConv2d):
+            mod._sdgp.close()
+            del mod._sdgp
+            mod.__class__ = nn.Conv2d
+    if "_sdgp_skipped" in model.__dict__:
+        del model.__dict__["_sdgp_skipped"]
+    return model
+
+
+def export_model(model: nn.Module) -> nn.Module:
+    """A plain copy of model (nn.Conv2d layers) whose sparse-weight layers hold W~ (what their forward
+    used: exactly N:M, S-STE's beta applied) instead of W: its state dict loads into the plain model."""
+    out = copy.deepcopy(model)
+    with torch.no_grad():
+        for mod in out.modules():
+            if isinstance(mod, SdgpConv2d) and mod._sdgp.sw is not None:
+                mod.weight.copy_(mod._sdgp.project(mod.weight))
+    return restore_model(out)
+
+
+def sparse_weights(model: nn.Module) -> Dict[str, torch.Tensor]:
+    """{"<layer>.weight": W~} of the sparse-weight layers of model (new tensors)."""
+    with torch.no_grad():
+        return {(name + "." if name else "") + "weight": mod._sdgp.project(mod.weight)
+                for name, mod in model.named_modules() if isinstance(mod, SdgpConv2d) and mod._sdgp.sw is not None}
+
+
+def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
+    """One dict per nn.Conv2d of model: name, converted, methods; for layers with SDGP the n:m, the
+    pruning function, the kernel choice and the auto measurement (ms); with MVUE its kernel
+    ("wgrad_kernel", "wgrad_kernel_times_ms"); with sparse weights the config and beta; for the
+    others the reason."""
+    rows = []
+    first = True
+    ms = [mod._sdgp.m for mod in model.modules() if isinstance(mod, SdgpConv2d) and mod._sdgp.fn is not None]
+    m = ms[0] if ms else 1
+    skipped = model.__dict__.get("_sdgp_skipped", {})
+    for name, mod in model.named_modules():
+        if not isinstance(mod, nn.Conv2d):
+            continue
+        r = {"name": name or "(model)", "converted": isinstance(mod, SdgpConv2d)}
+        if r["converted"]:
+            s = mod._sdgp
+            r["methods"] = [k for k, on in (("sdgp", s.fn is not None), ("mvue_wgrad", s.wg is not None),
+                                            ("sparse_weights", s.sw is not None)) if on]
+            if s.fn is not None:
+                r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(),
+                         kernel=s.choice or ("fastest" if s.fastest else "auto"), pruned=s.choice != "plain",
+                         times_ms=s.times_ms, mask_block=s.mask_block, wgrad=s.wgrad or "auto",
+                         wgrad_times_ms=s.wgrad_times_ms)
+            r["steps"] = s.step
+            if s.wg is not None:
+                r.update(wgrad_prune=s.wg.prune, wgrad_nm=s.wg.nm, wgrad_kernel=s.wg_kernel or "auto",
+                         wgrad_kernel_times_ms=s.wg_times_ms)
+            if s.sw is not None:
+                r.update(weights=s.sw.method, weights_nm=s.sw.nm, weights_groups=s.sw.groups, beta=s.sw_beta)
+        else:
+            why = skipped.get(r["name"]) or _ineligible(mod, m)
+            r["reason"] = why or ("first layer (first_layer=False)" if first else "not converted")
+        first = False
+        rows.append(r)
+    return rows
