@@ -28,23 +28,10 @@ fi
 S=$B/sdgp
 
 # ---- the host: <vendor>-<microarchitecture where known>-f<family>m<model> ----
-field() { grep -m1 -E "^$1\s*:" /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*:\s*//'; }
-vendor=$(field vendor_id); family=$(field "cpu family"); model=$(field model); cpu_name=$(field "model name")
-uarch=""
-if [ "$vendor" = AuthenticAMD ]; then
-  v=amd
-  case "$family" in
-    25) if [ "$model" -lt 16 ] || { [ "$model" -ge 32 ] && [ "$model" -lt 96 ]; }; then uarch=zen3; else uarch=zen4; fi ;;
-    26) uarch=zen5 ;;
-    23) uarch=zen2 ;;
-  esac
-elif [ "$vendor" = GenuineIntel ]; then v=intel
-else v=$(uname -m)
-fi
-if [ -z "${HOST_ID:-}" ]; then
-  HOST_ID=$v${uarch:+-$uarch}${family:+-f${family}m${model}}
-  [ -n "$family" ] || HOST_ID=$v-$(echo "$cpu_name" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/-$//')
-fi
+. bench/record.sh
+field() { _bench_cpuinfo "$@"; }
+bench_cpu_fields
+HOST_ID=$(bench_host_id)
 if [ -n "${SUITE_OUT:-}" ]; then OUT=$SUITE_OUT
 elif [ "$QUICK" = 1 ]; then OUT=$B/suite-quick/$HOST_ID
 else OUT=docs/bench/hosts/$HOST_ID
