@@ -18,6 +18,7 @@ __all__ = ["SDGP", "MVUEWeightGrad", "SparseWeights", "Config", "ConfigLike", "n
 KERNELS = ("auto", "sparse", "dense", "fastest", "plain")
 WGRAD_KERNELS = ("auto", "sparse", "dense")
 WGRADS = ("torch", "sdgp", "auto")
+MODULES = ("conv", "linear")  # SDGP(modules=...): nn.Conv2d, nn.Linear
 WEIGHT_METHODS = {"sste": 1, "srste": 2}  # sdgp_weights_kind
 WEIGHT_GROUPS = {"tap": 0, "kernel": 1, "block16": 2, "block32": 3, "cout": 4}  # sdgp_weights_group
 
@@ -55,6 +56,11 @@ class SDGP:
     wgrad: the dense dL/dW when MVUEWeightGrad is not used: "torch", "sdgp" (libsdgp's oneDNN kernel)
         or "auto" (the faster, measured).
     first_layer: also the first nn.Conv2d of the model (its input is normally the image: no dL/dD).
+    modules: the layer types SDGP converts: ("conv",) (default: nn.Conv2d only), ("conv", "linear")
+        or ("linear",). nn.Linear layers (sdgp.torch's docstring, "nn.Linear") need out_features % M
+        == 0 and mask_block 1; their dL/dW is always torch's (wgrad applies to convs).
+    classifier: also the model's last nn.Linear (in model.modules() order, normally the classifier)
+        when modules has "linear"; a config dict naming it converts it too.
     """
     prune: str = "rescaled"
     nm: str = "2:4"
@@ -64,6 +70,8 @@ class SDGP:
     seed: int = 0
     wgrad: str = "torch"
     first_layer: bool = False
+    modules: Tuple[str, ...] = ("conv",)
+    classifier: bool = False
 
     def __post_init__(self) -> None:
         who = "sdgp.torch.SDGP"
@@ -76,6 +84,15 @@ class SDGP:
         _lib.parse_choice("scope", self.scope, _lib.SCOPE)
         _lib.make_cfg(fn, n, m, seed=self.seed, mask_block=self.mask_block)  # seed, mask_block ranges
         _bool(who, "first_layer", self.first_layer)
+        _bool(who, "classifier", self.classifier)
+        mods = self.modules
+        if isinstance(mods, str):
+            mods = (mods,)
+        if not isinstance(mods, (tuple, list)) or not mods or any(v not in MODULES for v in mods) or \
+                len(set(mods)) != len(mods):
+            raise ValueError("%s: modules must be a non-empty tuple of %s (each once), got %r" % (
+                who, " and ".join(repr(v) for v in MODULES), self.modules))
+        object.__setattr__(self, "modules", tuple(mods))  # frozen: a list or a single name normalized
         if self.mask_block > 1 and self.prune == "mvue-approx":
             raise ValueError("%s: mvue-approx has no shared-mask form (mask_block=%d); use mvue" % (who, self.mask_block))
 

@@ -11,17 +11,20 @@ import torch.nn as nn
 
 from . import _lib
 from ._config import ConfigLike, MVUEWeightGrad, SDGP, SparseWeights, describe, normalize
-from .torch import (SdgpConv2d, SdgpConversionWarning, _LayerState, _basic_ineligible, _ineligible, _mvue_ineligible,
-                    _pair, _resolve_padding, _weights_ineligible, _wgrad_sparse_ineligible)
+from .torch import (SdgpConv2d, SdgpConversionWarning, SdgpLinear, _LayerState, _LinearState, _basic_ineligible,
+                    _ineligible, _linear_ineligible, _mvue_ineligible, _pair, _resolve_padding, _weights_ineligible,
+                    _wgrad_sparse_ineligible)
 
 
 @dataclass
 class LayerResult:
-    """One nn.Conv2d (or a module named in a config dict) of a sparsify_ call."""
+    """One nn.Conv2d or nn.Linear (or a module named in a config dict) of a sparsify_ call."""
     name: str
-    index: int  # among the model's nn.Conv2d (model.modules() order): the `layer` of the pruning key
+    index: int  # among the model's nn.Conv2d (and nn.Linear where an SDGP config takes them; model.modules()
+    # order): the `layer` of the pruning key
     methods: Dict[str, str] = field(default_factory=dict)  # kind -> the config applied
     skipped: Dict[str, str] = field(default_factory=dict)  # kind (or "all") -> why not
+    linear: bool = False  # an nn.Linear (else an nn.Conv2d)
 
     @property
     def converted(self) -> bool:
@@ -48,7 +51,8 @@ class SparsifyReport:
         raise KeyError(name)
 
     def __str__(self) -> str:
-        lines = ["sdgp.torch.sparsify_: %d of %d conv layers converted" % (len(self.converted), len(self.layers))]
+        what = "conv and linear" if any(r.linear for r in self.layers) else "conv"
+        lines = ["sdgp.torch.sparsify_: %d of %d %s layers converted" % (len(self.converted), len(self.layers), what)]
         for r in self.layers:
             what = "; ".join(r.methods.values()) if r.methods else "plain"
             why = "; ".join("%s: %s" % kv for kv in r.skipped.items())
@@ -68,7 +72,28 @@ def _method_reason(kind: str, conv: nn.Module, c: Any) -> Optional[str]:
 
 
 def _error_class(why: str) -> Type[Exception]:
-    return TypeError if ("weights are" in why or "not an nn.Conv2d" in why) else ValueError
+    return TypeError if ("weights are" in why or "not an nn.Conv2d" in why or "subclass" in why) else ValueError
+
+
+def _takes_linear(cfgs: Mapping[str, Any]) -> bool:
+    sd = cfgs.get("sdgp")
+    return sd is not None and "linear" in sd.modules
+
+
+def _linear_reason(kind: str, lin: nn.Module, c: Any, model_why: Optional[str]) -> Optional[str]:
+    """Why config c (of kind) cannot convert this nn.Linear, or None."""
+    if kind != "sdgp":
+        return "%s is not an nn.Conv2d: %s applies to nn.Conv2d layers only (nn.Linear layers take SDGP)" % (
+            type(lin).__name__, type(c).__name__)
+    if "linear" not in c.modules:
+        return "%s is not an nn.Conv2d (SDGP(modules=%r); modules=(\"conv\", \"linear\") converts nn.Linear " \
+               "layers)" % (type(lin).__name__, c.modules)
+    why = _linear_ineligible(lin, c.n_m[1])
+    if why:
+        return why
+    if c.mask_block > 1:
+        return "mask_block=%d: an nn.Linear's dL/dY has no pixel rows to share masks along" % c.mask_block
+    return model_why
 
 
 def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Module, str], bool]], strict: bool,
@@ -86,23 +111,47 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
                 who, ", ".join(repr(k) for k in unknown)))
         layer_cfgs = {k: normalize(v, who) for k, v in config.items()}
         for k in config:
-            why = _basic_ineligible(modules[k])
+            mod = modules[k]
+            if isinstance(mod, nn.Linear):  # SDGP(modules=(..., "linear")) only: its other reasons in the loop below
+                for kind in _KIND_ORDER:
+                    c = layer_cfgs[k].get(kind)
+                    if c is not None and (kind != "sdgp" or "linear" not in c.modules):
+                        why = _linear_reason(kind, mod, c, None)
+                        raise _error_class(why)("%s: layer %s, %s: %s" % (who, k, type(c).__name__, why))
+                continue
+            why = _basic_ineligible(mod)
             if why and layer_cfgs[k]:
                 raise _error_class(why)("%s: layer %s: %s" % (who, k, why))
+        with_linear = any(_takes_linear(c) for c in layer_cfgs.values())
     else:
         all_cfgs = normalize(config, who)
         if not all_cfgs:
             raise ValueError("%s: no config given (SDGP(...), MVUEWeightGrad(...), SparseWeights(...), a list of them "
                              "or a dict from layer name to them)" % who)
-    convs = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, nn.Conv2d)]
-    for name, mod in convs:
-        if isinstance(mod, SdgpConv2d):
+        with_linear = _takes_linear(all_cfgs)
+    layers = [(name, mod) for name, mod in model.named_modules()
+              if isinstance(mod, nn.Conv2d) or (with_linear and isinstance(mod, nn.Linear))]
+    for name, mod in layers:
+        if isinstance(mod, (SdgpConv2d, SdgpLinear)):
             raise ValueError("%s: layer %s is converted already" % (who, name or "(model)"))
+    # model-level reasons for linear layers: the classifier, and nn.MultiheadAttention's out_proj, whose
+    # weight the attention multiplies inside F.multi_head_attention_forward (its forward is never called)
+    linears = [mod for mod in model.modules() if isinstance(mod, nn.Linear)]
+    classifier = linears[-1] if linears else None
+    out_projs = {id(mod.out_proj) for mod in model.modules() if isinstance(mod, nn.MultiheadAttention)}
     rows, todo, problems = [], [], []
-    for i, (name, conv) in enumerate(convs):
+    conv_i = 0
+    for i, (name, layer) in enumerate(layers):
         shown = name or "(model)"
-        r = LayerResult(shown, i)
+        is_linear = isinstance(layer, nn.Linear)
+        r = LayerResult(shown, i, linear=is_linear)
         rows.append(r)
+        first_conv = not is_linear and conv_i == 0
+        conv_i += 0 if is_linear else 1
+        model_why = None  # a reason that is not a problem (no warning), as first_layer's
+        if is_linear and id(layer) in out_projs:
+            model_why = "the out_proj of an nn.MultiheadAttention, which multiplies by its weight in " \
+                        "F.multi_head_attention_forward and never calls its forward: SDGP cannot reach it"
         if per_layer:
             cfgs = layer_cfgs.get(name)
             if cfgs is None:
@@ -111,13 +160,26 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
         else:
             cfgs = {}
             for kind, c in all_cfgs.items():
-                if i == 0 and not c.first_layer:
+                if is_linear:
+                    if kind != "sdgp":
+                        r.skipped[kind] = "nn.Linear: %s applies to nn.Conv2d layers only" % type(c).__name__
+                    elif layer is classifier and not c.classifier and model_why is None:
+                        r.skipped[kind] = "the model's last nn.Linear, taken as its classifier (classifier=False)"
+                    elif model_why is not None:
+                        r.skipped[kind] = model_why
+                    else:
+                        cfgs[kind] = c
+                elif kind == "sdgp" and "conv" not in c.modules:
+                    r.skipped[kind] = "nn.Conv2d (SDGP(modules=%r))" % (c.modules,)
+                elif first_conv and not c.first_layer:
                     r.skipped[kind] = "first layer (first_layer=False)"
                 else:
                     cfgs[kind] = c
-            if not cfgs:
-                r.skipped = {"all": "first layer (first_layer=False)"}
-        if filter_fn is not None and cfgs and not filter_fn(conv, name):
+            if not cfgs and r.skipped and len(set(r.skipped.values())) == 1:
+                r.skipped = {"all": next(iter(r.skipped.values()))}
+        if not cfgs:
+            continue
+        if filter_fn is not None and not filter_fn(layer, name):
             r.skipped["all"] = "filter_fn"
             continue
         ok = {}
@@ -125,7 +187,12 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
             c = cfgs.get(kind)
             if c is None:
                 continue
-            why = _method_reason(kind, conv, c)
+            if is_linear:
+                why = _linear_reason(kind, layer, c, model_why)
+            elif kind == "sdgp" and "conv" not in c.modules:
+                why = "nn.Conv2d (SDGP(modules=%r))" % (c.modules,)
+            else:
+                why = _method_reason(kind, layer, c)
             if why is None:
                 ok[kind] = c
                 continue
@@ -135,10 +202,10 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
             problems.append((shown, kind, why))
         if ok:
             r.methods = {k: describe(c) for k, c in ok.items()}
-            todo.append((i, name, conv, ok))
+            todo.append((i, name, layer, ok))
     if problems:
         kinds = {k for _, k, _ in problems}
-        msg = "%s: %d conv layer(s) cannot be converted (plain torch): %s" % (
+        msg = "%s: %d layer(s) cannot be converted (plain torch): %s" % (
             who, len({p[0] for p in problems}),
             "; ".join(("%s: %s" % (s, why)) if len(kinds) == 1 else ("%s (%s): %s" % (s, k, why))
                       for s, k, why in problems))
@@ -146,6 +213,13 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
             raise _error_class(problems[0][2])(msg)
         warnings.warn(msg, SdgpConversionWarning, stacklevel=3)
     for i, name, conv, ok in todo:
+        if isinstance(conv, nn.Linear):
+            sd = ok["sdgp"]
+            n, m = sd.n_m
+            conv._sdgp = _LinearState(name, i, _lib.parse_fn(sd.prune), n, m, _lib.SCOPE[sd.scope], sd.seed, sd.kernel,
+                                      type(conv))
+            conv.__class__ = SdgpLinear  # the class swap, as for the convs below
+            continue
         pad, _ = _resolve_padding(conv)
         stride = _pair(conv.stride)[0]
         sd = ok.get("sdgp")
@@ -176,7 +250,8 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
 
 def sparsify_(model: nn.Module, config: Union[ConfigLike, Mapping[str, ConfigLike]],
               filter_fn: Optional[Callable[[nn.Module, str], bool]] = None, *, strict: bool = False) -> SparsifyReport:
-    """Convert model's nn.Conv2d layers in place to run the configured methods; return the report.
+    """Convert model's nn.Conv2d layers (and nn.Linear ones for SDGP(modules=("conv", "linear"))) in place
+    to run the configured methods; return the report.
 
     config: SDGP(...), MVUEWeightGrad(...), SparseWeights(...), a list of them (one of each kind at
         most: the methods combine on each layer), or a dict {module name: config or list or None} for
@@ -227,12 +302,14 @@ def convert_model(model: nn.Module, prune: str = "rescaled", nm: str = "2:4", fi
 
 
 def restore_model(model: nn.Module) -> nn.Module:
-    """Turn every SdgpConv2d of model back into a plain nn.Conv2d (in place; its dense weights W); return it."""
+    """Turn every SdgpConv2d of model back into a plain nn.Conv2d and every SdgpLinear into the nn.Linear
+    (or its NonDynamicallyQuantizableLinear) it was (in place; the dense weights W); return it."""
     for mod in model.modules():
-        if isinstance(mod, SdgpConv2d):
-            mod._sdgp.close()
+        if isinstance(mod, (SdgpConv2d, SdgpLinear)):
+            st = mod._sdgp
+            st.close()
             del mod._sdgp
-            mod.__class__ = nn.Conv2d
+            mod.__class__ = nn.Conv2d if isinstance(mod, SdgpConv2d) else st.restore_class
     if "_sdgp_skipped" in model.__dict__:
         del model.__dict__["_sdgp_skipped"]
     return model
@@ -257,19 +334,31 @@ def sparse_weights(model: nn.Module) -> Dict[str, torch.Tensor]:
 
 
 def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
-    """One dict per nn.Conv2d of model: name, converted, methods; for layers with SDGP the n:m, the
-    pruning function, the kernel choice and the auto measurement (ms); with MVUE its kernel
-    ("wgrad_kernel", "wgrad_kernel_times_ms"); with sparse weights the config and beta; for the
-    others the reason."""
+    """One dict per nn.Conv2d of model (and per nn.Linear that sparsify_ converted or gave a reason for,
+    "type": "Linear"): name, type, converted, methods; for layers with SDGP the n:m, the pruning
+    function, the kernel choice and the auto measurement (ms); with MVUE its kernel ("wgrad_kernel",
+    "wgrad_kernel_times_ms"); with sparse weights the config and beta; for the others the reason."""
     rows = []
     first = True
     ms = [mod._sdgp.m for mod in model.modules() if isinstance(mod, SdgpConv2d) and mod._sdgp.fn is not None]
     m = ms[0] if ms else 1
     skipped = model.__dict__.get("_sdgp_skipped", {})
     for name, mod in model.named_modules():
+        shown = name or "(model)"
+        if isinstance(mod, nn.Linear):
+            if isinstance(mod, SdgpLinear):
+                s = mod._sdgp
+                rows.append({"name": shown, "type": "Linear", "converted": True, "methods": ["sdgp"],
+                             "nm": "%d:%d" % (s.n, s.m), "prune": _lib.prune_fn_name(s.fn).decode(),
+                             "kernel": s.choice or ("fastest" if s.fastest else "auto"), "pruned": s.choice != "plain",
+                             "times_ms": s.times_ms, "mask_block": 1, "wgrad": "torch", "wgrad_times_ms": None,
+                             "steps": s.step})
+            elif shown in skipped:
+                rows.append({"name": shown, "type": "Linear", "converted": False, "reason": skipped[shown]})
+            continue
         if not isinstance(mod, nn.Conv2d):
             continue
-        r = {"name": name or "(model)", "converted": isinstance(mod, SdgpConv2d)}
+        r = {"name": shown, "type": "Conv2d", "converted": isinstance(mod, SdgpConv2d)}
         if r["converted"]:
             s = mod._sdgp
             r["methods"] = [k for k, on in (("sdgp", s.fn is not None), ("mvue_wgrad", s.wg is not None),

@@ -1,4 +1,4 @@
-"""N:M sparsity for PyTorch models' nn.Conv2d layers, on libsdgp: SDGP (the data gradient), MVUE
+"""N:M sparsity for PyTorch models' nn.Conv2d layers (and SDGP on nn.Linear layers), on libsdgp: SDGP (the data gradient), MVUE
 (the weight gradient) and S-STE / SR-STE (sparse weights in the forward), one call for any of them.
 
     import sdgp.torch as st
@@ -18,6 +18,28 @@ gets the config, but the first conv only where the config says first_layer=True;
 cannot take (SDGP's geometry rules, channels that M does not divide) keeps the others and the report
 (and a SdgpConversionWarning; strict=True: an exception) says why. With a dict, the named layers get
 their own configs and a layer a config cannot take is an error naming it.
+
+nn.Linear (SDGP only): SDGP(modules=("conv", "linear")) (or ("linear",)) also converts nn.Linear layers
+into SdgpLinear (the same class swap; the default, ("conv",), leaves them alone and out of the report):
+  forward      F.linear, bitwise the plain layer's;
+  dL/dW, dL/db torch's, of the unpruned dL/dY (wgrad does not apply);
+  dL/dX        prune(dL/dY) x W, dL/dY flattened to tokens x out_features (any leading dimensions;
+               dL/dX reshaped back), pruned along the out_features: the backward-data of a 1x1
+               convolution over B = tokens (H = W = 1), on sdgp_sparse_bwd_* (W (out, in) read in place
+               as OIHW), or the same pruned dL/dY times W by torch (kernel "auto" / "sparse" / "dense" /
+               "fastest" as for convs, the same pruning key, rank mixing and autocast rules).
+Eligible: exactly nn.Linear (or NonDynamicallyQuantizableLinear, a marker subclass), out_features % m
+== 0, float32 CPU weights, mask_block 1; others stay plain with the reason. The pruning key's `layer`
+is then the index among the model's nn.Conv2d and nn.Linear modules (model.modules() order). Without a
+dict, the model's last nn.Linear (normally the classifier) stays plain unless SDGP(classifier=True);
+a config dict naming it converts it. MVUEWeightGrad and SparseWeights take nn.Conv2d only (a report
+reason; a dict naming a Linear with them raises TypeError).
+Transformers: nn.TransformerEncoderLayer's MLP, linear1 and linear2, are nn.Linear modules and convert
+(linear2 is the bare layer's last nn.Linear: classifier=True, or a model with a head after it).
+nn.MultiheadAttention's in-projection is a parameter (in_proj_weight, or q/k/v_proj_weight), not a
+module: it stays dense. Its out_proj is a NonDynamicallyQuantizableLinear module, but the attention
+passes out_proj.weight to F.multi_head_attention_forward and never calls out_proj's forward, so a
+conversion could not reach it: it stays plain with that reason (a dict naming it raises ValueError).
 
 SDGP, what a converted layer computes (the rest of this docstring; MVUE and sparse weights below):
 
@@ -99,7 +121,7 @@ from . import _lib
 from ._config import WEIGHT_GROUPS, WEIGHT_METHODS, MVUEWeightGrad, SDGP, SparseWeights
 
 __all__ = ["sparsify_", "SDGP", "MVUEWeightGrad", "SparseWeights", "SparsifyReport", "LayerResult", "convert_model",
-           "restore_model", "export_model", "layer_report", "SdgpConv2d", "SdgpConversionWarning"]
+           "restore_model", "export_model", "layer_report", "SdgpConv2d", "SdgpLinear", "SdgpConversionWarning"]
 
 _WGRAD_SEED = 0x77677261  # "wgra": MVUE's masks independent of SDGP's (the C model's seed ^ this)
 _RANK_MIX = 0x9E3779B97F4A7C15
@@ -127,6 +149,18 @@ def _agree(best: Dict[str, float]) -> Dict[str, float]:
     t = torch.tensor([best[k] for k in keys], dtype=torch.float64)
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
     return dict(zip(keys, t.tolist()))
+
+def _time_each(kinds, run, reps=3):
+    """Each candidate k of kinds run as run(k), reps times, interleaved (a noisy neighbour slows all
+    alike): ({k: its best time in seconds, agreed over the ranks (_agree)}, {k: its last output})."""
+    best, out = {k: float("inf") for k in kinds}, {}
+    for _ in range(reps):
+        for k in kinds:
+            t0 = time.perf_counter()
+            out[k] = run(k)
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return _agree(best), out
+
 
 _PLAN_CACHE = 4  # geometries (batch size, image size, threads) kept per layer; the oldest is freed beyond
 
@@ -466,14 +500,8 @@ class _LayerState:
         """(dL/dW, dL/db or None) of the unpruned dL/dO, torch's or libsdgp's (wgrad)."""
         with self.lock:
             if self.wgrad is None:  # first backward: both, interleaved; the faster stays
-                best, out = {"torch": float("inf"), "sdgp": float("inf")}, {}
-                for _ in range(3):
-                    for k in best:
-                        t0 = time.perf_counter()
-                        out[k] = self._wgrad_torch(go, x, w, need_b) if k == "torch" else self._wgrad_sdgp(go, x, w,
-                                                                                                           need_b)
-                        best[k] = min(best[k], time.perf_counter() - t0)
-                best = _agree(best)
+                best, out = _time_each(("torch", "sdgp"), lambda k: self._wgrad_torch(go, x, w, need_b) if k == "torch"
+                                       else self._wgrad_sdgp(go, x, w, need_b))
                 self.wgrad = "sdgp" if best["sdgp"] < best["torch"] else "torch"
                 self.wgrad_times_ms = {k: 1e3 * v for k, v in best.items()}
                 if self.wgrad == "torch":
@@ -512,39 +540,33 @@ class _LayerState:
         g = go if nchw else go.permute(0, 2, 3, 1)
         if not g.is_contiguous():  # other strides: an NCHW copy
             g, nchw = _relayout(_scratch("dO", go.shape), go), True
-        with self.lock:  # the step counter moves at the end of the backward (_SdgpConvFn)
-            if self.choice is None:
-                return self._measure(g, nchw, x, w, threads)
-            if self.choice == "sparse":
+
+        def run(kind):
+            if kind == "sparse":
                 return self._sparse(g, nchw, x.shape, self._is_cl(x), w, threads)
-            if self.choice == "plain":
-                return self._plain(go, x, w)
-            return self._dense(g, nchw, x, w, threads)
+            if kind == "dense":
+                return self._dense(g, nchw, x, w, threads)
+            return self._plain(go, x, w)
+        return self.run_kernel(run)
+
+    def run_kernel(self, run):
+        """run(kind) for the layer's data-gradient kernel ("sparse", "dense", "plain"): the one chosen,
+        or at the first backward (kernel "auto" / "fastest") all candidates, timed (_time_each), the
+        fastest kept (ties: the first, sparse). SdgpConv2d's and SdgpLinear's backward both use it."""
+        with self.lock:  # the step counter moves at the end of the backward (_SdgpConvFn)
+            if self.choice is not None:
+                return run(self.choice)
+            kinds = ("sparse", "dense", "plain") if self.fastest else ("sparse", "dense")
+            best, out = _time_each(kinds, run)
+            self.choice = min(kinds, key=lambda k: best[k])
+            self.times_ms = {k: 1e3 * v for k, v in best.items()}
+            if self.choice != "sparse":
+                self.close()  # its plan is not needed any more
+            return out[self.choice]
 
     def _plain(self, go, x, w):
         """torch's dL/dD of the unpruned dL/dO: the layer without SDGP (kernel "plain", "fastest")."""
         return self.torch_grads(go, x, w, (True, False, False))[0]
-
-    def _measure(self, go, nchw, x, w, threads):
-        kinds = ("sparse", "dense", "plain") if self.fastest else ("sparse", "dense")
-        best, out = {k: float("inf") for k in kinds}, {}
-        for _ in range(3):  # interleaved: a noisy neighbour slows all alike
-            for k in kinds:
-                t0 = time.perf_counter()
-                if k == "sparse":
-                    out[k] = self._sparse(go, nchw, x.shape, self._is_cl(x), w, threads)
-                elif k == "dense":
-                    out[k] = self._dense(go, nchw, x, w, threads)
-                else:
-                    out[k] = self._plain(go if nchw else go.permute(0, 3, 1, 2), x, w)
-                best[k] = min(best[k], time.perf_counter() - t0)
-        best = _agree(best)
-        self.choice = min(kinds, key=lambda k: best[k])  # ties: the first, sparse
-        self.times_ms = {k: 1e3 * v for k, v in best.items()}
-        if self.choice != "sparse":
-            self.close()  # its plan is not needed any more
-        return out[self.choice]
-
 
     # ---- MVUE's weight gradient ----
     def mvue_grad(self, go, x, w):
@@ -560,14 +582,8 @@ class _LayerState:
                             self.step, self.layer, threads, c.mask_block)
         with self.lock:
             if self.wg_kernel is None:
-                best, out = {"sparse": float("inf"), "dense": float("inf")}, {}
-                for _ in range(3):
-                    for k in best:
-                        t0 = time.perf_counter()
-                        out[k] = self._mvue_run(k, cfg, g, x, w, threads)
-                        best[k] = min(best[k], time.perf_counter() - t0)
-                best = _agree(best)
-                self.wg_kernel = min(best, key=lambda k: best[k])
+                best, out = _time_each(("sparse", "dense"), lambda k: self._mvue_run(k, cfg, g, x, w, threads))
+                self.wg_kernel = min(("sparse", "dense"), key=lambda k: best[k])
                 self.wg_times_ms = {k: 1e3 * v for k, v in best.items()}
                 if self.wg_kernel != "sparse":
                     for p in self.wg_plans.values():
@@ -726,22 +742,29 @@ class _SdgpConvFn(torch.autograd.Function):
         return gx, gw, gb, None, None
 
 
+def _check_forward(st, x, w, plain):
+    """The autocast dtype of a converted layer's forward (None without autocast); TypeError for tensors
+    the library cannot take (float32 CPU only; bfloat16 inputs under bfloat16 CPU autocast)."""
+    who = st.name or "(model)"
+    if w.dtype != torch.float32 or w.device.type != "cpu":
+        raise TypeError("sdgp layer %s: weights %s on %s; sdgp's layers need float32 CPU weights (under CPU "
+                        "autocast too; restore_model() gives back plain %s layers)" % (who, w.dtype, w.device, plain))
+    lowp = _autocast_dtype(who)
+    if x.device.type != "cpu" or not (x.dtype == torch.float32 or (lowp is not None and x.dtype == lowp)):
+        raise TypeError("sdgp layer %s: input %s on %s, weights %s on %s; sdgp's layers need float32 CPU tensors "
+                        "(or bfloat16 under torch.autocast('cpu', dtype=torch.bfloat16); restore_model() gives "
+                        "back plain %s layers)" % (who, x.dtype, x.device, w.dtype, w.device, plain))
+    return lowp
+
+
 class SdgpConv2d(nn.Conv2d):
     """nn.Conv2d with sdgp's methods (module docstring). Made by sparsify_ / convert_model, not constructed."""
     _sdgp: "_LayerState"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         st = self._sdgp
-        who = st.name or "(model)"
         w = self.weight
-        if w.dtype != torch.float32 or w.device.type != "cpu":
-            raise TypeError("sdgp layer %s: weights %s on %s; sdgp's layers need float32 CPU weights (under CPU "
-                            "autocast too; restore_model() gives back plain nn.Conv2d layers)" % (who, w.dtype, w.device))
-        lowp = _autocast_dtype(who)
-        if x.device.type != "cpu" or not (x.dtype == torch.float32 or (lowp is not None and x.dtype == lowp)):
-            raise TypeError("sdgp layer %s: input %s on %s, weights %s on %s; sdgp's layers need float32 CPU tensors "
-                            "(or bfloat16 under torch.autocast('cpu', dtype=torch.bfloat16); restore_model() gives "
-                            "back plain nn.Conv2d layers)" % (who, x.dtype, x.device, w.dtype, w.device))
+        lowp = _check_forward(st, x, w, "nn.Conv2d")
         if st.sw is not None:
             w = _ProjectFn.apply(w, st)  # W~ (its gradient goes to W)
         if torch.is_grad_enabled() and ((x.requires_grad and st.fn is not None) or (w.requires_grad and (
@@ -761,6 +784,122 @@ class SdgpConv2d(nn.Conv2d):
         if s.sw is not None:
             parts.append("weights=%s %s %s" % (s.sw.method, s.sw.nm, s.sw.groups))
         return "%s, %s" % (super().extra_repr(), ", ".join(parts))
+
+
+# ---- nn.Linear: SDGP's data gradient as a 1x1 convolution over the tokens ----
+class _LinearState(_LayerState):
+    """A converted nn.Linear's state. Its data gradient dL/dX = prune(dL/dY) x W is the backward-data
+    of a 1x1 convolution with B = tokens, H = W = 1, Cin = in_features, Cout = out_features, stride
+    1, pad 0: dL/dY (tokens x out, contiguous) is that convolution's NHWC dL/dO (P = 1), W (out, in)
+    its OIHW weights, dL/dX its NHWC dL/dD; the plans, the pruning key and the kernel choice are the
+    conv layer's (_LayerState)."""
+
+    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, restore_class):
+        super().__init__(name, layer, fn, n, m, scope, seed, kernel, 1, 0)
+        self.restore_class = restore_class  # what restore_model() makes of the layer again
+
+    def linear_data_grad(self, go, w):
+        """dL/dX (tokens x in, a new tensor) of go = dL/dY (tokens x out, float32, contiguous)."""
+        T, cout = go.shape
+        threads = torch.get_num_threads()
+
+        def run(kind):
+            if kind == "sparse":
+                return self._sparse_linear(go, w, threads)
+            if kind == "dense":  # the same pruned dL/dY through torch's dense product
+                pruned = _scratch("pruned", (T, cout))
+                cfg, err = self._cfg(threads, 1, False), _lib.Error()
+                _lib.check(_lib.prune(ctypes.byref(cfg), go.data_ptr(), T, 1, cout, pruned.data_ptr(), None,
+                                      ctypes.byref(err)), err)
+                return pruned.mm(w)
+            return go.mm(w)  # "plain": the unpruned product
+        return self.run_kernel(run)
+
+    def _sparse_linear(self, go, w, threads):
+        # sdgp_prune, then sdgp_sparse_bwd_data: the conv path (_sparse) on the 1x1 view. Not the fused
+        # sdgp_sparse_bwd_data_pruned: measured 4.6x slower on this geometry (4096 x 3072 -> 768, 2:4)
+        T, cout = go.shape
+        cin = w.shape[1]
+        # OIHW with kh = kw = 1 read in place; dL/dX written NHWC, which is (tokens, in)
+        return self._sparse(go.view(T, 1, 1, cout), False, (T, cin, 1, 1), True, w[:, :, None, None],
+                            threads).reshape(T, cin)
+
+
+class _SdgpLinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, state, lowp):
+        ctx.state, ctx.has_bias, ctx.lowp, ctx.x_dtype = state, bias is not None, lowp, x.dtype
+        if lowp is None:
+            ctx.save_for_backward(x, weight)
+            return F.linear(x, weight, bias)
+        # autocast: torch's bfloat16 product of the casts, as autocast runs a plain nn.Linear
+        with torch.autocast("cpu", enabled=False):
+            xl, wl = x.to(lowp), weight.to(lowp)
+            y = F.linear(xl, wl, None if bias is None else bias.to(lowp))
+        ctx.save_for_backward(xl, wl)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, go):
+        x, w = ctx.saved_tensors
+        if ctx.lowp is not None:  # the N:M product in float32 (module docstring, "Autocast")
+            go, x, w = go.float(), x.float(), w.float()
+        st = ctx.state
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        cout, cin = w.shape
+        gx = gw = gb = None
+        try:
+            g = go.reshape(-1, cout)  # any leading dimensions: tokens x features
+            if not g.is_contiguous():
+                g = _relayout(_scratch("dO", tuple(g.shape)), g)
+            if need_w:  # torch's, of the unpruned dL/dY
+                gw = g.t().mm(x.reshape(-1, cin))
+            if need_b and ctx.has_bias:
+                gb = g.sum(0)
+            if need_x:
+                gx = (st.linear_data_grad(g, w) if g.shape[0] else g.mm(w)).reshape(x.shape)
+        finally:
+            with st.lock:
+                st.step += 1
+        if gx is not None and gx.dtype != ctx.x_dtype:
+            gx = gx.to(ctx.x_dtype)
+        return gx, gw, gb, None, None
+
+
+class SdgpLinear(nn.Linear):
+    """nn.Linear with SDGP's data gradient (module docstring, "nn.Linear"). Made by sparsify_, not constructed."""
+    _sdgp: "_LinearState"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        st = self._sdgp
+        lowp = _check_forward(st, x, self.weight, "nn.Linear")
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _SdgpLinearFn.apply(x, self.weight, self.bias, st, lowp)
+        return F.linear(x, self.weight, self.bias)  # torch's own (autocast as for a plain layer)
+
+    def extra_repr(self) -> str:
+        s = self._sdgp
+        return "%s, sdgp=%s %d:%d kernel=%s" % (super().extra_repr(), _lib.prune_fn_name(s.fn).decode(), s.n, s.m,
+                                                s.choice or "auto (not measured yet)")
+
+
+def _linear_ineligible(lin: nn.Module, m: int) -> Optional[str]:
+    """Why SDGP cannot convert this nn.Linear, or None (the model-level reasons, the classifier and
+    nn.MultiheadAttention's out_proj, are _sparsify's)."""
+    if type(lin) not in _LINEAR_CLASSES:
+        return "%s is a subclass of nn.Linear (its forward may differ)" % type(lin).__name__
+    w = lin.weight
+    if w.dtype != torch.float32 or w.device.type != "cpu":
+        return "weights are %s on %s (float32 CPU only)" % (w.dtype, w.device)
+    if lin.out_features % m:
+        return "out_features=%d is not a multiple of m=%d" % (lin.out_features, m)
+    return None
+
+
+# nn.MultiheadAttention's out_proj is a NonDynamicallyQuantizableLinear: nn.Linear itself (a marker
+# for the quantization tools), so it would convert; but see the docstring: its forward is never called.
+_LINEAR_CLASSES = (nn.Linear, nn.modules.linear.NonDynamicallyQuantizableLinear)
 
 
 # The model-level API lives in _sparsify.py (this file holds the layer); imported last, as it uses the layer.
