@@ -183,7 +183,8 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
  * loops longest). Chunks are equal, whole groups. Work units: a unit's dD block of one column
  * block and all of its entries (packed at the unit's start, read by every chunk, tap and column
  * block) take half of L2, so the entries are still in L2 when the last column block reads them
- * (README.md, "Work units and L2"); units never change the result's bits, chunks do. */
+ * (README.md, "Work units and L2"), but no fewer pixels than one chunk's entries and dD fill a
+ * quarter of L2 with; units never change the result's bits, chunks do. */
 static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
     const sdgp_conv_geom *g = &p->g;
     int64_t nr = sdgp_round_up(p->cig, SPCONV_LDP_ALIGN);
@@ -202,7 +203,12 @@ static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
         kc = p->cog;
         tg = rows / p->cog < T ? rows / p->cog : T;
     }
-    const int64_t unit_px = cache->l2 / 2 / (row_bytes + p->slots * (int64_t)sizeof(spconv_entry));
+    /* all the unit's entries with one column block's dD in half of L2; at least what one chunk's sweep
+     * streams with that dD in a quarter (wide dL/dO, as a linear layer's 3072 features, would make
+     * units of a few dozen pixels, whose calls cost more than the L2 misses they save) */
+    const int64_t e = (int64_t)sizeof(spconv_entry), ns = kc / p->m * p->n;
+    const int64_t whole = cache->l2 / 2 / (row_bytes + p->slots * e), sweep = cache->l2 / 4 / (row_bytes + ns * e);
+    const int64_t unit_px = whole > sweep ? whole : sweep;
     return (spconv_blocking){.nr = (int)nr, .kc = (int)kc, .tg = (int)tg, .tile_px = unit_px > 16 ? unit_px : 16};
 }
 
@@ -476,9 +482,13 @@ static int run_unit(const sdgp_sparse_bwd *p, float *dD, const spconv_source *sr
     if (ho_hi > g->Ho) ho_hi = g->Ho;
     const int64_t nho = ho_hi > ho_lo ? ho_hi - ho_lo : 0;
     int bad = 0;
-    for (int64_t b = b0; b < b1; b++)
-        bad |= pack_source(p, ent, src, tid, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo, (b - b0) * nho * g->Wo,
-                           (b1 - b0) * nho * g->Wo);
+    if (nho == g->Ho) /* whole images: their rows are one run of dO (one call, not one per image: a linear
+                         layer's images are single pixels, and each call has a set-up) */
+        bad = pack_source(p, ent, src, tid, b0 * g->Ho * g->Wo, (b1 - b0) * nho * g->Wo, 0, (b1 - b0) * nho * g->Wo);
+    else
+        for (int64_t b = b0; b < b1; b++)
+            bad |= pack_source(p, ent, src, tid, (b * g->Ho + ho_lo) * g->Wo, nho * g->Wo, (b - b0) * nho * g->Wo,
+                               (b1 - b0) * nho * g->Wo);
     const int64_t HW = (int64_t)g->H * g->W, Cin = g->Cin, npx = (h1 - h0) * g->W;
     if (p->out_layout == SDGP_LAYOUT_NHWC) {
         for (int nb = 0; nb < p->nblocks; nb++)

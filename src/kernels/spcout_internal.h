@@ -12,7 +12,6 @@
 #define SPCOUT_MAX_N 4  /* kept output channels per group: the rows of one micro-kernel loop */
 #define SPCOUT_MAX_M 8  /* a group's output channels: subsets fit a byte */
 #define SPCOUT_CHUNK 32 /* input channels per chunk (at most): their rows of a tile stay in L1 across the groups */
-#define SPCOUT_CHUNK_BYTES (32 * 1024) /* a chunk's input rows of one tile, at most (else half the channels, down to 8) */
 #define SPCOUT_TW 3     /* output columns per tile */
 #define SPCOUT_VL 8     /* images per vector (the layout's innermost dimension) */
 #define SPCOUT_XCOL 16  /* floats from one input column of Xt to the next: a pair of image vectors side by side */

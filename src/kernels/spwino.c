@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "core/align.h"
+#include "core/cache.h"
 #include "kernels/spwino_internal.h"
 
 static const spwino_loops *const loops_table[SDGP_ISA_COUNT] = {
@@ -37,9 +38,8 @@ static const spwino_loops *const loops_table[SDGP_ISA_COUNT] = {
 static const double gm[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
 
 /* Default blocking, the rule of sdgp_sparse_bwd's (README.md): column blocks of up to 64 floats,
- * a (chunk) working set of panel rows of about 32 KiB (64 KiB for n/m <= 1/8). */
+ * a (chunk) working set of panel rows of the L1d size (twice that for n/m <= 1/8; core/cache.h). */
 #define WINO_NR_DEFAULT 64
-#define WINO_WS_BYTES (32 * 1024)
 /* Rows (tiles) a work unit aims at: its dD block (4 pixels a tile x Cin) and V_e stay in L2. */
 #define WINO_UNIT_TILES 64
 
@@ -55,7 +55,7 @@ static void plan_blocking(sdgp_sparse_wino *p) {
     p->nr = (int)nr;
     p->ldp = sdgp_round_up(nr, SPCONV_LDP_ALIGN);
     p->nblocks = (int)((g->Cin + nr - 1) / nr);
-    const int64_t ws = 8 * p->n > p->m ? WINO_WS_BYTES : 2 * WINO_WS_BYTES, rows = ws / (p->ldp * 4);
+    const int64_t l1d = sdgp_caches()->l1d, ws = 8 * p->n > p->m ? l1d : 2 * l1d, rows = ws / (p->ldp * 4);
     const int64_t groups = g->Cout / p->m;
     int64_t per = rows / p->m;
     if (per < 1) per = 1;
