@@ -37,15 +37,12 @@
  * broadcasts; the reference has no registers to count. */
 static const spconv_kernels kernel_table[SDGP_ISA_COUNT] = {
     [SDGP_ISA_REF] = {.isa = SDGP_ISA_REF, .nr = 64, .tile = spconv_tile_ref, .tile_shared = spconv_tile_shared_ref,
-                      .entries = spconv_entries_ref, .vec = 16,
-                      .shared_acc = 64},
+                      .entries = spconv_entries_ref, .vec = 16, .shared_acc = 64},
     [SDGP_ISA_AVX2] = {.isa = SDGP_ISA_AVX2, .nr = 64, .tile = spconv_tile_avx2, .tile_shared = spconv_tile_shared_avx2,
-                      .entries = spconv_entries_avx2,
-                       .vec = 8, .shared_acc = 8},
-    [SDGP_ISA_AVX512] = {.isa = SDGP_ISA_AVX512, .nr = 128, .tile = spconv_tile_avx512,
-                         .tile_shared = spconv_tile_shared_avx512,
-                      .entries = spconv_entries_avx512,
-                         .prune_entries = spconv_prune_entries_avx512, .vec = 16, .shared_acc = 24},
+                       .entries = spconv_entries_avx2, .vec = 8, .shared_acc = 8},
+    [SDGP_ISA_AVX512] = {.isa = SDGP_ISA_AVX512, .nr = 128, .tile = spconv_tile_avx512, .tile_shared = spconv_tile_shared_avx512,
+                         .entries = spconv_entries_avx512, .prune_entries = spconv_prune_entries_avx512, .vec = 16,
+                         .shared_acc = 24},
 };
 
 /* Default column blocks of 64 floats (README.md has the measurements); the other block sizes
@@ -428,8 +425,6 @@ static void run_block_column(const sdgp_sparse_bwd *p, float *dD, const spconv_e
     }
 }
 
-/* One work unit: images [b0, b1), dD rows [h0, h1), all column blocks. NCHW: into the thread's
- * stage, each column block transposed into dD while it is in cache. */
 /* Where a unit's entries come from: the compressed dO (nm), or the dense dO pruned piece by piece
  * while it is packed (pr: the pruning fused into the packing). */
 typedef struct {
@@ -470,6 +465,8 @@ static int pack_source(const sdgp_sparse_bwd *p, spconv_entry *ent, const spconv
     return bad;
 }
 
+/* One work unit: images [b0, b1), dD rows [h0, h1), all column blocks. NCHW: into the thread's
+ * stage, each column block transposed into dD while it is in cache. Returns pack_source's flag. */
 static int run_unit(const sdgp_sparse_bwd *p, float *dD, const spconv_source *src, int64_t b0, int64_t b1, int64_t h0,
                     int64_t h1) {
     const sdgp_conv_geom *g = &p->g;
