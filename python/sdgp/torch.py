@@ -691,23 +691,25 @@ class _ProjectFn(torch.autograd.Function):
         return g, None
 
 
+def _forward_saving(ctx, x, weight, bias, state, lowp, product):
+    """A converted layer's forward: torch's own product (bitwise the plain layer's), saving what its backward
+    reads. Under autocast (lowp: bfloat16) the product of the bfloat16 casts, as autocast runs a plain layer."""
+    ctx.state, ctx.has_bias, ctx.lowp, ctx.x_dtype = state, bias is not None, lowp, x.dtype
+    if lowp is None:
+        ctx.save_for_backward(x, weight)
+        return product(x, weight, bias)
+    with torch.autocast("cpu", enabled=False):
+        xl, wl = x.to(lowp), weight.to(lowp)
+        y = product(xl, wl, None if bias is None else bias.to(lowp))
+    ctx.save_for_backward(xl, wl)
+    return y
+
+
 class _SdgpConvFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, conv, lowp):
-        ctx.state = conv._sdgp
-        ctx.has_bias = bias is not None
-        ctx.lowp = lowp
-        ctx.x_dtype = x.dtype
-        if lowp is None:
-            ctx.save_for_backward(x, weight)
-            return F.conv2d(x, weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
-        # autocast: torch's bfloat16 convolution of the casts, as autocast runs a plain layer
-        with torch.autocast("cpu", enabled=False):
-            xl, wl = x.to(lowp), weight.to(lowp)
-            y = F.conv2d(xl, wl, None if bias is None else bias.to(lowp), conv.stride, conv.padding, conv.dilation,
-                         conv.groups)
-        ctx.save_for_backward(xl, wl)
-        return y
+        return _forward_saving(ctx, x, weight, bias, conv._sdgp, lowp, lambda xx, ww, bb: F.conv2d(
+            xx, ww, bb, conv.stride, conv.padding, conv.dilation, conv.groups))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -828,16 +830,7 @@ class _LinearState(_LayerState):
 class _SdgpLinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, state, lowp):
-        ctx.state, ctx.has_bias, ctx.lowp, ctx.x_dtype = state, bias is not None, lowp, x.dtype
-        if lowp is None:
-            ctx.save_for_backward(x, weight)
-            return F.linear(x, weight, bias)
-        # autocast: torch's bfloat16 product of the casts, as autocast runs a plain nn.Linear
-        with torch.autocast("cpu", enabled=False):
-            xl, wl = x.to(lowp), weight.to(lowp)
-            y = F.linear(xl, wl, None if bias is None else bias.to(lowp))
-        ctx.save_for_backward(xl, wl)
-        return y
+        return _forward_saving(ctx, x, weight, bias, state, lowp, F.linear)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
