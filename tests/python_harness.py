@@ -57,3 +57,13 @@ def run_tests(namespace):
                 check(False, "%s:\n%s" % (name, traceback.format_exc()))
     print("%d passed, %d failed" % (_counts["passed"], _counts["failed"]))
     sys.exit(1 if _counts["failed"] else 0)
+
+
+def raises(exc, fn, contains):
+    """fn() raises exc with `contains` in its message (an AssertionError otherwise)."""
+    try:
+        fn()
+    except exc as e:
+        assert contains in str(e), "%r lacks %r" % (str(e), contains)
+        return
+    raise AssertionError("no %s raised (expected one naming %r)" % (exc.__name__, contains))

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 import sdgp
 import sdgp.torch as st
 
-from python_harness import run_tests
+from python_harness import raises, run_tests
 
 torch.set_num_threads(2)
 LIN = ("linear",)
@@ -315,15 +315,6 @@ def test_restore_and_state_dicts():
 
 
 # ---- bad input ----
-def raises(exc, fn, contains):
-    try:
-        fn()
-    except exc as e:
-        assert contains in str(e), "%r lacks %r" % (str(e), contains)
-        return
-    raise AssertionError("no %s raised (expected one naming %r)" % (exc.__name__, contains))
-
-
 def test_bad_input():
     raises(ValueError, lambda: st.SDGP(modules=("conv", "lin")), "modules")
     raises(ValueError, lambda: st.SDGP(modules=()), "modules")

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import sdgp
 import sdgp.torch as st
 
-from python_harness import run_tests
+from python_harness import raises, run_tests
 
 torch.set_num_threads(2)
 WGRAD_SEED = 0x77677261
@@ -359,15 +359,6 @@ def test_autocast_bf16_matches_reference():
 
 
 # ---- bad input ----
-def raises(exc, fn, contains):
-    try:
-        fn()
-    except exc as e:
-        assert contains in str(e), "%r lacks %r" % (str(e), contains)
-        return
-    raise AssertionError("no %s raised (expected one naming %r)" % (exc.__name__, contains))
-
-
 def test_bad_input():
     raises(ValueError, lambda: st.SDGP(prune="magic"), "magic")
     raises(ValueError, lambda: st.MVUEWeightGrad(prune="sorted"), "sorted")
