@@ -21,6 +21,8 @@ WGRADS = ("torch", "sdgp", "auto")
 MODULES = ("conv", "linear")  # SDGP(modules=...): nn.Conv2d, nn.Linear
 WEIGHT_METHODS = {"sste": 1, "srste": 2}  # sdgp_weights_kind
 WEIGHT_GROUPS = {"tap": 0, "kernel": 1, "block16": 2, "block32": 3, "cout": 4}  # sdgp_weights_group
+FWD_KERNELS = ("auto", "on", "off")  # SparseWeights(kernel=...)
+SPARSE_FWD_GROUPS = ("block16", "block32", "cout")  # the groups libsdgp's sparse forward kernels take
 
 
 def _int_in(who: str, name: str, v: Any, lo: int, hi: int) -> None:
@@ -150,8 +152,13 @@ class SparseWeights:
     groups: "tap" (per output channel and tap), "kernel" (per output channel, all taps), "block16",
         "block32" (16 / 32 output channels share a mask) or "cout" (m consecutive output channels).
         A layer needs in_channels / groups % M == 0 ("cout": out_channels / groups % M == 0).
-    The forward and the data gradient run torch's dense kernels on W~ (exactly masked): libsdgp's
-    sparse forward kernels (sdgp_sparse_fwd_*) are not used from PyTorch yet.
+    kernel: the forward's product on W~ (sdgp/_sparse_fwd.py): "auto" (per layer the fastest of torch's
+        F.conv2d and libsdgp's sparse-weight kernels, measured at the layer's first forward), "on"
+        (libsdgp's kernel with the fewest multiplies wherever the layer has one), "off" (torch's, as
+        before). Only groups "block16", "block32" (direct; Winograd on 3x3 stride-1 layers) and "cout"
+        have sparse kernels, and only ungrouped convs; other layers run torch's. The same choice, made
+        at the first backward, applies to the data gradient of block-masked 3x3 stride-1 layers
+        without SDGP (sdgp_sparse_wdata); with SDGP the data gradient is SDGP's.
     first_layer: also the first nn.Conv2d.
     """
     method: str = "sste"
@@ -159,6 +166,7 @@ class SparseWeights:
     groups: str = "tap"
     srste_lambda: float = 2e-4
     first_layer: bool = False
+    kernel: str = "auto"
 
     def __post_init__(self) -> None:
         who = "sdgp.torch.SparseWeights"
@@ -171,6 +179,10 @@ class SparseWeights:
                 not self.srste_lambda >= 0:
             raise ValueError("%s: srste_lambda must be a number >= 0, got %r" % (who, self.srste_lambda))
         _bool(who, "first_layer", self.first_layer)
+        _one_of(who, "kernel", self.kernel, FWD_KERNELS)
+        if self.kernel == "on" and self.groups not in SPARSE_FWD_GROUPS:
+            raise ValueError("%s: kernel='on' needs groups with a sparse forward kernel (%s), got groups=%r" % (
+                who, ", ".join(repr(g) for g in SPARSE_FWD_GROUPS), self.groups))
 
     @property
     def n_m(self) -> Tuple[int, int]:

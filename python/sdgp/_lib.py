@@ -175,6 +175,27 @@ sparse_wgrad_create = _sig("sdgp_sparse_wgrad_create", c_int, ctypes.POINTER(c_v
                            c_int, P_ERR)
 sparse_wgrad_destroy = _sig("sdgp_sparse_wgrad_destroy", None, c_void_p)
 sparse_wgrad_run = _sig("sdgp_sparse_wgrad_run", c_int, c_void_p, c_void_p, c_void_p, P_NM, P_ERR)
+# The sparse-weight forward Y = conv(X, W~) and its Winograd data gradient (include/sdgp/sparse.h):
+# block masks (direct, Winograd) and masks along output channels (cout); X, Y NHWC, W~ OIHW
+P_PTR = ctypes.POINTER(c_void_p)
+sparse_fwd_create = _sig("sdgp_sparse_fwd_create", c_int, P_PTR, P_GEOM, c_int, c_int, c_int, c_int, c_int, P_ERR)
+sparse_fwd_create_wino = _sig("sdgp_sparse_fwd_create_wino", c_int, P_PTR, P_GEOM, c_int, c_int, c_int, c_int, c_int,
+                              c_int, P_ERR)
+sparse_fwd_create_cout = _sig("sdgp_sparse_fwd_create_cout", c_int, P_PTR, P_GEOM, c_int, c_int, c_int, c_int, P_ERR)
+sparse_fwd_wino_supports = _sig("sdgp_sparse_fwd_wino_supports", c_int, P_GEOM)
+sparse_fwd_cout_supports = _sig("sdgp_sparse_fwd_cout_supports", c_int, P_GEOM, c_int, c_int)
+sparse_fwd_destroy = _sig("sdgp_sparse_fwd_destroy", None, c_void_p)
+sparse_fwd_isa = _sig("sdgp_sparse_fwd_isa", c_int, c_void_p)
+sparse_fwd_pack = _sig("sdgp_sparse_fwd_pack", c_int, c_void_p, c_void_p, P_ERR)
+sparse_fwd_run = _sig("sdgp_sparse_fwd_run", c_int, c_void_p, c_void_p, c_void_p, P_ERR)
+sparse_fwd_workspace_bytes = _sig("sdgp_sparse_fwd_workspace_bytes", c_size_t, c_void_p)
+sparse_fwd_set_workspace = _sig("sdgp_sparse_fwd_set_workspace", c_int, c_void_p, c_void_p, c_size_t, P_ERR)
+sparse_wdata_supports = _sig("sdgp_sparse_wdata_supports", c_int, P_GEOM)
+sparse_wdata_create = _sig("sdgp_sparse_wdata_create", c_int, P_PTR, P_GEOM, c_int, c_int, c_int, c_int, c_int, c_int,
+                           P_ERR)
+sparse_wdata_destroy = _sig("sdgp_sparse_wdata_destroy", None, c_void_p)
+sparse_wdata_pack = _sig("sdgp_sparse_wdata_pack", c_int, c_void_p, c_void_p, P_ERR)
+sparse_wdata_run = _sig("sdgp_sparse_wdata_run", c_int, c_void_p, c_void_p, c_void_p, P_ERR)
 
 
 def _version() -> "str | None":

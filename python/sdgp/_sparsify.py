@@ -11,8 +11,9 @@ import torch.nn as nn
 
 from . import _lib
 from ._config import ConfigLike, MVUEWeightGrad, SDGP, SparseWeights, describe, normalize
+from . import _sparse_fwd
 from .torch import (SdgpConv2d, SdgpConversionWarning, SdgpLinear, _LayerState, _LinearState, _basic_ineligible,
-                    _ineligible, _linear_ineligible, _mvue_ineligible, _pair, _resolve_padding, _weights_ineligible,
+                    _geometry_ineligible, _ineligible, _linear_ineligible, _mvue_ineligible, _pair, _resolve_padding, _weights_ineligible,
                     _wgrad_sparse_ineligible)
 
 
@@ -240,6 +241,9 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
         if sw is not None:
             st.sw = sw
             st.set_beta(conv.weight)
+            n, m = sw.n_m
+            st.fwd = _sparse_fwd.SparseFwdState(sw.kernel, sw.groups, n, m, stride, pad, conv.groups,
+                                                _pair(conv.kernel_size), _geometry_ineligible(conv))
         conv._sdgp = st
         # the class swap keeps the object: its parameters (and an optimizer's references to
         # them), hooks and state-dict names stay exactly the plain layer's
@@ -374,6 +378,8 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
                          wgrad_kernel_times_ms=s.wg_times_ms)
             if s.sw is not None:
                 r.update(weights=s.sw.method, weights_nm=s.sw.nm, weights_groups=s.sw.groups, beta=s.sw_beta)
+                if s.fwd is not None:
+                    r.update(s.fwd.report(s.fn is not None))
         else:
             why = skipped.get(r["name"]) or _ineligible(mod, m)
             r["reason"] = why or ("first layer (first_layer=False)" if first else "not converted")

@@ -392,6 +392,7 @@ class _LayerState:
         self.wg_plans = {}
         self.sw = None  # SparseWeights or None
         self.sw_beta = 1.0
+        self.fwd = None  # SparseWeights: the forward's kernel choice and plans (_sparse_fwd.SparseFwdState)
         self.wgrad = None if wgrad == "auto" else wgrad  # "torch" | "sdgp"; None: measure at the first backward
         self.wgrad_times_ms = None  # {"torch": ms, "sdgp": ms} of that measurement
         self.wplans = {}
@@ -408,6 +409,7 @@ class _LayerState:
     def __deepcopy__(self, memo):
         new = copy.copy(self)
         new.plans, new.wplans, new.wg_plans, new.lock = {}, {}, {}, threading.Lock()
+        new.fwd = copy.deepcopy(self.fwd, memo)  # its choices, without the plans
         return new
 
     def __getstate__(self):
@@ -423,7 +425,7 @@ class _LayerState:
         d.setdefault("wplans", {})
         d.setdefault("fastest", False)
         for k, v in (("wg", None), ("wg_kernel", None), ("wg_times_ms", None), ("wg_plans", {}), ("sw", None),
-                     ("sw_beta", 1.0)):
+                     ("sw_beta", 1.0), ("fwd", None)):
             d.setdefault(k, v)
         self.__dict__.update(d)
         self.lock = threading.Lock()
@@ -432,6 +434,8 @@ class _LayerState:
         for p in list(self.plans.values()) + list(self.wplans.values()) + list(self.wg_plans.values()):
             p.close()
         self.plans, self.wplans, self.wg_plans = {}, {}, {}
+        if self.fwd is not None:
+            self.fwd.close()
 
     def _plan(self, B, H, W, Cin, Cout, kh, kw, threads):
         key = (B, H, W, Cin, Cout, kh, kw, threads)
@@ -560,8 +564,10 @@ class _LayerState:
             best, out = _time_each(kinds, run)
             self.choice = min(kinds, key=lambda k: best[k])
             self.times_ms = {k: 1e3 * v for k, v in best.items()}
-            if self.choice != "sparse":
-                self.close()  # its plan is not needed any more
+            if self.choice != "sparse":  # its plans are not needed any more
+                for p in self.plans.values():
+                    p.close()
+                self.plans = {}
             return out[self.choice]
 
     def _plain(self, go, x, w):
@@ -705,11 +711,25 @@ def _forward_saving(ctx, x, weight, bias, state, lowp, product):
     return y
 
 
+def _dense_product(conv):
+    """torch's product of the layer, as product(x, w, b)."""
+    return lambda xx, ww, bb: F.conv2d(xx, ww, bb, conv.stride, conv.padding, conv.dilation, conv.groups)
+
+
+def _sparse_forward(st, lowp):
+    """The layer's SparseFwdState when its forward may run a libsdgp sparse-weight kernel (float32 only:
+    under autocast the layer runs torch's bfloat16 product), else None."""
+    f = st.fwd
+    return f if f is not None and lowp is None and f.uses_sparse() else None
+
+
 class _SdgpConvFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, conv, lowp):
-        return _forward_saving(ctx, x, weight, bias, conv._sdgp, lowp, lambda xx, ww, bb: F.conv2d(
-            xx, ww, bb, conv.stride, conv.padding, conv.dilation, conv.groups))
+        dense = _dense_product(conv)
+        fwd = _sparse_forward(conv._sdgp, lowp)
+        product = dense if fwd is None else (lambda xx, ww, bb: fwd.forward(xx, ww, bb, dense))
+        return _forward_saving(ctx, x, weight, bias, conv._sdgp, lowp, product)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -721,8 +741,11 @@ class _SdgpConvFn(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         need_b = need_b and ctx.has_bias
         gx = gw = gb = None
+        wdata = st.fn is None and need_x and st.fwd is not None and st.fwd.wdata != "dense"
         try:
-            if need_x and st.fn is not None and st.choice == "plain" and st.wg is None and (
+            if st.fn is None and st.wg is None and st.wgrad == "torch" and not wdata:  # torch's, one call
+                gx, gw, gb = st.torch_grads(go, x, w, (need_x, need_w, need_b))
+            elif need_x and st.fn is not None and st.choice == "plain" and st.wg is None and (
                     st.wgrad == "torch" or not need_w):  # no SDGP here: one torch call
                 gx, gw, gb = st.torch_grads(go, x, w, (True, need_w, need_b))
             else:
@@ -733,9 +756,13 @@ class _SdgpConvFn(torch.autograd.Function):
                     gw, gb = st.weight_grad(go, x, w, need_b)
                 elif need_b:
                     gb = st.torch_grads(go, x, w, (False, False, True))[2]
-                if need_x:
-                    gx = st.data_grad(go, x, w) if st.fn is not None else st.torch_grads(go, x, w,
-                                                                                          (True, False, False))[0]
+                if need_x and st.fn is not None:
+                    gx = st.data_grad(go, x, w)
+                elif wdata:  # sparse weights without SDGP: W~'s sparse data gradient where it pays
+                    with st.lock:
+                        gx = st.fwd.wdata_grad(go, x, w, lambda: st.torch_grads(go, x, w, (True, False, False))[0])
+                elif need_x:
+                    gx = st.torch_grads(go, x, w, (True, False, False))[0]
         finally:
             with st.lock:
                 st.step += 1
@@ -769,9 +796,14 @@ class SdgpConv2d(nn.Conv2d):
         lowp = _check_forward(st, x, w, "nn.Conv2d")
         if st.sw is not None:
             w = _ProjectFn.apply(w, st)  # W~ (its gradient goes to W)
-        if torch.is_grad_enabled() and ((x.requires_grad and st.fn is not None) or (w.requires_grad and (
-                st.wg is not None or (st.fn is not None and st.wgrad != "torch")))):
+        fwd = _sparse_forward(st, lowp)
+        if torch.is_grad_enabled() and ((x.requires_grad and (st.fn is not None or (
+                st.fwd is not None and st.fwd.wdata != "dense"))) or (w.requires_grad and (
+                st.wg is not None or (st.fn is not None and st.wgrad != "torch"))) or (fwd is not None and (
+                x.requires_grad or w.requires_grad or (self.bias is not None and self.bias.requires_grad)))):
             return _SdgpConvFn.apply(x, w, self.bias, self, lowp)
+        if fwd is not None:  # no gradient to keep (inference): libsdgp's sparse-weight product where chosen
+            return fwd.forward(x, w, self.bias, _dense_product(self))
         return self._conv_forward(x, w, self.bias)  # torch's own (autocast as for a plain layer)
 
     def extra_repr(self) -> str:
@@ -896,4 +928,5 @@ _LINEAR_CLASSES = (nn.Linear, nn.modules.linear.NonDynamicallyQuantizableLinear)
 
 
 # The model-level API lives in _sparsify.py (this file holds the layer); imported last, as it uses the layer.
+from . import _sparse_fwd  # noqa: E402  (it imports this module's helpers)
 from ._sparsify import (LayerResult, SparsifyReport, sparsify_, convert_model, restore_model, export_model, sparse_weights, layer_report)  # noqa: E402
