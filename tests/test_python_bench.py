@@ -109,6 +109,27 @@ def test_step_mode():
             check(e.code == 2, "--mask-block x: exit status 2, got %s" % e.code)
 
 
+def test_methods_mode():
+    """--methods: a row per method and format against the plain model of its format, the host in each."""
+    rc, rows = run_bench("--methods", "plain,sdgp,all", "--models", "resnet9", "--batch", "2", "--size", "16",
+                         "--steps", "1", "--warmup", "1", "--threads", "1")
+    check(rc == 0 and [(r["method"], r["format"]) for r in rows] == [
+        ("sdgp", "nchw"), ("all", "nchw"), ("sdgp", "channels_last"), ("all", "channels_last")],
+        "--methods: sdgp and all per format: %s" % rows)
+    for r in rows:
+        check(r["mode"] == "methods" and r["nm"] == "2:4" and r["size"] == 16 and r["torch_ms"] > 0 and r["ms"] > 0
+              and r["host"]["sdgp_isa"] and r["host"]["cpu"], "--methods row: %s" % r)
+        check(r["fwd_sparse_layers"].endswith("/7" if r["method"] == "all" else "/0"),
+              "--methods: the sparse-weight layers counted: %s" % r)
+    with contextlib.redirect_stderr(io.StringIO()):
+        for bad in (["--methods", "plain,fast"], ["--methods", "sdgp", "--formats", "nhwc"]):
+            try:
+                bench.main(bad)
+                check(False, "%s is refused" % bad)
+            except SystemExit as e:
+                check(e.code == 2, "%s: exit status 2, got %s" % (bad, e.code))
+
+
 def test_one_model_definition():
     """sdgp.models.resnet9 is the golden tests' twin, and torch_models (their import) is sdgp/models.py
     run without the package: it must not load libsdgp."""
@@ -139,5 +160,6 @@ def test_one_model_definition():
 test_overhead_mode()
 test_probe_skips_measurement()
 test_step_mode()
+test_methods_mode()
 test_one_model_definition()
 finish()

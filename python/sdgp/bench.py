@@ -22,14 +22,27 @@ libsdgp's prune/pack/sparse kernel, plus torch_ms, torch's convolution_backward)
 library's and python_ms the interpreter, ctypes and allocation; probe_ms: the timers' own share. Then a
 summary row per (model, n:m) (layer "(all)": sums of the layers' medians, overhead_pct of the sums,
 max_layer_pct, layers_over_goal against goal_pct, the issue's 2 %).
+--methods plain,sdgp,all (the three methods, issue 55's goals): instead, per model, memory format
+(--formats, default both) and n:m (default 2:4), plain PyTorch and the models converted by
+sdgp.torch.sparsify_ with each method: "sdgp" SDGP(prune, nm, kernel) alone, "mvue"
+MVUEWeightGrad(nm) alone, "weights" SparseWeights(method, nm, groups, kernel=--fwd-kernel) alone,
+"all" the three together; every model of every format takes its steps round robin in one run, and a
+row per converted model gives its speed against the plain model of its own format:
+  {"mode": "methods", "model", "method", "format", "size", "nm", "batch", "threads", "torch_ms", "ms",
+   "speedup", "groups", "fwd_kernel", "fwd_sparse_layers", "host", ...}
+fwd_sparse_layers: layers whose forward runs a libsdgp sparse-weight kernel / layers with sparse
+weights. The host (CPU model, sdgp's ISA path, oneDNN's) heads stderr's table and is in each row.
 Progress goes to stderr.
 """
 import argparse
 import copy
 import json
+import os
+import platform
 import statistics
 import sys
 import time
+from typing import Any, Dict, List
 
 import torch
 import torch.nn as nn
@@ -38,8 +51,27 @@ from . import _overhead
 from . import models
 from . import torch as sdgp_torch
 from . import isa as _isa
+from . import onednn_isa as _onednn_isa
 
 MODELS = {"resnet18": lambda: models.resnet18(10, 3), "resnet9": lambda: models.resnet9(10, 3, 1.0)}
+METHODS = ("plain", "sdgp", "mvue", "weights", "all")
+FORMATS = {"nchw": torch.contiguous_format, "channels_last": torch.channels_last}
+
+
+def host() -> Dict[str, Any]:
+    """What the figures were measured on: CPU model (with family / model, as a VM's name may say little),
+    logical CPUs, sdgp's kernel path and oneDNN's, torch's version."""
+    info = {"cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            fields = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        info["cpu"] = "%s (family %s, model %s)" % (fields.get("model name", "?"), fields.get("cpu family", "?"),
+                                                    fields.get("model", "?"))
+    except OSError:
+        pass
+    info.update(sdgp_isa=_isa(), onednn_isa=_onednn_isa(), torch=torch.__version__)
+    return info
 
 
 class _Runner:
@@ -62,9 +94,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m sdgp.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="resnet18,resnet9", help="comma list of: " + ", ".join(MODELS))
     ap.add_argument("--prune", default="rescaled", help="pruning function (default rescaled)")
-    ap.add_argument("--nm", default="2:4,1:4,4:32", help="comma list of N:M (default 2:4,1:4,4:32)")
+    ap.add_argument("--nm", default=None, help="comma list of N:M (default 2:4,1:4,4:32; with --methods 2:4)")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
-    ap.add_argument("--batch", type=int, default=32, help="batch size (default 32), images 32x32x3")
+    ap.add_argument("--batch", type=int, default=32, help="batch size (default 32)")
+    ap.add_argument("--size", type=int, default=32, help="image size: size x size x 3 (default 32)")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per configuration (default 10)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2, at least 1)")
     ap.add_argument("--mask-block", default="1",
@@ -76,13 +109,24 @@ def main(argv=None):
                     help="comma list of convert_model's wgrad: torch (default), sdgp, auto; rows per value")
     ap.add_argument("--overhead", action="store_true",
                     help="per converted layer: backward wall time against the time inside compiled kernels")
+    ap.add_argument("--methods", default=None,
+                    help="comma list of " + ", ".join(METHODS) + ": plain PyTorch against sparsify_ with each "
+                    "method (all: SDGP + MVUEWeightGrad + SparseWeights), all formats in one run")
+    ap.add_argument("--formats", default=None,
+                    help="with --methods: comma list of nchw, channels_last (default both; --channels-last: that one)")
+    ap.add_argument("--weights", default="sste", choices=["sste", "srste"], help="SparseWeights' method (default sste)")
+    ap.add_argument("--groups", default="block32", help="SparseWeights' groups (default block32: sparse forward kernels)")
+    ap.add_argument("--fwd-kernel", default="auto", choices=["auto", "on", "off"],
+                    help="SparseWeights' kernel: its forward on libsdgp's sparse-weight kernels (default auto)")
     a = ap.parse_args(argv)
+    if a.nm is None:
+        a.nm = "2:4" if a.methods else "2:4,1:4,4:32"
     names = a.models.split(",")
     for nme in names:
         if nme not in MODELS:
             ap.error("unknown model %r (expected %s)" % (nme, ", ".join(MODELS)))
-    if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 1:
-        ap.error("--threads, --batch, --steps and --warmup must be >= 1")
+    if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 1 or a.size < 1:
+        ap.error("--threads, --batch, --size, --steps and --warmup must be >= 1")
     try:
         blocks = [int(p) for p in a.mask_block.split(",")]
     except ValueError:
@@ -93,12 +137,18 @@ def main(argv=None):
             ap.error("--wgrad: %r is not torch, sdgp or auto" % w)
     torch.set_num_threads(a.threads)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
-    print("sdgp.bench: torch %s, %d threads, sdgp ISA %s, batch %d, %d+%d steps" %
-          (torch.__version__, torch.get_num_threads(), _isa(), a.batch, a.warmup, a.steps), file=sys.stderr)
+    h = host()
+    print("sdgp.bench: %s, %d CPUs; torch %s, %d threads, sdgp ISA %s, oneDNN %s; batch %d, %dx%d, %d+%d steps" %
+          (h["cpu"], h["cpus"], torch.__version__, torch.get_num_threads(), h["sdgp_isa"], h["onednn_isa"], a.batch,
+           a.size, a.size, a.warmup, a.steps), file=sys.stderr)
+    if a.methods is not None:
+        if a.overhead:
+            ap.error("--methods and --overhead are separate modes")
+        return _methods(ap, a, names, h)
     for name in names:
         torch.manual_seed(0)
         base = MODELS[name]().to(memory_format=fmt)
-        x = torch.randn(a.batch, 3, 32, 32).contiguous(memory_format=fmt)
+        x = torch.randn(a.batch, 3, a.size, a.size).contiguous(memory_format=fmt)
         y = torch.randint(0, 10, (a.batch,))
         runners = {}  # (n:m, mask block, wgrad) -> runner
         for nm in a.nm.split(","):
@@ -143,6 +193,73 @@ def main(argv=None):
                               "wgrad": w, "wgrad_sdgp_layers": "%d/%d" % (wsd, len(rep)), "kernel": a.kernel,
                               "unpruned_layers": "%d/%d" % (unpruned, len(rep)),
                               "steps": a.steps}), flush=True)
+        del runners
+    return 0
+
+
+def _method_config(method: str, a: argparse.Namespace, nm: str) -> List[Any]:
+    """sparsify_'s config list for a --methods name."""
+    sd = sdgp_torch.SDGP(prune=a.prune, nm=nm, kernel=a.kernel, wgrad=a.wgrad.split(",")[0])
+    mv = sdgp_torch.MVUEWeightGrad(nm=nm)
+    sw = sdgp_torch.SparseWeights(method=a.weights, nm=nm, groups=a.groups, kernel=a.fwd_kernel)
+    return {"sdgp": [sd], "mvue": [mv], "weights": [sw], "all": [sd, mv, sw]}[method]
+
+
+def _methods(ap: argparse.ArgumentParser, a: argparse.Namespace, names: List[str], h: Dict[str, Any]) -> int:
+    """--methods: plain against each method, every format, one round robin per model."""
+    methods = a.methods.split(",")
+    for mt in methods:
+        if mt not in METHODS:
+            ap.error("--methods: %r is not one of %s" % (mt, ", ".join(METHODS)))
+    fmts = (a.formats or ("channels_last" if a.channels_last else "nchw,channels_last")).split(",")
+    for f in fmts:
+        if f not in FORMATS:
+            ap.error("--formats: %r is not nchw or channels_last" % f)
+    nms = a.nm.split(",")
+    for name in names:
+        runners = {}  # (format, method, n:m) -> runner; "plain" once per format
+        for f in fmts:
+            torch.manual_seed(0)
+            base = MODELS[name]().to(memory_format=FORMATS[f])
+            x = torch.randn(a.batch, 3, a.size, a.size).contiguous(memory_format=FORMATS[f])
+            y = torch.randint(0, 10, (a.batch,))
+            runners[(f, "plain", "")] = _Runner(copy.deepcopy(base), x, y)
+            for nm in nms:
+                for mt in methods:
+                    if mt == "plain":
+                        continue
+                    model = copy.deepcopy(base)
+                    try:  # strict: a benchmark of a model with layers left plain would mislead
+                        sdgp_torch.sparsify_(model, _method_config(mt, a, nm), strict=True)
+                    except (ValueError, TypeError) as e:
+                        ap.error("%s, %s: %s" % (name, mt, e))
+                    runners[(f, mt, nm)] = _Runner(model, x, y)
+        for r in runners.values():  # the converted models' first step measures their kernels
+            for _ in range(a.warmup):
+                r.step()
+        for _ in range(a.steps):  # round robin over every model of every format
+            for r in runners.values():
+                r.times.append(r.step())
+        print("  %s, %dx%d, batch %d, %d threads, medians of %d steps (ms), speed-up over plain PyTorch:" % (
+            name, a.size, a.size, a.batch, a.threads, a.steps), file=sys.stderr)
+        for f in fmts:
+            torch_ms = statistics.median(runners[(f, "plain", "")].times)
+            line = ["%-13s plain %7.1f" % (f, torch_ms)]
+            for (f2, mt, nm), r in runners.items():
+                if f2 != f or mt == "plain":
+                    continue
+                ms = statistics.median(r.times)
+                rep = [row for row in sdgp_torch.layer_report(r.model) if row["converted"]]
+                sw = [row for row in rep if "fwd_kernel" in row]
+                fwd_sparse = sum(row["fwd_kernel"] not in ("dense", "off") for row in sw)
+                line.append("%s %s %7.1f %.3fx" % (mt, nm, ms, torch_ms / ms))
+                print(json.dumps({"mode": "methods", "model": name, "method": mt, "format": f, "size": a.size,
+                                  "nm": nm, "batch": a.batch, "threads": a.threads, "torch_ms": round(torch_ms, 2),
+                                  "ms": round(ms, 2), "speedup": round(torch_ms / ms, 3), "prune": a.prune,
+                                  "kernel": a.kernel, "weights": a.weights, "groups": a.groups,
+                                  "fwd_kernel": a.fwd_kernel, "fwd_sparse_layers": "%d/%d" % (fwd_sparse, len(sw)),
+                                  "layers": len(rep), "steps": a.steps, "host": h}), flush=True)
+            print("    " + " | ".join(line), file=sys.stderr)
         del runners
     return 0
 
