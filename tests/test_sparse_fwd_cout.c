@@ -26,8 +26,7 @@ static int run_cout(float *y, const float *x, const float *w, const sdgp_conv_ge
     int ok = sdgp_sparse_fwd_create_cout(&p, g, s->n, s->m, isa, threads, &e) == SDGP_OK;
     CHECK(ok, "create: %s", e.msg);
     if (!ok) return 0;
-    const sdgp_isa runs = isa == SDGP_ISA_AVX512 ? SDGP_ISA_AVX2 : isa; /* no AVX-512 micro-kernel: AVX2's runs */
-    CHECK(sdgp_sparse_fwd_isa(p) == runs, "plan runs %s, asked %s", sdgp_isa_name(sdgp_sparse_fwd_isa(p)), sdgp_isa_name(isa));
+    CHECK(sdgp_sparse_fwd_isa(p) == isa, "plan runs %s, asked %s", sdgp_isa_name(sdgp_sparse_fwd_isa(p)), sdgp_isa_name(isa));
     ok = sdgp_sparse_fwd_pack(p, w, &e) == SDGP_OK;
     CHECK(ok, "pack: %s", e.msg);
     const size_t ws_bytes = sdgp_sparse_fwd_workspace_bytes(p);

@@ -17,10 +17,15 @@
 #include "kernels/spcout_internal.h"
 #include "kernels/spfwd_internal.h"
 
-static const spcout_tile_fn tile_table[SDGP_ISA_COUNT] = {
-    [SDGP_ISA_REF] = spcout_tile_ref,
-    [SDGP_ISA_AVX2] = spcout_tile_avx2,
-    [SDGP_ISA_AVX512] = spcout_tile_avx2, /* no AVX-512 micro-kernel yet: its machines run AVX2's */
+/* Tiles of 3 columns in ymm (AVX2: 2 image vectors x K x 3 chains); AVX-512 keeps both image
+ * vectors in one zmm, so it takes more columns for as many chains (spcout_avx512.c): 8 at n = 2
+ * (16 chains; 8 columns measured 1.04-1.08x faster than 6 and 4 over ResNet-9 w1), 6 at n = 1
+ * (two subsets interleaved: 12 chains; 8 columns were slower, their input outgrows L1), 6 at n > 2
+ * (as many as 4 rows' accumulators and the inputs leave registers for). spcout.md has the figures. */
+static const spcout_kernel kernel_table[SDGP_ISA_COUNT] = {
+    [SDGP_ISA_REF] = {.isa = SDGP_ISA_REF, .tile = spcout_tile_ref, .tw = {3, 3, 3, 3, 3}},
+    [SDGP_ISA_AVX2] = {.isa = SDGP_ISA_AVX2, .tile = spcout_tile_avx2, .tw = {3, 3, 3, 3, 3}},
+    [SDGP_ISA_AVX512] = {.isa = SDGP_ISA_AVX512, .tile = spcout_tile_avx512, .tw = {6, 6, 8, 6, 6}, .pair = 1},
 };
 
 /* Input channels per chunk: 32, 16 or 8, the most whose rows of one tile (kh rows of the columns
@@ -31,7 +36,9 @@ static const spcout_tile_fn tile_table[SDGP_ISA_COUNT] = {
  * subsets about 1.5 c entries): fewer loads and stores of their accumulators and fewer mispredicted
  * loop exits. 32 measured 1.06-1.18x faster than 16 on ResNet-9's 3x3 layers, 64 slower than 32
  * (bench/kernel_ab.c, README.md; 1x1 layers not measured: the model times every layer at start); on
- * the 5x5 stride-2 layer 16 was no faster than 8, and fewer than 8 makes the loops too short. */
+ * the 5x5 stride-2 layer 16 was no faster than 8, and fewer than 8 makes the loops too short.
+ * SPCOUT_TW columns whatever the ISA's tile width: the chunks set the sum order, so they must not
+ * depend on the ISA (AVX-512's wider tiles read a few more columns per chunk). */
 static int chunk_channels(const sdgp_conv_geom *g) {
     const int64_t cols = (int64_t)(SPCOUT_TW - 1) * g->stride + g->kw;
     int chunk = SPCOUT_CHUNK;
@@ -118,9 +125,10 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     p->n = n;
     p->m = m;
     p->threads = threads ? threads : omp_get_max_threads();
-    p->k.isa = resolved == SDGP_ISA_AVX512 ? SDGP_ISA_AVX2 : resolved; /* the kernel that runs */
+    p->k.isa = resolved; /* the kernel that runs (and the transposes') */
     p->cout = c;
-    c->tile = tile_table[resolved];
+    c->k = kernel_table[resolved];
+    c->tw = c->k.tw[n];
     c->n = n;
     c->m = m;
     c->es = 1 + n;
@@ -132,7 +140,10 @@ sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_g
     c->Wp = g->W + 2 * g->pad;
     c->ldrow = (int64_t)c->Wp * SPCOUT_XCOL;
     c->plane_x = xt_plane(g);
-    c->ytile = (int64_t)2 * g->Cout * SPCOUT_TW * SPCOUT_VL;
+    c->ytile = (int64_t)2 * g->Cout * c->tw * SPCOUT_VL;
+    c->ldr = (int64_t)c->tw * (c->k.pair ? 2 : 1) * SPCOUT_VL; /* [Cout][tw][2][8] or [2][Cout][tw][8] */
+    c->yc = c->k.pair ? 2 * SPCOUT_VL : SPCOUT_VL;
+    c->yb = c->k.pair ? SPCOUT_VL : (int64_t)g->Cout * c->ldr;
     for (int t = 0; t < g->kh * g->kw; t++) c->tap_off[t] = (int32_t)((int64_t)(t / g->kw) * c->ldrow + t % g->kw * SPCOUT_XCOL);
     memset(c->sub_index, -1, sizeof c->sub_index);
     for (int bits = 0; bits < 1 << m; bits++)
@@ -258,23 +269,26 @@ static void run_tile(const sdgp_sparse_fwd *p, float *y, float *yt, int bv, int 
     const sdgp_conv_geom *g = &p->g;
     const spcout *c = p->cout;
     const int taps = g->kh * g->kw;
-    const int64_t pair = (int64_t)g->Cin * c->plane_x, ldr = SPCOUT_TW * SPCOUT_VL, yb = (int64_t)g->Cout * ldr;
+    const int64_t pair = (int64_t)g->Cin * c->plane_x, ldr = c->ldr, yb = c->yb;
     const int S = g->stride;
     spcout_tile t = {.x = c->Xt + bv / 2 * pair + (int64_t)h * S * c->ldrow + (int64_t)w0 * S * SPCOUT_XCOL,
                      .sub_bits = c->sub_bits,
-                     .nsub = c->nsub, .ldr = ldr, .yb = yb, .m = c->m, .K = c->n, .J = J, .S = S};
+                     .nsub = c->nsub, .ldr = ldr, .yc = c->yc, .yb = yb, .m = c->m, .K = c->n, .J = J, .S = S};
     for (int ch = 0; ch < c->chunks; ch++)
         for (int gr = 0; gr < c->groups; gr++) {
             t.y = yt + (int64_t)gr * c->m * ldr;
             t.run = c->run + ((size_t)gr * c->chunks + ch) * (c->nsub + 1);
             t.e = c->ent + ((int64_t)gr * g->Cin + (int64_t)ch * c->chunk) * taps * c->es;
             t.first = ch == 0;
-            c->tile(&t);
+            c->k.tile(&t);
         }
-    for (int v = 0; v < 2; v++) { /* one 8 x Cout block transpose per (vector of images, pixel) */
-        const int b0 = (bv + v) * SPCOUT_VL, nb = g->B - b0 < SPCOUT_VL ? g->B - b0 : SPCOUT_VL;
+    /* per pixel one block transpose, Cout x the images: both vectors at once where they sit side by
+     * side (the pair layout: a 16-column block for AVX-512's transpose), else one per vector */
+    const int per = c->k.pair ? 2 : 1;
+    for (int v = 0; v < 2; v += per) {
+        const int b0 = (bv + v) * SPCOUT_VL, nb = g->B - b0 < per * SPCOUT_VL ? g->B - b0 : per * SPCOUT_VL;
         for (int j = 0; nb > 0 && j < J; j++)
-            tr(y + (((int64_t)b0 * g->Ho + h) * g->Wo + w0 + j) * g->Cout, (int64_t)g->Ho * g->Wo * g->Cout, yt + v * yb + j * SPCOUT_VL,
+            tr(y + (((int64_t)b0 * g->Ho + h) * g->Wo + w0 + j) * g->Cout, (int64_t)g->Ho * g->Wo * g->Cout, yt + v * yb + j * c->yc,
                ldr, g->Cout, nb);
     }
 }
@@ -291,10 +305,11 @@ sdgp_status spcout_run(const sdgp_sparse_fwd *p, float *y, const float *x, sdgp_
     }
     const transpose_fn tr = transpose_for(p->k.isa);
     transpose_in(p, x, tr);
-    /* ntw tiles per row, as even as they go (7 columns: 3 2 2, not 3 3 1): a tile of one column has
-     * K * 2 accumulator chains, 4 at 2:4, too few to cover the FMA latency (two FMAs a cycle, four
-     * cycles each, want 8). The bits do not depend on the tiles (one chain per output element). */
-    const int ntw = (g->Wo + SPCOUT_TW - 1) / SPCOUT_TW, base = g->Wo / ntw, extra = g->Wo % ntw, npairs = c->nbv / 2;
+    /* ntw tiles per row, as even as they go (7 columns in tiles of 3: 3 2 2, not 3 3 1): a tile of one
+     * column has K * 2 ymm accumulator chains, 4 at 2:4, too few to cover the FMA latency (two FMAs a
+     * cycle, four cycles each, want 8). The bits do not depend on the tiles (one chain per output
+     * element). */
+    const int ntw = (g->Wo + c->tw - 1) / c->tw, base = g->Wo / ntw, extra = g->Wo % ntw, npairs = c->nbv / 2;
     /* units: (pair of image vectors, output row); each output element is one unit's, in one order */
 #pragma omp parallel for collapse(2) schedule(static) num_threads(p->threads)
     for (int bp = 0; bp < npairs; bp++)

@@ -27,7 +27,7 @@ static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t,
 #pragma GCC unroll 3
         for (int j = 0; j < J; j++)
 #pragma GCC unroll 2
-            for (int v = 0; v < NB; v++) acc[r][j][v] = _mm256_load_ps(rows[r] + j * SPCOUT_VL + v * t->yb);
+            for (int v = 0; v < NB; v++) acc[r][j][v] = _mm256_load_ps(rows[r] + j * t->yc + v * t->yb);
     for (; e < end; e += 1 + K) {
         int32_t off;
         memcpy(&off, e, sizeof off);
@@ -62,7 +62,7 @@ static inline __attribute__((always_inline)) void loop_kjn(const spcout_tile *t,
 #pragma GCC unroll 3
         for (int j = 0; j < J; j++)
 #pragma GCC unroll 2
-            for (int v = 0; v < NB; v++) _mm256_store_ps(rows[r] + j * SPCOUT_VL + v * t->yb, acc[r][j][v]);
+            for (int v = 0; v < NB; v++) _mm256_store_ps(rows[r] + j * t->yc + v * t->yb, acc[r][j][v]);
 }
 
 /* The tile: every subset's loop with the same (K, J, NB, S), fixed at compile time. */
@@ -72,8 +72,8 @@ static inline __attribute__((always_inline)) void tile_kjn(const spcout_tile *t,
         for (int i = 0; i < t->m; i++)
 #pragma GCC unroll 3
             for (int j = 0; j < J; j++) {
-                _mm256_store_ps(t->y + i * t->ldr + j * SPCOUT_VL, _mm256_setzero_ps());
-                _mm256_store_ps(t->y + i * t->ldr + j * SPCOUT_VL + t->yb, _mm256_setzero_ps());
+                _mm256_store_ps(t->y + i * t->ldr + j * t->yc, _mm256_setzero_ps());
+                _mm256_store_ps(t->y + i * t->ldr + j * t->yc + t->yb, _mm256_setzero_ps());
             }
     const int es = 1 + K;
     for (int s = 0; s < t->nsub; s++) {

@@ -8,13 +8,14 @@
 void spcout_tile_ref(const spcout_tile *t) {
     if (t->first)
         for (int i = 0; i < t->m; i++)
-            for (int v = 0; v < 2; v++) memset(t->y + i * t->ldr + v * t->yb, 0, (size_t)t->J * SPCOUT_VL * sizeof(float));
+            for (int j = 0; j < t->J; j++)
+                for (int v = 0; v < 2; v++) memset(t->y + i * t->ldr + j * t->yc + v * t->yb, 0, SPCOUT_VL * sizeof(float));
     for (int s = 0; s < t->nsub; s++)
         for (int i = 0, r = 0; i < t->m; i++) {
             if (!(t->sub_bits[s] >> i & 1)) continue;
             for (int j = 0; j < t->J; j++)
                 for (int v = 0; v < 2; v++) {
-                    float *y = t->y + i * t->ldr + j * SPCOUT_VL + v * t->yb, acc[SPCOUT_VL];
+                    float *y = t->y + i * t->ldr + j * t->yc + v * t->yb, acc[SPCOUT_VL];
                     memcpy(acc, y, sizeof acc);
                     const float *e = t->e + (int64_t)t->run[s] * (1 + t->K);
                     for (int q = t->run[s]; q < t->run[s + 1]; q++, e += 1 + t->K) {
