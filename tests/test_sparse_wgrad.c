@@ -5,7 +5,7 @@
  * 7x7 stride 2, 3x1, 1x1, 3x3 stride 2 and 3; Cin 1, 2, 3, not a multiple of 16 and above 64; Cout
  * 1, 5, odd, above 64; rows from m up to 2048, not multiples of 16, 64 or 256; 1x1 images; every
  * ISA path the CPU has with 1, 2 and 3 threads, and with 1 and 2 in the permute form forced
- * (spwgrad_create_permute_form: AVX2's permute kernel), all bitwise equal (the header's promise), AUTO
+ * (spwgrad_create_permute_form: AVX2's and AVX-512's permute kernels), all bitwise equal (the header's promise), AUTO
  * too; dw fully overwritten (poisoned with NaN before each run); a plan run twice on other data, and
  * with the caller's workspace.
  * Zero-value slots, groups with fewer than n nonzeros, an all-zero dY and big magnitudes.
@@ -72,7 +72,7 @@ static int prune_rows(float *pruned, sdgp_nm_tensor *t, const float *dyd, const 
     return ok;
 }
 
-/* permute: the permute form even where the ISA has the rows form (AVX2's permute micro-kernel) */
+/* permute: the permute form even where the ISA has the rows form (AVX2's and AVX-512's permute micro-kernels) */
 static int run_wgrad(float *dw, const float *x, const sdgp_nm_tensor *t, const sdgp_conv_geom *g, int n, int m,
                      sdgp_isa isa, int threads, int permute) {
     sdgp_sparse_wgrad *p = NULL;

@@ -158,7 +158,8 @@ SDGP_API sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sd
  * input channel and tap, when a group keeps more than n). Its run needs a workspace for the transposed
  * input and output (sdgp_sparse_fwd_workspace_bytes, below). One fp32 FMA chain per output element, input channels
  * in chunks and subsets in order: bitwise the same for every thread count and ISA path, but not the
- * direct kernel's order. AVX-512 machines run the AVX2 micro-kernel (sdgp_sparse_fwd_isa says so). */
+ * direct kernel's order. AVX-512 machines run an AVX-512 micro-kernel with wider tiles (1.4-1.7x the
+ * AVX2 one on Zen 5: src/kernels/spcout.md). */
 SDGP_API int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m);
 SDGP_API sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
                                                  int threads, sdgp_error *err);
@@ -209,8 +210,10 @@ SDGP_API sdgp_status sdgp_sparse_wdata_run(sdgp_sparse_wdata *p, float *dx, cons
  * (Cout x Cin x kh x kw), overwritten. Bitwise the same for every thread count and every ISA path:
  * one fp32 FMA chain per output element over its channel's slots in row order.
  * src/kernels/spwgrad.md has the design and the measurements (on Zen 5 the permutes bound it: at
- * 2:4 about as fast as a dense product at the FMA ceiling; the AVX2 path runs a row-wise form
- * with the same bits instead: 1.45-1.54x over oneDNN at 2:4 on Zen 3). */
+ * 2:4 about as fast as a dense product at the FMA ceiling; the AVX2 path runs a row-wise form with
+ * the same bits instead, 1.45-1.54x over oneDNN at 2:4 on Zen 3, and so does the AVX-512 path on
+ * stride-1 layers of 3x3 kernels or larger, where it measured about as fast as the permute form on
+ * Zen 5 and 1.5-1.7x faster than AVX2's row-wise kernel). */
 typedef struct sdgp_sparse_wgrad sdgp_sparse_wgrad;
 
 SDGP_API sdgp_status sdgp_sparse_wgrad_create(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
@@ -221,8 +224,8 @@ SDGP_API sdgp_isa sdgp_sparse_wgrad_isa(const sdgp_sparse_wgrad *p);
  * names the mismatch) or a stored index is >= m (dw then unspecified). */
 SDGP_API sdgp_status sdgp_sparse_wgrad_run(sdgp_sparse_wgrad *p, float *dw, const float *x, const sdgp_nm_tensor *dy,
                                            sdgp_error *err);
-/* Scratch memory of a run besides the plan: the AVX2 path's zero-padded copy of X (B x (H+2 pad) x
- * (W+2 pad) x Cin floats, Cin rounded up to 8; 0 for the other paths). By default the plan allocates
+/* Scratch memory of a run besides the plan: the row-wise form's zero-padded copy of X (B x (H+2 pad)
+ * x (W+2 pad) x Cin floats, Cin rounded up to 8; 0 where the plan runs the permute form). By default the plan allocates
  * it at its first run and keeps it; set_workspace gives it the caller's buffer instead (64-byte
  * aligned, at least workspace_bytes), so that plans that never run at the same time (a model's
  * layers) share one; NULL returns to the plan's own. The plan never frees the caller's buffer. */

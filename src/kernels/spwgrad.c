@@ -10,11 +10,17 @@
 #include "kernels/spwgrad_internal.h"
 
 static const spwgrad_kernels kernel_table[SDGP_ISA_COUNT] = {
-    /* AVX-512: 2 x 8 zmm accumulators + 8 input rows + index, value, permute of 32 registers;
-     * AVX2: 2 x 4 ymm (one vector of 16 is two) + 4 input rows + 3 of 16 */
-    [SDGP_ISA_REF] = {SDGP_ISA_REF, spwgrad_tile_ref, 16, 2, 8},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spwgrad_tile_avx2, 8, 1, 4, spwgrad_rows_avx2},
-    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, spwgrad_tile_avx512, 16, 2, 8},
+    /* The permute form's blocking: AVX-512: 2 x 8 zmm accumulators + 8 input rows + index, value,
+     * permute of 32 registers; AVX2: 2 x 4 ymm (one vector of 16 is two) + 4 input rows + 3 of 16.
+     * The rows form (spwgrad_rows.c) runs instead where the table has one: on AVX2 everywhere, on
+     * AVX-512 on stride-1 layers of 3x3 kernels or larger only. AVX-512's permute form is faster on
+     * 1x1 layers (the rows form's call then has 2 zmm accumulators: 2 FMAs per entry, 2 chains)
+     * and measured no slower on strided ones (spwgrad.md has the figures). */
+    [SDGP_ISA_REF] = {.isa = SDGP_ISA_REF, .tile = spwgrad_tile_ref, .block = 16, .r = 2, .nc = 8},
+    [SDGP_ISA_AVX2] = {.isa = SDGP_ISA_AVX2, .tile = spwgrad_tile_avx2, .block = 8, .r = 1, .nc = 4,
+                       .rows = spwgrad_rows_avx2, .rows_acc = 12},
+    [SDGP_ISA_AVX512] = {.isa = SDGP_ISA_AVX512, .tile = spwgrad_tile_avx512, .block = 16, .r = 2, .nc = 8,
+                         .rows = spwgrad_rows_avx512, .rows_acc = 36, .rows_min_taps = 9, .rows_max_stride = 1},
 };
 
 static const char WHO[] = "sparse weight gradient";
@@ -62,7 +68,8 @@ static sdgp_status create_plan(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g,
     p->taps = g->kh * g->kw;
     p->cop = (g->Cout + 15) / 16 * 16;
     p->xt_sc = SPWGRAD_RUN;
-    if (!allow_rows) p->k.rows = NULL;
+    if (!allow_rows || p->taps < p->k.rows_min_taps || (p->k.rows_max_stride && g->stride > p->k.rows_max_stride))
+        p->k.rows = NULL;
     if (p->k.rows) { /* the rows form, unless its pixel indices do not fit 32 bits */
         if (spwgrad_rows_setup(p)) {
             *out = p;

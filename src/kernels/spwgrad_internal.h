@@ -54,7 +54,7 @@ static inline void spwgrad_range(int count, int T, int t, int *c0, int *c1) {
     *c1 = (int)((int64_t)count * (t + 1) / T);
 }
 
-/* The rows form (a row-wise product, AVX2's entry in the table): one output channel k, nr kernel rows
+/* The rows form (a row-wise product, AVX2's and AVX-512's entries in the table): one output channel k, nr kernel rows
  * x nj taps of each, nv vectors of 8 input channels, over the entries of k's kept slots of one run:
  *
  *   acc[r*acc_rs + j*acc_st + 8*v + l] = fma chain, from its value (from 0 when fresh), over entries
@@ -69,7 +69,8 @@ static inline void spwgrad_range(int count, int T, int t, int *c0, int *c1) {
  * - Reads: ent[0 .. ne-1]; x at roff[r] + (pixel + j)*ps + 0 .. ps-1 for every entry (32-byte
  *   aligned: x, roff and ps are multiples of 8 floats); acc unless fresh.
  * - Writes: acc[r*acc_rs + j*acc_st + i], r < nr, j < nj, i < ps.
- * - nr, nj in 1..3, nv in 1..4, nr*nj*nv <= 12 (the accumulators).
+ * - nr, nj in 1..3, nv in 1..4, nr*nj*nv <= the ISA's rows_acc (spwgrad_kernels: what its
+ *   accumulator registers hold; AVX2 12 ymm, AVX-512 every shape: at most 18 zmm).
  * - Sum order: one fp32 FMA chain per element, entries in slot order: the permute form's order, so the
  *   two forms give the same bits. */
 typedef struct {
@@ -84,10 +85,11 @@ typedef struct {
 
 typedef void (*spwgrad_rows_fn)(const spwgrad_rows_tile *t);
 void spwgrad_rows_avx2(const spwgrad_rows_tile *t);
+void spwgrad_rows_avx512(const spwgrad_rows_tile *t);
 
 /* sdgp_sparse_wgrad_create with the permute form even where the ISA's table has a rows form: on
- * AVX2 the rows form runs whenever its pixel indices fit 32 bits, so only this reaches AVX2's permute
- * micro-kernel in the tests. */
+ * AVX2 and AVX-512 the rows form runs whenever its pixel indices fit 32 bits, so only this reaches
+ * their permute micro-kernels in the tests. */
 sdgp_status spwgrad_create_permute_form(sdgp_sparse_wgrad **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
                                         int threads, sdgp_error *err);
 
@@ -105,6 +107,10 @@ typedef struct {
     spwgrad_tile_fn tile;
     int block, r, nc;
     spwgrad_rows_fn rows; /* the rows form instead of the permute form (NULL: permute) */
+    int rows_acc;         /* the rows form's accumulators, in vectors of 8 floats: nr*nj*nv at most */
+    /* where the rows form runs: kernels of at least rows_min_taps taps, strides up to rows_max_stride
+     * (0: any); elsewhere the permute form (spwgrad.md: AVX-512's measurements) */
+    int rows_min_taps, rows_max_stride;
 } spwgrad_kernels;
 
 void spwgrad_tile_ref(const spwgrad_tile *t);

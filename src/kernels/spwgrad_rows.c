@@ -14,7 +14,6 @@
 
 #define ROWS_NV 4 /* vectors of 8 input channels per call */
 #define ROWS_NT 3 /* taps of a kernel row per call, and kernel rows per call */
-#define ROWS_ACC 12 /* accumulators (ymm registers) per call */
 #define ROWS_RUN 128 /* rows per run: its entries are reused by every block of input channels */
 #define ROWS_RUN_STRIDED 64 /* the same for strided layers, whose groups of taps go over the channels */
 
@@ -146,9 +145,10 @@ static int64_t run_thread(const sdgp_sparse_wgrad *p, const sdgp_nm_tensor *dy, 
         if (b < bad) bad = b;
         for (int c0 = 0; c0 < g->Cin; c0 += 8 * ROWS_NV) {
             const int bw = block_width(p, c0), nv = bw / 8;
-            /* kernel rows per call: as many as the 12 accumulators hold (all 3 of a 3x3 kernel for
-             * 8 input channels, 2 for 16), so that each entry's broadcast feeds more FMAs */
-            const int njmax = imin(g->kw, ROWS_NT), nrmax = imin(imin(g->kh, ROWS_NT), ROWS_ACC / (njmax * nv));
+            /* kernel rows per call: as many as the ISA's accumulators hold (AVX2's 12 ymm: all 3 of
+             * a 3x3 kernel for 8 input channels, 2 for 16, 1 for 32; AVX-512: all 3), so that each
+             * entry's broadcast feeds more FMAs */
+            const int njmax = imin(g->kw, ROWS_NT), nrmax = imin(imin(g->kh, ROWS_NT), p->k.rows_acc / (njmax * nv));
             /* calls: (channel, group of taps) pairs, in the run_order (each sum has one call per run:
              * the order between calls leaves the bits alone) */
             const int gcols = (g->kw + njmax - 1) / njmax, ngroups = (g->kh + nrmax - 1) / nrmax * gcols, nk = k1 - k0;
