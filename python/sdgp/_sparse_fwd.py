@@ -149,11 +149,12 @@ class SparseFwdState:
         self.plans[key] = p  # most recently used last
         return p
 
-    def _run_sparse(self, impl: str, x: torch.Tensor, wt: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    def _run_sparse(self, impl: str, x: torch.Tensor, wt: torch.Tensor, bias: Optional[torch.Tensor],
+                    oihw: Optional[torch.Tensor] = None) -> torch.Tensor:
         B, Cin, H, W = x.shape
         Cout = wt.shape[0]
         p = self._plan(impl, B, H, W, Cin, Cout, torch.get_num_threads())
-        err, wc = _lib.Error(), _oihw(wt)  # wc stays referenced until the pack returns
+        err, wc = _lib.Error(), oihw if oihw is not None else _oihw(wt)  # referenced until the pack returns
         _lib.check(_lib.sparse_fwd_pack(p.ptr, wc.data_ptr(), ctypes.byref(err)), err)
         if p.ws_bytes:  # the cout form's transposes: one per-thread buffer that all layers share
             ws = _scratch("fwd_ws", (p.ws_bytes + 64,), torch.uint8)
@@ -171,20 +172,23 @@ class SparseFwdState:
             y.add_(bias.view(1, -1, 1, 1))
         return y
 
-    def _run(self, impl: str, x: torch.Tensor, wt: torch.Tensor, bias: Optional[torch.Tensor], dense) -> torch.Tensor:
-        return dense(x, wt, bias) if impl == "dense" else self._run_sparse(impl, x, wt, bias)
+    def _run(self, impl: str, x: torch.Tensor, wt: torch.Tensor, bias: Optional[torch.Tensor], dense,
+             oihw: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return dense(x, wt, bias) if impl == "dense" else self._run_sparse(impl, x, wt, bias, oihw)
 
     def uses_sparse(self) -> bool:
         """Whether the forward may run a libsdgp kernel (chosen, or still to be measured)."""
         return self.choice != "dense"
 
-    def forward(self, x: torch.Tensor, wt: torch.Tensor, bias: Optional[torch.Tensor], dense) -> torch.Tensor:
-        """Y = conv(x, W~) (+ bias) by the chosen kernel; dense(x, w, b) is torch's product. x, W~ float32."""
+    def forward(self, x: torch.Tensor, wt: torch.Tensor, bias: Optional[torch.Tensor], dense,
+                oihw: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Y = conv(x, W~) (+ bias) by the chosen kernel; dense(x, w, b) is torch's product. x, W~ float32;
+        oihw: W~ as a contiguous OIHW tensor when the caller has one (channels_last weights: no copy)."""
         if self.choice is None:
-            return self._choose(x, wt, bias, dense)
-        return self._run(self.choice, x, wt, bias, dense)
+            return self._choose(x, wt, bias, dense, oihw)
+        return self._run(self.choice, x, wt, bias, dense, oihw)
 
-    def _choose(self, x, wt, bias, dense) -> torch.Tensor:
+    def _choose(self, x, wt, bias, dense, oihw=None) -> torch.Tensor:
         """The first forward: the kernel to keep (measured under "auto"), and its output."""
         kinds = []
         for impl in self._candidates():
@@ -199,13 +203,13 @@ class SparseFwdState:
             self.choice = kinds[0] if kinds else "dense"
         else:
             kinds = ["dense"] + kinds
-            best, out = _time_each(kinds, lambda k: self._run(k, x, wt, bias, dense))
+            best, out = _time_each(kinds, lambda k: self._run(k, x, wt, bias, dense, oihw))
             self.times_ms = {k: 1e3 * v for k, v in best.items()}
             self.choice = min(kinds, key=lambda k: best[k])
             self._keep_plans()
             return out[self.choice]
         self._keep_plans()
-        return self._run(self.choice, x, wt, bias, dense)
+        return self._run(self.choice, x, wt, bias, dense, oihw)
 
     def _keep_plans(self) -> None:
         """Frees the plans of the kernels not chosen (a Winograd plan holds 4x the kept weights)."""

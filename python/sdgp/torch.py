@@ -393,6 +393,7 @@ class _LayerState:
         self.sw = None  # SparseWeights or None
         self.sw_beta = 1.0
         self.fwd = None  # SparseWeights: the forward's kernel choice and plans (_sparse_fwd.SparseFwdState)
+        self.wt_oihw = None  # channels_last weights: the last projection's OIHW W~, for the sparse forward's pack
         self.wgrad = None if wgrad == "auto" else wgrad  # "torch" | "sdgp"; None: measure at the first backward
         self.wgrad_times_ms = None  # {"torch": ms, "sdgp": ms} of that measurement
         self.wplans = {}
@@ -410,11 +411,13 @@ class _LayerState:
         new = copy.copy(self)
         new.plans, new.wplans, new.wg_plans, new.lock = {}, {}, {}, threading.Lock()
         new.fwd = copy.deepcopy(self.fwd, memo)  # its choices, without the plans
+        new.wt_oihw = None
         return new
 
     def __getstate__(self):
         d = dict(self.__dict__)
         d["plans"], d["wplans"], d["wg_plans"], d["lock"] = {}, {}, {}, None
+        d["wt_oihw"] = None
         return d
 
     def __setstate__(self, d):
@@ -641,9 +644,16 @@ class _LayerState:
         _lib.weights_project(out.data_ptr(), wc.data_ptr(), cout, cin, wc.shape[2] * wc.shape[3],
                              WEIGHT_METHODS[c.method], WEIGHT_GROUPS[c.groups], n, m,
                              self.sw_beta if scale is None else scale)
+        self.wt_oihw = None
         if not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last):
+            self.wt_oihw = out  # the sparse forward packs from OIHW: no copy back (until the next projection)
             out = out.contiguous(memory_format=torch.channels_last)
         return out
+
+    def take_oihw(self, wt):
+        """W~ as OIHW for libsdgp's packing: the projection's own OIHW result when wt is its channels_last copy."""
+        o, self.wt_oihw = getattr(self, "wt_oihw", None), None
+        return o if o is not None and o.shape == wt.shape and torch.equal(o[:1, :1], wt[:1, :1]) else None
 
     def set_beta(self, w):
         """S-STE's beta from w (frozen from then on; 1 for SR-STE)."""
@@ -728,7 +738,8 @@ class _SdgpConvFn(torch.autograd.Function):
     def forward(ctx, x, weight, bias, conv, lowp):
         dense = _dense_product(conv)
         fwd = _sparse_forward(conv._sdgp, lowp)
-        product = dense if fwd is None else (lambda xx, ww, bb: fwd.forward(xx, ww, bb, dense))
+        product = dense if fwd is None else (lambda xx, ww, bb: fwd.forward(xx, ww, bb, dense,
+                                                                            conv._sdgp.take_oihw(ww)))
         return _forward_saving(ctx, x, weight, bias, conv._sdgp, lowp, product)
 
     @staticmethod
@@ -803,7 +814,7 @@ class SdgpConv2d(nn.Conv2d):
                 x.requires_grad or w.requires_grad or (self.bias is not None and self.bias.requires_grad)))):
             return _SdgpConvFn.apply(x, w, self.bias, self, lowp)
         if fwd is not None:  # no gradient to keep (inference): libsdgp's sparse-weight product where chosen
-            return fwd.forward(x, w, self.bias, _dense_product(self))
+            return fwd.forward(x, w, self.bias, _dense_product(self), st.take_oihw(w))
         return self._conv_forward(x, w, self.bias)  # torch's own (autocast as for a plain layer)
 
     def extra_repr(self) -> str:
