@@ -24,14 +24,20 @@ static inline __attribute__((always_inline)) void rows_fixed(const spwgrad_rows_
     __m512 acc[3][3][2];
     __m256 accy[3][3];
     const float *x[3];
-    for (int r = 0; r < NR; r++) {
-        x[r] = t->x + t->roff[r];
+#pragma GCC unroll 3
+    for (int r = 0; r < NR; r++) x[r] = t->x + t->roff[r];
+    /* a mask on the loads rather than a select per accumulator: with the select, GCC merged the two
+     * cases through the stack (18 zmm stored and reloaded per call) */
+    const __mmask16 keep = t->fresh ? 0 : 0xffff;
+#pragma GCC unroll 3
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 3
         for (int j = 0; j < NJ; j++) {
             const float *a = t->acc + r * t->acc_rs + j * t->acc_st;
-            for (int z = 0; z < NZ; z++) acc[r][j][z] = t->fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(a + 16 * z);
-            if (NY) accy[r][j] = t->fresh ? _mm256_setzero_ps() : _mm256_loadu_ps(a + 16 * NZ);
+#pragma GCC unroll 2
+            for (int z = 0; z < NZ; z++) acc[r][j][z] = _mm512_maskz_loadu_ps(keep, a + 16 * z);
+            if (NY) accy[r][j] = _mm256_maskz_loadu_ps((__mmask8)keep, a + 16 * NZ);
         }
-    }
     const char *ent = (const char *)t->ent;
     for (int e = 0; e < t->ne; e++, ent += sizeof(uint64_t)) {
         /* the value and the pixel straight from memory (little endian: the value's bits in the low
@@ -42,16 +48,22 @@ static inline __attribute__((always_inline)) void rows_fixed(const spwgrad_rows_
         memcpy(&pixel, ent + 4, sizeof pixel);
         const __m512 val = _mm512_set1_ps(v);
         const int64_t off = (int64_t)pixel * (8 * NV);
+#pragma GCC unroll 3
         for (int r = 0; r < NR; r++)
+#pragma GCC unroll 3
             for (int j = 0; j < NJ; j++) {
                 const float *in = x[r] + off + 8 * NV * j;
+#pragma GCC unroll 2
                 for (int z = 0; z < NZ; z++) acc[r][j][z] = _mm512_fmadd_ps(val, _mm512_loadu_ps(in + 16 * z), acc[r][j][z]);
                 if (NY) accy[r][j] = _mm256_fmadd_ps(_mm512_castps512_ps256(val), _mm256_loadu_ps(in + 16 * NZ), accy[r][j]);
             }
     }
+#pragma GCC unroll 3
     for (int r = 0; r < NR; r++)
+#pragma GCC unroll 3
         for (int j = 0; j < NJ; j++) {
             float *a = t->acc + r * t->acc_rs + j * t->acc_st;
+#pragma GCC unroll 2
             for (int z = 0; z < NZ; z++) _mm512_storeu_ps(a + 16 * z, acc[r][j][z]);
             if (NY) _mm256_storeu_ps(a + 16 * NZ, accy[r][j]);
         }
