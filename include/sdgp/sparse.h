@@ -158,8 +158,8 @@ SDGP_API sdgp_status sdgp_sparse_fwd_create_wino(sdgp_sparse_fwd **out, const sd
  * input channel and tap, when a group keeps more than n). Its run needs a workspace for the transposed
  * input and output (sdgp_sparse_fwd_workspace_bytes, below). One fp32 FMA chain per output element, input channels
  * in chunks and subsets in order: bitwise the same for every thread count and ISA path, but not the
- * direct kernel's order. AVX-512 machines run an AVX-512 micro-kernel with wider tiles (1.4-1.7x the
- * AVX2 one on Zen 5: src/kernels/spcout.md). */
+ * direct kernel's order. AVX-512 machines run an AVX-512 micro-kernel with wider tiles (1.5-1.7x the
+ * AVX2 one at 2:4, 1.2-1.45x at 1:4 on Zen 5: src/kernels/spcout.md). */
 SDGP_API int sdgp_sparse_fwd_cout_supports(const sdgp_conv_geom *g, int n, int m);
 SDGP_API sdgp_status sdgp_sparse_fwd_create_cout(sdgp_sparse_fwd **out, const sdgp_conv_geom *g, int n, int m, sdgp_isa isa,
                                                  int threads, sdgp_error *err);
