@@ -120,6 +120,28 @@ PY
   expect 2 "cut.safetensors" -- "$SDGP" eval --checkpoint "$T/cut.safetensors"
 fi
 
+# sdgp kernels: every pass's list, one JSON object per implementation; the sparse kernels' ISA follows
+# SDGP_ISA (ref: the portable path), oneDNN's entries say so
+expect 2 "unknown option '--yaml'" -- "$SDGP" kernels --yaml
+out=$("$SDGP" kernels --json 2>&1)
+out_ref=$(SDGP_ISA=ref "$SDGP" kernels --json 2>&1)
+if python3 -c '
+import json, sys
+for text, isa in ((sys.argv[1], None), (sys.argv[2], "ref")):
+    rows = [json.loads(l) for l in text.splitlines()]
+    assert {r["pass"] for r in rows} == {"fwd", "bwd_data", "bwd_weights"}, rows
+    for p in ("fwd", "bwd_data", "bwd_weights"):
+        codes = [r["code"] for r in rows if r["pass"] == p]
+        assert len(codes) == len(set(codes)), codes  # a letter names one entry of its pass
+    names = {(r["pass"], r["name"]) for r in rows}
+    assert {("bwd_data", "sparse"), ("bwd_data", "sparse-fused"), ("fwd", "sparse-weights-cout"), ("bwd_weights", "sparse")} <= names
+    for r in rows:
+        assert r["blocking"], r
+        if r["isa"].startswith("onednn:"):
+            assert r["sparse"] == 0, r
+        else:
+            assert r["isa"] in ("ref", "avx2", "avx512") and (isa is None or r["isa"] == isa), r
+' "$out" "$out_ref" 2>/dev/null; then ok; else bad "sdgp kernels --json: $out / $out_ref"; fi
 # bench layers --interleave: both models in one process; the sums object adds up the layers from conv1 on
 out=$("$SDGP" bench layers --model smallcnn --batch 8 --steps 2 --interleave --nm 2:4 --json 2>&1)
 if python3 -c '

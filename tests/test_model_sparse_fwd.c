@@ -62,8 +62,16 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
 
     /* the direct sparse kernel: close to dense too, and its own rounding */
     CHECK(sdgp_model_conv_info(on, 2)->sparse_forward == 2 && sdgp_model_conv_info(on, 1)->sparse_forward == 1, "Winograd info");
+    CHECK(!strcmp(sdgp_model_conv_info(on, 2)->fwd_kernel, "sparse-weights-winograd"), "%s", sdgp_model_conv_info(on, 2)->fwd_kernel);
     CHECK(sdgp_model_set_sparse_choice(on, "--------/-sssssss", &err) == SDGP_OK, "%s", err.msg);
     CHECK(sdgp_model_conv_info(on, 2)->sparse_forward == 1 && sdgp_model_conv_info(off, 2)->sparse_forward == 0, "direct info");
+    /* each pass's implementation by name (sdgp_layer_info), as `sdgp kernels` lists them */
+    CHECK(!strcmp(sdgp_model_conv_info(on, 2)->fwd_kernel, "sparse-weights") &&
+              !strcmp(sdgp_model_conv_info(off, 2)->fwd_kernel, "dense") &&
+              !strcmp(sdgp_model_conv_info(on, 2)->bwd_kernel, "dense") && /* the text's '-': oneDNN */
+              !strcmp(sdgp_model_conv_info(on, 2)->bwd_weights_kernel, "dense"),
+          "per-pass names: %s / %s / %s", sdgp_model_conv_info(on, 2)->fwd_kernel, sdgp_model_conv_info(on, 2)->bwd_kernel,
+          sdgp_model_conv_info(on, 2)->bwd_weights_kernel);
     logits_of(on, x, b);
     CHECK(test_rel_err(b, d, n) < 1e-4 && !test_bitwise_equal(a, b, n * sizeof(float)) && !test_bitwise_equal(b, d, n * sizeof(float)),
           "direct sparse forward: rel err %g to dense, or the bits of another implementation", test_rel_err(b, d, n));

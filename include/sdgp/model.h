@@ -191,8 +191,15 @@ typedef struct {
     const char *layer;
     int pruned;            /* this layer prunes its dL/dO */
     int sparse_kernel;     /* its data gradient uses a sparse kernel (of dL/dO: pixel or Winograd domain; or of W~) */
-    const char *bwd_kernel; /* "dense", "sparse" (pixel domain), "winograd" (Winograd domain), "unpruned",
-                             * "sparse-weights" (exact dL/dO, sparse W~), "pruned+sparse-weights" */
+    /* Per pass, the name of the implementation that runs it (`sdgp kernels` lists them all):
+     * bwd_kernel, the data gradient's: "dense" (oneDNN, on the pruned dL/dO where the layer prunes),
+     * "sparse", "sparse-fused" (pixel domain), "winograd" (Winograd domain), "unpruned",
+     * "sparse-weights" (exact dL/dO, sparse W~), "pruned+sparse-weights"; fwd_kernel: "dense" (oneDNN)
+     * or "sparse-weights", "sparse-weights-winograd", "sparse-weights-cout"; bwd_weights_kernel:
+     * "dense" (oneDNN, on the pruned dL/dO under --prune-wgrad) or "sparse" (the N:M kernel). */
+    const char *bwd_kernel;
+    const char *fwd_kernel;
+    const char *bwd_weights_kernel;
     int winograd;          /* some pass of its dense convolution runs oneDNN's Winograd kernel */
     int sparse_weights;    /* its forward uses N:M sparse weights (sdgp_weights_cfg) */
     int sparse_forward;    /* its forward runs a sparse-weight kernel (sdgp_sparse_fwd_*): 1 direct, 2 Winograd (block
@@ -215,6 +222,24 @@ SDGP_API const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i)
  * It uses the activation buffers as its test data: do not call it between a forward and its
  * backward. */
 SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
+
+/* The implementation lists the model chooses each conv pass's product from (`sdgp kernels`), pass
+ * by pass, each in its order of preference: entry i of sdgp_impl_count(). isa is the path its
+ * kernels take on this host under SDGP_ISA / --isa auto ("avx512", "avx2", "ref"), or
+ * "onednn:<isa>" for oneDNN's; blocking its block sizes on this host for a probe layer (3x3,
+ * 64 -> 64 channels, 8 images of 16x16, n:m 2:4), which it derives from the detected caches
+ * (SDGP_L1D_KB, SDGP_L2_KB override them). */
+typedef struct {
+    const char *pass;    /* "fwd", "bwd_data", "bwd_weights" */
+    const char *name;    /* as sdgp_layer_info names it */
+    char code;           /* its letter in the kernel-choice text (sdgp_model_sparse_choice) */
+    int sparse;          /* skips pruned work or W~'s zeros */
+    char isa[32];
+    char blocking[160];
+} sdgp_impl_info;
+SDGP_API int sdgp_impl_count(void);
+/* Fills *out for entry i (threads: the plans' thread count; 0: 1); SDGP_ERR_INVALID for i out of range. */
+SDGP_API sdgp_status sdgp_impl_describe(int i, int threads, sdgp_impl_info *out, sdgp_error *err);
 
 /* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'w'
  * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, 'u' left unpruned by

@@ -17,6 +17,7 @@ int sdgp_cmd_bench_prune(int argc, char **argv);
 int sdgp_cmd_bench_conv(int argc, char **argv);
 int sdgp_cmd_sweep(int argc, char **argv);
 int sdgp_cmd_report(int argc, char **argv);
+int sdgp_cmd_kernels(int argc, char **argv);
 
 /* Applies `sdgp train` flags argv[1..argc) to cfg (argv[0] is the command's name). --resume's
  * argument goes to *resume (when resume is not NULL). Returns 0, or prints why and returns 2. */

@@ -24,6 +24,7 @@ static const command top_commands[] = {
     {"export", sdgp_cmd_export, "a checkpoint's forward weights as a PyTorch state_dict (sparse weights as W~)"},
     {"sweep", sdgp_cmd_sweep, "run a sweep file's trainings, resumable (sdgp sweep --help)"},
     {"report", sdgp_cmd_report, "tables and figures of a sweep's results folder"},
+    {"kernels", sdgp_cmd_kernels, "every conv pass's implementations on this host: ISA paths, blocking"},
     {"bench", NULL, "benchmarks (sdgp bench --help)"},
 };
 

@@ -24,6 +24,7 @@
  * Every dD element receives its contributions in the same (chunk, tap group, call) order whatever
  * the units and the thread count: the result is bitwise independent of threads and of tile_px/nr. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,6 +269,11 @@ void sdgp_sparse_bwd_destroy(sdgp_sparse_bwd *p) {
 }
 
 sdgp_isa sdgp_sparse_bwd_isa(const sdgp_sparse_bwd *p) { return p ? p->k.isa : SDGP_ISA_REF; }
+
+void spconv_describe(const sdgp_sparse_bwd *p, char *buf, size_t size) {
+    snprintf(buf, size, "nr=%d kc=%d tg=%d unit=%lldx%lld (images x rows)", p->blk.nr, p->blk.kc, p->blk.tg, (long long)p->ib,
+             (long long)p->hr);
+}
 
 sdgp_status sdgp_sparse_bwd_pack_strided(sdgp_sparse_bwd *p, const float *w, const int64_t strides[4], sdgp_error *err) {
     if (!p || !w || !strides)

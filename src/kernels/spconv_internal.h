@@ -150,6 +150,9 @@ void spconv_entries_avx2(spconv_entry *restrict out, const float *restrict vals,
 void spconv_entries_avx512(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
                            const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride, uint32_t row_bytes);
 
+/* The plan's blocking as text ("nr=.. kc=.. tg=.. unit=IBxHR"), for sdgp kernels. */
+void spconv_describe(const sdgp_sparse_bwd *p, char *buf, size_t size);
+
 /* Blocking parameters of a plan (chosen in create; overridable for tuning experiments). */
 typedef struct {
     int nr;          /* column block width (<= the kernel's nr) */

@@ -24,6 +24,7 @@
  * Only V_e, M and the entries of one unit are held (per thread), never the batch's V. */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,6 +152,10 @@ void sdgp_sparse_wino_destroy(sdgp_sparse_wino *p) {
 }
 
 sdgp_isa sdgp_sparse_wino_isa(const sdgp_sparse_wino *p) { return p ? p->k.isa : SDGP_ISA_REF; }
+
+void spwino_describe(const sdgp_sparse_wino *p, char *buf, size_t size) {
+    snprintf(buf, size, "nr=%d kc=%d unit=%lld images (%lld tiles)", p->nr, p->kc, (long long)p->ib, (long long)(p->ib * p->T));
+}
 
 /* U[e][k][c] = (G g' G^T)[e], g' = rot180(w[k][c]), for one output channel k and one column
  * block at a time, vectorised along c: the 9 taps are gathered into rows first (w is OIHW: the

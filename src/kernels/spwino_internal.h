@@ -66,4 +66,7 @@ struct sdgp_sparse_wino {
     float *cscale;
 };
 
+/* The plan's blocking as text ("nr=.. kc=.. unit=.."), for sdgp kernels. */
+void spwino_describe(const sdgp_sparse_wino *p, char *buf, size_t size);
+
 #endif

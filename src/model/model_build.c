@@ -398,8 +398,9 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
         o->info.layer = o->name;
         o->info.pruned = o->prune;
         o->info.pruned_wgrad = model_wgrad_pruned(m, o);
-        o->info.bwd_kernel = "dense";
-        if (model_bwd_wanted(m, o) && (st = model_bwd_default(m, o, err)) != SDGP_OK) return st;
+        o->info.bwd_kernel = o->info.fwd_kernel = o->info.bwd_weights_kernel = "dense";
+        if (model_bwd_wanted(m, o) && (st = model_impl_default(m, o, MODEL_BWD_DATA, err)) != SDGP_OK) return st;
+        if (model_wgrad_pruned(m, o) && (st = model_impl_default(m, o, MODEL_BWD_WEIGHTS, err)) != SDGP_OK) return st;
     }
     return model_conv_share_workspace(m, err);
 }
@@ -470,7 +471,7 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         op *o = &m->ops[m->conv_ops[i]];
         if (o->in != 0) continue;
         o->prune = o->info.pruned = 0;
-        st = model_bwd_set(m, o, NULL, err);
+        st = model_impl_set(m, o, MODEL_BWD_DATA, NULL, err);
     }
     if (st == SDGP_OK) st = model_memory_plan(m, err);
     if (st == SDGP_OK) st = alloc_params(m, err);
@@ -502,9 +503,8 @@ void sdgp_model_destroy(sdgp_model *m) {
     if (!m) return;
     for (int k = 0; k < m->n_ops; k++) {
         sdgp_conv_destroy(m->ops[k].dnnl);
-        if (m->ops[k].bwd && m->ops[k].bwd->destroy) m->ops[k].bwd->destroy(m->ops[k].bwd_plan);
-        sdgp_sparse_wgrad_destroy(m->ops[k].wgrad);
-        for (int i = 0; i < MODEL_FWD_NIMPL - 1; i++) sdgp_sparse_fwd_destroy(m->ops[k].spfwd[i]);
+        for (int p = 0; p < MODEL_NPASS; p++)
+            if (m->ops[k].impl[p] && m->ops[k].impl[p]->destroy) m->ops[k].impl[p]->destroy(m->ops[k].plan[p]);
     }
     free(m->conv_ws); /* after the convs that used it */
     free(m->param_arena);

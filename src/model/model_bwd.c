@@ -20,10 +20,13 @@
  * Layers that do not prune (no SDGP, or --sparse-kernel fastest keeping dL/dO exact) choose among
  * the entries that do not: unpruned (oneDNN) and sparse-weights (the sparse-weight kernel on the
  * exact dL/dO): a layer with block-masked weights and no SDGP holds one of these too. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
+#include "kernels/spconv_internal.h"
+#include "kernels/spwino_internal.h"
 #include "model/model_internal.h"
 #include "sdgp/sparse.h"
 
@@ -44,14 +47,13 @@ static sdgp_status prune_pixels(sdgp_model *m, const op *o, const float *dz, con
 }
 
 /* ---- dense: pixel-domain pruning + oneDNN ---- */
-static int any_layer(const sdgp_model *m, const op *o) {
+static const char *any_layer(const sdgp_model *m, const op *o) {
     (void)m, (void)o;
-    return 1;
+    return NULL;
 }
-static sdgp_status dense_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
-                             sdgp_error *err) {
-    sdgp_status st = prune_pixels(m, o, dz, pc, 0, prune_ms, err);
-    return st != SDGP_OK ? st : sdgp_conv_backward_data(o->dnnl, dx, m->scratch2, model_op_weights(m, o), err);
+static sdgp_status dense_run(sdgp_model *m, op *o, model_args *a, sdgp_error *err) {
+    sdgp_status st = prune_pixels(m, o, a->dz, a->pc, 0, &a->prune_ms, err);
+    return st != SDGP_OK ? st : sdgp_conv_backward_data(o->dnnl, a->out, m->scratch2, model_op_weights(m, o), err);
 }
 static sdgp_status dense_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
     (void)o, (void)err;
@@ -62,8 +64,8 @@ static sdgp_status dense_pruned(sdgp_model *m, op *o, const float **used, sdgp_e
 /* ---- sparse: pixel-domain pruning + the N:M sparse kernel ---- */
 /* the sparse kernel's layers: grouped ones too when each group of m lies in one conv group (a
  * grouped layer whose Cout/groups m does not divide prunes into the dense kernel) */
-static int nm_within_groups(const sdgp_model *m, const op *o) {
-    return (o->geom.Cout / o->geom.groups) % m->cfg.prune.m == 0;
+static const char *nm_within_groups(const sdgp_model *m, const op *o) {
+    return (o->geom.Cout / o->geom.groups) % m->cfg.prune.m == 0 ? NULL : "m does not divide a conv group's output channels";
 }
 static sdgp_status sparse_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
@@ -75,11 +77,11 @@ static sdgp_status sparse_create(sdgp_model *m, const op *o, void **plan, sdgp_e
     }
     return st;
 }
-static sdgp_status sparse_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
-                              sdgp_error *err) {
-    sdgp_status st = prune_pixels(m, o, dz, pc, 1, prune_ms, err);
-    if (st == SDGP_OK) st = sdgp_sparse_bwd_pack(o->bwd_plan, model_op_weights(m, o), err);
-    return st != SDGP_OK ? st : sdgp_sparse_bwd_data(o->bwd_plan, dx, &m->nm, err);
+static sdgp_status sparse_run(sdgp_model *m, op *o, model_args *a, sdgp_error *err) {
+    sdgp_sparse_bwd *plan = o->plan[MODEL_BWD_DATA];
+    sdgp_status st = prune_pixels(m, o, a->dz, a->pc, 1, &a->prune_ms, err);
+    if (st == SDGP_OK) st = sdgp_sparse_bwd_pack(plan, model_op_weights(m, o), err);
+    return st != SDGP_OK ? st : sdgp_sparse_bwd_data(plan, a->out, &m->nm, err);
 }
 static sdgp_status sparse_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
     (void)o;
@@ -93,8 +95,9 @@ typedef struct {
     sdgp_sparse_bwd *bwd;
     sdgp_prune_cfg pc; /* the last run's pruning, for the dz hook */
 } fused_plan;
-static int fused_supports(const sdgp_model *m, const op *o) {
-    return nm_within_groups(m, o) && m->cfg.prune.mask_block <= 1; /* shared masks: sdgp_prune's */
+static const char *fused_unsupported(const sdgp_model *m, const op *o) {
+    if (m->cfg.prune.mask_block > 1) return "shared masks (--mask-block) are sdgp_prune's only";
+    return nm_within_groups(m, o);
 }
 static sdgp_status fused_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     fused_plan *f = calloc(1, sizeof *f);
@@ -108,16 +111,14 @@ static sdgp_status fused_create(sdgp_model *m, const op *o, void **plan, sdgp_er
     *plan = f;
     return SDGP_OK;
 }
-static sdgp_status fused_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
-                             sdgp_error *err) {
-    fused_plan *f = o->bwd_plan;
-    *prune_ms = 0; /* fused into the kernel's time */
-    f->pc = *pc;
+static sdgp_status fused_run(sdgp_model *m, op *o, model_args *a, sdgp_error *err) {
+    fused_plan *f = o->plan[MODEL_BWD_DATA]; /* the pruning's time is the kernel's */
+    f->pc = *a->pc;
     sdgp_status st = sdgp_sparse_bwd_pack(f->bwd, model_op_weights(m, o), err);
-    return st != SDGP_OK ? st : sdgp_sparse_bwd_data_pruned(f->bwd, dx, dz, &f->pc, err);
+    return st != SDGP_OK ? st : sdgp_sparse_bwd_data_pruned(f->bwd, a->out, a->dz, &f->pc, err);
 }
 static sdgp_status fused_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
-    const fused_plan *f = o->bwd_plan; /* the tensor the kernel used, made again: pruning is deterministic */
+    const fused_plan *f = o->plan[MODEL_BWD_DATA]; /* the tensor the kernel used, made again: pruning is deterministic */
     sdgp_status st = sdgp_prune(&f->pc, *used, m->B, (int64_t)o->geom.Ho * o->geom.Wo, o->geom.Cout, m->scratch2, NULL, err);
     if (st == SDGP_OK) *used = m->scratch2;
     return st;
@@ -129,19 +130,18 @@ static void fused_destroy(void *plan) {
 }
 
 /* ---- winograd: F(2x2,3x3)-domain pruning fused with the sparse kernel ---- */
-static int wino_supports(const sdgp_model *m, const op *o) {
+static const char *wino_unsupported(const sdgp_model *m, const op *o) {
     (void)m;
-    return sdgp_sparse_wino_supports(&o->geom); /* ungrouped only */
+    return sdgp_sparse_wino_supports(&o->geom) ? NULL : "not an ungrouped 3x3 stride-1 conv with padding <= 2";
 }
 static sdgp_status wino_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
     return sdgp_sparse_wino_create((sdgp_sparse_wino **)plan, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
 }
-static sdgp_status wino_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
-                            sdgp_error *err) {
-    *prune_ms = 0; /* fused into the kernel's time */
-    sdgp_status st = sdgp_sparse_wino_pack(o->bwd_plan, model_op_weights(m, o), err);
-    return st != SDGP_OK ? st : sdgp_sparse_wino_data(o->bwd_plan, dx, dz, pc, err);
+static sdgp_status wino_run(sdgp_model *m, op *o, model_args *a, sdgp_error *err) {
+    sdgp_sparse_wino *plan = o->plan[MODEL_BWD_DATA]; /* the pruning's time is the kernel's */
+    sdgp_status st = sdgp_sparse_wino_pack(plan, model_op_weights(m, o), err);
+    return st != SDGP_OK ? st : sdgp_sparse_wino_data(plan, a->out, a->dz, a->pc, err);
 }
 static sdgp_status wino_pruned(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
     (void)m, (void)o, (void)err;
@@ -152,9 +152,11 @@ static void wino_destroy(void *plan) { sdgp_sparse_wino_destroy(plan); }
 
 /* ---- sparse-weights: block-masked W~ (S-STE / SR-STE, --weight-groups block16 | block32) by the
  * sparse-weight kernel in the Winograd domain F(4x4), on the exact or the pixel-pruned dL/dO ---- */
-static int wdata_supports(const sdgp_model *m, const op *o) {
+static const char *wdata_unsupported(const sdgp_model *m, const op *o) {
     /* block masks only: the cout form's data gradient keeps a mask per output row of its product */
-    return model_fwd_supported(m, o) && sdgp_weights_group_block(m->cfg.weights.group) > 1 && sdgp_sparse_wdata_supports(&o->geom);
+    if (!model_fwd_supported(m, o) || sdgp_weights_group_block(m->cfg.weights.group) <= 1)
+        return "no block-masked sparse weights (--weight-groups block16 | block32)";
+    return sdgp_sparse_wdata_supports(&o->geom) ? NULL : "not an ungrouped 3x3 stride-1 conv with padding <= 2";
 }
 static sdgp_status wdata_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     const sdgp_weights_cfg *w = &m->cfg.weights;
@@ -163,77 +165,101 @@ static sdgp_status wdata_create(sdgp_model *m, const op *o, void **plan, sdgp_er
 }
 /* W~ changes every step: packed here, once per step (the layer's one data-gradient product) */
 static sdgp_status wdata_product(op *o, float *dx, const float *dz, const float *w, sdgp_error *err) {
-    sdgp_status st = sdgp_sparse_wdata_pack(o->bwd_plan, w, err);
-    return st != SDGP_OK ? st : sdgp_sparse_wdata_run(o->bwd_plan, dx, dz, err);
+    sdgp_sparse_wdata *plan = o->plan[MODEL_BWD_DATA];
+    sdgp_status st = sdgp_sparse_wdata_pack(plan, w, err);
+    return st != SDGP_OK ? st : sdgp_sparse_wdata_run(plan, dx, dz, err);
 }
-static sdgp_status wdata_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
-                             sdgp_error *err) {
-    (void)pc;
-    *prune_ms = 0;
-    return wdata_product(o, dx, dz, model_op_weights(m, o), err);
+static sdgp_status wdata_run(sdgp_model *m, op *o, model_args *a, sdgp_error *err) {
+    return wdata_product(o, a->out, a->dz, model_op_weights(m, o), err);
 }
-static sdgp_status wdata_pruned_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc,
-                                    double *prune_ms, sdgp_error *err) {
-    sdgp_status st = prune_pixels(m, o, dz, pc, 0, prune_ms, err);
-    return st != SDGP_OK ? st : wdata_product(o, dx, m->scratch2, model_op_weights(m, o), err);
+static sdgp_status wdata_pruned_run(sdgp_model *m, op *o, model_args *a, sdgp_error *err) {
+    sdgp_status st = prune_pixels(m, o, a->dz, a->pc, 0, &a->prune_ms, err);
+    return st != SDGP_OK ? st : wdata_product(o, a->out, m->scratch2, model_op_weights(m, o), err);
 }
 static void wdata_destroy(void *plan) { sdgp_sparse_wdata_destroy(plan); }
 
 /* ---- unpruned: --sparse-kernel fastest keeps a layer's exact dL/dO where no sparse kernel beats
  * the plain dense step (pruning into the dense kernel would only add the pruning's cost) ---- */
-static sdgp_status unpruned_run(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc,
-                                double *prune_ms, sdgp_error *err) {
-    (void)pc;
-    *prune_ms = 0;
-    return sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
+static sdgp_status unpruned_run(sdgp_model *m, op *o, model_args *a, sdgp_error *err) {
+    return sdgp_conv_backward_data(o->dnnl, a->out, a->dz, model_op_weights(m, o), err);
 }
 static sdgp_status unpruned_dz(sdgp_model *m, op *o, const float **used, sdgp_error *err) {
     (void)m, (void)o, (void)used, (void)err; /* *used stays dz itself */
     return SDGP_OK;
 }
 
-#define PIXEL SDGP_DOMAIN_PIXEL
-static const bwd_impl impl_dense = {.code = 'd', .name = "dense", .prunes = 1, .domain = PIXEL, .supports = any_layer,
-                                    .run = dense_run, .pruned_dz = dense_pruned};
-static const bwd_impl impl_sparse = {.code = 's', .name = "sparse", .sparse = 1, .prunes = 1, .domain = PIXEL,
-                                     .supports = nm_within_groups, .create = sparse_create, .run = sparse_run,
-                                     .pruned_dz = sparse_pruned, .destroy = sparse_destroy};
-static const bwd_impl impl_fused = {.code = 'f', .name = "sparse-fused", .sparse = 1, .prunes = 1, .domain = PIXEL,
-                                    .supports = fused_supports, .create = fused_create, .run = fused_run,
-                                    .pruned_dz = fused_pruned, .destroy = fused_destroy};
-static const bwd_impl impl_wino = {.code = 'w', .name = "winograd", .sparse = 1, .prunes = 1, .domain = SDGP_DOMAIN_WINOGRAD,
-                                   .supports = wino_supports, .create = wino_create, .run = wino_run, .pruned_dz = wino_pruned,
-                                   .destroy = wino_destroy};
-static const bwd_impl impl_wdata_pruned = {.code = 'v', .name = "pruned+sparse-weights", .sparse = 1, .prunes = 1, .wsparse = 1,
-                                           .domain = PIXEL, .supports = wdata_supports, .create = wdata_create,
-                                           .run = wdata_pruned_run, .pruned_dz = dense_pruned, .destroy = wdata_destroy};
-static const bwd_impl impl_wdata = {.code = 'x', .name = "sparse-weights", .sparse = 1, .wsparse = 1, .domain = PIXEL,
-                                    .supports = wdata_supports, .create = wdata_create, .run = wdata_run,
-                                    .pruned_dz = unpruned_dz, .destroy = wdata_destroy};
-static const bwd_impl impl_unpruned = {.code = 'u', .name = "unpruned", .domain = PIXEL, .supports = any_layer,
-                                       .run = unpruned_run, .pruned_dz = unpruned_dz};
-#undef PIXEL
+/* ---- sdgp kernels: the plans' ISA paths and blockings on the probe layer g ---- */
+static sdgp_status sparse_describe(const sdgp_conv_geom *g, int threads, sdgp_impl_info *out, sdgp_error *err) {
+    sdgp_sparse_bwd *p = NULL;
+    sdgp_status st = sdgp_sparse_bwd_create(&p, g, 2, 4, SDGP_ISA_AUTO, threads, err);
+    if (st != SDGP_OK) return st;
+    snprintf(out->isa, sizeof out->isa, "%s", sdgp_isa_name(sdgp_sparse_bwd_isa(p)));
+    spconv_describe(p, out->blocking, sizeof out->blocking);
+    sdgp_sparse_bwd_destroy(p);
+    return SDGP_OK;
+}
+static sdgp_status wino_describe(const sdgp_conv_geom *g, int threads, sdgp_impl_info *out, sdgp_error *err) {
+    sdgp_sparse_wino *p = NULL;
+    sdgp_status st = sdgp_sparse_wino_create(&p, g, 2, 4, SDGP_ISA_AUTO, threads, err);
+    if (st != SDGP_OK) return st;
+    snprintf(out->isa, sizeof out->isa, "%s", sdgp_isa_name(sdgp_sparse_wino_isa(p)));
+    spwino_describe(p, out->blocking, sizeof out->blocking);
+    sdgp_sparse_wino_destroy(p);
+    return SDGP_OK;
+}
+static sdgp_status wdata_describe(const sdgp_conv_geom *g, int threads, sdgp_impl_info *out, sdgp_error *err) {
+    sdgp_sparse_wdata *p = NULL;
+    sdgp_status st = sdgp_sparse_wdata_create(&p, g, 2, 4, 16, 4, SDGP_ISA_AUTO, threads, err);
+    if (st != SDGP_OK) return st;
+    model_describe_caches(sdgp_sparse_wdata_isa(p), out);
+    sdgp_sparse_wdata_destroy(p);
+    return SDGP_OK;
+}
+
+#define ENTRY .pass = MODEL_BWD_DATA /* .domain: SDGP_DOMAIN_PIXEL (0) unless said */
+static const model_impl impl_dense = {ENTRY, .code = 'd', .name = "dense", .prunes = 1, .unsupported = any_layer,
+                                      .run = dense_run, .pruned_dz = dense_pruned};
+static const model_impl impl_sparse = {ENTRY, .code = 's', .name = "sparse", .sparse = 1, .prunes = 1,
+                                       .unsupported = nm_within_groups, .create = sparse_create, .run = sparse_run,
+                                       .pruned_dz = sparse_pruned, .destroy = sparse_destroy, .describe = sparse_describe};
+static const model_impl impl_fused = {ENTRY, .code = 'f', .name = "sparse-fused", .sparse = 1, .prunes = 1,
+                                      .unsupported = fused_unsupported, .create = fused_create, .run = fused_run,
+                                      .pruned_dz = fused_pruned, .destroy = fused_destroy, .describe = sparse_describe};
+static const model_impl impl_wino = {ENTRY, .code = 'w', .name = "winograd", .sparse = 1, .prunes = 1,
+                                     .domain = SDGP_DOMAIN_WINOGRAD, .unsupported = wino_unsupported, .create = wino_create,
+                                     .run = wino_run, .pruned_dz = wino_pruned, .destroy = wino_destroy,
+                                     .describe = wino_describe};
+static const model_impl impl_wdata_pruned = {ENTRY, .code = 'v', .name = "pruned+sparse-weights", .sparse = 1, .prunes = 1,
+                                             .wsparse = 1, .unsupported = wdata_unsupported, .create = wdata_create,
+                                             .run = wdata_pruned_run, .pruned_dz = dense_pruned, .destroy = wdata_destroy,
+                                             .describe = wdata_describe};
+static const model_impl impl_wdata = {ENTRY, .code = 'x', .name = "sparse-weights", .sparse = 1, .wsparse = 1,
+                                      .unsupported = wdata_unsupported, .create = wdata_create, .run = wdata_run,
+                                      .pruned_dz = unpruned_dz, .destroy = wdata_destroy, .describe = wdata_describe};
+static const model_impl impl_unpruned = {ENTRY, .code = 'u', .name = "unpruned", .unsupported = any_layer,
+                                         .run = unpruned_run, .pruned_dz = unpruned_dz};
+#undef ENTRY
 
 /* In order of preference: the first allowed entry is the layer's choice without tuning (so
  * --sdgp-domain winograd puts the Winograd domain first, and a layer that does not prune takes the
  * sparse-weight kernel before oneDNN), and ties in tuning go to the earlier. */
-const bwd_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_fused, &impl_wdata_pruned, &impl_dense,
-                                           &impl_wdata, &impl_unpruned, NULL};
+const model_impl *const model_bwd_impls[] = {&impl_wino, &impl_sparse, &impl_fused, &impl_wdata_pruned, &impl_dense,
+                                             &impl_wdata, &impl_unpruned, NULL};
 
 /* Whether some sparse entry that prunes as layer o does (of the Winograd domain only, when
  * winograd_domain) can run it. */
 static int sparse_applies(const sdgp_model *m, const op *o, int winograd_domain) {
     for (int i = 0; model_bwd_impls[i]; i++) {
-        const bwd_impl *impl = model_bwd_impls[i];
+        const model_impl *impl = model_bwd_impls[i];
         if (impl->sparse && impl->prunes == o->prune && (!winograd_domain || impl->domain == SDGP_DOMAIN_WINOGRAD) &&
-            impl->supports(m, o))
+            !impl->unsupported(m, o))
             return 1;
     }
     return 0;
 }
 
-int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
-    if (!impl->supports(m, o)) return 0;
+int model_bwd_allowed(const sdgp_model *m, const op *o, const model_impl *impl) {
+    if (impl->unsupported(m, o)) return 0;
     /* --sparse-kernel off: no sparse entry; on: a sparse entry wherever one applies */
     if ((m->cfg.sparse == SDGP_SPARSE_OFF && impl->sparse) ||
         (m->cfg.sparse == SDGP_SPARSE_ON && !impl->sparse && sparse_applies(m, o, 0) && impl->prunes == o->prune))
@@ -256,39 +282,6 @@ int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl) {
 
 int model_bwd_wanted(const sdgp_model *m, const op *o) {
     return o->prune || (m->cfg.sparse != SDGP_SPARSE_OFF && sparse_applies(m, o, 0));
-}
-
-const bwd_impl *model_bwd_find(char code) {
-    for (int i = 0; model_bwd_impls[i]; i++)
-        if (model_bwd_impls[i]->code == code) return model_bwd_impls[i];
-    return NULL;
-}
-
-void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan) {
-    if (o->bwd && o->bwd->destroy && o->bwd_plan != plan) o->bwd->destroy(o->bwd_plan);
-    o->bwd = impl;
-    o->bwd_plan = plan;
-    o->info.sparse_kernel = impl && impl->sparse;
-    o->info.sparse_data = impl && impl->wsparse;
-    o->info.pruned = o->prune && (!impl || impl->prunes); /* fastest may leave a layer's dL/dO exact */
-    o->info.bwd_kernel = impl ? impl->name : "dense";
-}
-
-sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err) {
-    if (o->bwd == impl) return SDGP_OK;
-    void *plan = NULL;
-    if (impl && impl->create) {
-        sdgp_status st = impl->create(m, o, &plan, err);
-        if (st != SDGP_OK) return st;
-    }
-    model_bwd_adopt(o, impl, plan);
-    return SDGP_OK;
-}
-
-sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err) {
-    for (int i = 0; model_bwd_impls[i]; i++)
-        if (model_bwd_allowed(m, o, model_bwd_impls[i])) return model_bwd_set(m, o, model_bwd_impls[i], err);
-    return sdgp_fail(err, SDGP_ERR_INTERNAL, "model: no backward-data implementation for %s", o->name);
 }
 
 const char *const sdgp_prune_domain_names[] = {"pixel", "winograd", "auto", NULL};

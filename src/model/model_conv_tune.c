@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "core/align.h"
-#include "core/clock.h"
 #include "model/model_internal.h"
 
 #define CONV_TUNE_REPS 5
@@ -48,6 +47,14 @@ sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos,
     return st;
 }
 
+/* Layer o's conv and its implementations' plans on workspace ws (NULL: each its own). */
+static sdgp_status attach_workspace(op *o, void *ws, size_t bytes, sdgp_error *err) {
+    sdgp_status st = sdgp_conv_set_workspace(o->dnnl, ws, err);
+    for (int p = 0; p < MODEL_NPASS && st == SDGP_OK; p++)
+        if (o->impl[p] && o->impl[p]->set_workspace && o->plan[p]) st = o->impl[p]->set_workspace(o->plan[p], ws, bytes, err);
+    return st;
+}
+
 sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
     /* One workspace for all convs, the sparse weight-gradient plans (the AVX2 path's padded input)
      * and the cout form's forward plans (transposed input and output): the layers and their passes
@@ -55,12 +62,12 @@ sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
     size_t ws = 64;
     for (int i = 0; i < m->n_convs; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
-        const size_t b = sdgp_conv_workspace_bytes(o->dnnl), w = sdgp_sparse_wgrad_workspace_bytes(o->wgrad);
+        const size_t b = sdgp_conv_workspace_bytes(o->dnnl);
         if (b > ws) ws = b;
-        if (w > ws) ws = w;
-        for (int k = 0; k < MODEL_FWD_NIMPL - 1; k++) {
-            const size_t f = sdgp_sparse_fwd_workspace_bytes(o->spfwd[k]);
-            if (f > ws) ws = f;
+        for (int p = 0; p < MODEL_NPASS; p++) {
+            const model_impl *impl = o->impl[p];
+            const size_t w = impl && impl->workspace_bytes ? impl->workspace_bytes(o->plan[p]) : 0;
+            if (w > ws) ws = w;
         }
     }
     ws = sdgp_align64(ws);
@@ -68,11 +75,7 @@ sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
         void *buf = aligned_alloc(64, ws);
         if (!buf) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: conv workspace of %zu bytes", ws);
         for (int i = 0; i < m->n_convs; i++) { /* first give each its own: the old buffer goes */
-            op *o = &m->ops[m->conv_ops[i]];
-            sdgp_status st = sdgp_conv_set_workspace(o->dnnl, NULL, err);
-            if (st == SDGP_OK && o->wgrad) st = sdgp_sparse_wgrad_set_workspace(o->wgrad, NULL, 0, err);
-            for (int k = 0; k < MODEL_FWD_NIMPL - 1 && st == SDGP_OK; k++)
-                if (o->spfwd[k]) st = sdgp_sparse_fwd_set_workspace(o->spfwd[k], NULL, 0, err);
+            sdgp_status st = attach_workspace(&m->ops[m->conv_ops[i]], NULL, 0, err);
             if (st != SDGP_OK) {
                 free(buf);
                 return st;
@@ -83,11 +86,7 @@ sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
         m->conv_ws_bytes = ws;
     }
     for (int i = 0; i < m->n_convs; i++) {
-        op *o = &m->ops[m->conv_ops[i]];
-        sdgp_status st = sdgp_conv_set_workspace(o->dnnl, m->conv_ws, err);
-        if (st == SDGP_OK && o->wgrad) st = sdgp_sparse_wgrad_set_workspace(o->wgrad, m->conv_ws, m->conv_ws_bytes, err);
-        for (int k = 0; k < MODEL_FWD_NIMPL - 1 && st == SDGP_OK; k++)
-            if (o->spfwd[k]) st = sdgp_sparse_fwd_set_workspace(o->spfwd[k], m->conv_ws, m->conv_ws_bytes, err);
+        sdgp_status st = attach_workspace(&m->ops[m->conv_ops[i]], m->conv_ws, m->conv_ws_bytes, err);
         if (st != SDGP_OK) return st;
     }
     return SDGP_OK;
@@ -175,6 +174,17 @@ static sdgp_status run_bwd_weights(sdgp_conv *c, float *x, float *y, float *dx, 
 }
 static const pass_fn pass_run[3] = {run_fwd, run_bwd_data, run_bwd_weights}; /* by sdgp_conv_pass */
 
+/* The timer's candidates: pass c / 2 with algorithm c % 2 (DIRECT, WINOGRAD). */
+typedef struct {
+    sdgp_conv *conv[2];
+    float *x, *y, *dx, *dw;
+    const float *w;
+} pass_ctx;
+static sdgp_status run_pass(void *ctx, int c, sdgp_error *err) {
+    pass_ctx *t = ctx;
+    return pass_run[c / 2](t->conv[c % 2], t->x, t->y, t->dx, t->dw, t->w, err);
+}
+
 void model_fill_random(float *p, size_t n, uint64_t s) {
     for (size_t j = 0; j < n; j++) { /* the times are data independent: any values in [-1, 1) */
         s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -243,16 +253,9 @@ static sdgp_status tune_layer(sdgp_model *m, int i, sdgp_conv_algo *out, sdgp_er
     model_fill_random(x, nx, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
     model_fill_random(y, ny, 0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
     double best[3][2];
-    for (int p = 0; p < 3; p++) best[p][0] = best[p][1] = INFINITY;
-    const float *w = model_op_weights(m, o);
-    for (int r = 0; r < CONV_TUNE_REPS && st == SDGP_OK; r++)
-        for (int p = 0; p < 3 && st == SDGP_OK; p++)
-            for (int a = 0; a < 2 && eligible[p] && st == SDGP_OK; a++) {
-                double t0 = sdgp_now_s();
-                st = pass_run[p](cand[a], x, y, dx, dw, w, err);
-                double t = sdgp_now_s() - t0;
-                if (t < best[p][a]) best[p][a] = t;
-            }
+    const int wanted[6] = {eligible[0], eligible[0], eligible[1], eligible[1], eligible[2], eligible[2]};
+    pass_ctx ctx = {{cand[0], cand[1]}, x, y, dx, dw, model_op_weights(m, o)};
+    st = model_time_interleaved(run_pass, &ctx, 6, wanted, CONV_TUNE_REPS, &best[0][0], err);
     for (int p = 0; p < 3; p++) /* ties go to direct: NHWC in place, no reorders */
         if (eligible[p] && best[p][1] < best[p][0]) out[p] = SDGP_CONV_WINOGRAD;
     o->times.fwd_ms = 1e3 * fmin(best[0][0], best[0][1]);

@@ -10,7 +10,10 @@
 #define MODEL_NAME_LEN 64
 
 typedef struct op op;
-typedef struct bwd_impl bwd_impl;
+typedef struct model_impl model_impl;
+
+/* The three products of a conv layer, each with its own implementation list. */
+typedef enum { MODEL_FWD, MODEL_BWD_DATA, MODEL_BWD_WEIGHTS, MODEL_NPASS } model_pass;
 
 /* One buffer of the activation arena: its size and the interval of the step's timeline in which it
  * is alive (model_memory.c). */
@@ -81,10 +84,10 @@ struct op {
     float *mean, *rstd;             /* saved BatchNorm statistics (Cout) */
     double bn_total;                /* synchronised BatchNorm: rows of the whole batch (forward's sums) */
     int prune;                      /* prune dL/dO for the data gradient */
-    const bwd_impl *bwd;            /* how the pruned data gradient is computed (model_bwd.c) */
-    sdgp_sparse_wgrad *wgrad;       /* --prune-wgrad: the N:M weight-gradient kernel's plan when the
-                                       layer runs it (model_wgrad.c); NULL: oneDNN */
-    void *bwd_plan;                 /* its plan (NULL for dense) */
+    /* per pass (model_pass), the implementation that runs it and its plan (model_impl.c); NULL:
+     * oneDNN's convolution on the layer's weights and exact tensors */
+    const model_impl *impl[MODEL_NPASS];
+    void *plan[MODEL_NPASS];
     sdgp_layer_info info;
     sdgp_layer_times times;
     char name[MODEL_NAME_LEN];      /* the conv layer's name: "conv3", "layer2.0.downsample.0" */
@@ -100,13 +103,8 @@ struct op {
     int sparse_w;                   /* the products use w_eff, the projection of the weights */
     int p_sbeta;                    /* S-STE: the "<layer>.sste_beta" parameter (-1: none) */
     float *w_eff;                   /* the projected weights, refreshed by each forward */
-    /* block-masked or cout-form weights: the sparse forward (model_fwd.c): whether the layer has
-     * one, the plans of the sparse implementations (made on demand, freed when not in use), and
-     * which implementation runs */
-    int fwd_ok;
-    sdgp_sparse_fwd *spfwd[3];      /* MODEL_FWD_DIRECT, _WINO, _COUT */
-    int fwd_impl;                   /* MODEL_FWD_DENSE (oneDNN on w_eff) or one of those */
-    int fwd_packed;                 /* the running plan holds this step's W~ */
+    int fwd_ok;                     /* block-masked or cout-form weights: a sparse forward applies (model_fwd.c) */
+    int fwd_packed;                 /* the forward's plan holds this step's W~ */
     /* OP_SCALE */
     float scale;
 };
@@ -207,44 +205,83 @@ int model_group_channels(float width, int base, int group_width);
  * unknown kind. */
 void model_zoo_build(model_builder *b);
 
-/* One implementation of a pruned conv's data gradient (model_bwd.c: the list, in order of
- * preference). */
-struct bwd_impl {
-    char code;         /* its character in the kernel-choice text of checkpoints */
-    const char *name;  /* "dense", "sparse", "winograd": start-up lines, bench rows */
-    int sparse;        /* skips the pruned work (--sparse-kernel on/off select by this) */
-    int prunes;        /* prunes dL/dO (0: exact dL/dO; the entries of layers that do not prune) */
-    int wsparse;       /* the sparse-weight data-gradient kernel (block-masked W~; sdgp_sparse_wdata_*) */
-    sdgp_prune_domain domain; /* where it prunes (--sdgp-domain selects by this) */
-    /* whether it can run conv op o at all (geometry, and the model's n:m) */
-    int (*supports)(const sdgp_model *m, const op *o);
-    /* creates its plan for layer o in *plan (NULL for entries without a plan) */
+/* The tensors of one run of a pass. */
+typedef struct {
+    float *out;               /* z (forward), dL/dD (data gradient) or dL/dW (weight gradient) */
+    const float *x;           /* the layer's input (forward, weight gradient) */
+    const float *dz;          /* the dense dL/dO (gradients) */
+    const sdgp_prune_cfg *pc; /* the step's pruning of dz (gradients; the configuration's when the layer does not prune) */
+    double prune_ms;          /* out: a separate pruning pass's time (0 when none or fused into the kernel) */
+} model_args;
+
+/* One implementation of one pass of a conv layer, an entry of that pass's ordered list
+ * (model_fwd.c, model_bwd.c, model_wgrad.c; oneDNN's implementation lists are the model). The
+ * model runs the entry a layer holds; the tuner (model_tune.c) times the allowed entries and keeps
+ * the fastest; adding a kernel is one entry. */
+struct model_impl {
+    model_pass pass;
+    char code;          /* its letter in the kernel-choice text of checkpoints */
+    const char *name;   /* "sparse", "winograd", ...: sdgp_layer_info, start-up lines, bench rows, sdgp kernels */
+    int sparse;         /* skips pruned work or W~'s zeros (--sparse-kernel on / off select by this) */
+    int prunes;         /* gradients: prunes dL/dO (0: the exact dL/dO) */
+    int wsparse;        /* data gradient: the sparse-weight kernel (block-masked W~) */
+    sdgp_prune_domain domain; /* data gradient: where it prunes (--sdgp-domain selects by this) */
+    /* NULL when it can run conv op o under the model's configuration, else why not */
+    const char *(*unsupported)(const sdgp_model *m, const op *o);
+    /* creates its plan for layer o in *plan (NULL for entries without one) */
     sdgp_status (*create)(sdgp_model *m, const op *o, void **plan, sdgp_error *err);
-    /* dx = dL/dD from the dense dL/dO dz pruned with pc; *prune_ms: a separate pruning pass's time
-     * (0 when the pruning is fused into the kernel) */
-    sdgp_status (*run)(sdgp_model *m, op *o, float *dx, const float *dz, const sdgp_prune_cfg *pc, double *prune_ms,
-                       sdgp_error *err);
-    /* after run: *used = the pixel-domain pruned dL/dO it used (for the dz hook), NULL when its
-     * pruning is not in the pixel domain; *used comes in as dL/dO itself (kept by an entry that
-     * does not prune) */
+    /* forward: loads this step's W~ into the plan (after model_weights_refresh); 0 on success */
+    sdgp_status (*pack)(sdgp_model *m, op *o, sdgp_error *err);
+    /* the product with the layer's plan (o->plan[pass]) */
+    sdgp_status (*run)(sdgp_model *m, op *o, model_args *a, sdgp_error *err);
+    /* data gradient, after run: *used = the pixel-domain pruned dL/dO it used (for the dz hook),
+     * NULL when its pruning is not in the pixel domain; *used comes in as dL/dO itself */
     sdgp_status (*pruned_dz)(sdgp_model *m, op *o, const float **used, sdgp_error *err);
+    /* the plan's scratch in the model's one shared workspace (model_conv_share_workspace) */
+    size_t (*workspace_bytes)(const void *plan);
+    sdgp_status (*set_workspace)(void *plan, void *ws, size_t bytes, sdgp_error *err);
     void (*destroy)(void *plan);
+    /* sdgp kernels: out->isa and out->blocking for a plan on the probe layer g (NULL: oneDNN's) */
+    sdgp_status (*describe)(const sdgp_conv_geom *g, int threads, sdgp_impl_info *out, sdgp_error *err);
 };
-/* Whether layer o holds an entry: it prunes, or (not off) a sparse entry keeps its exact dL/dO
- * (block-masked weights); other layers run oneDNN's backward-data without one. */
-int model_bwd_wanted(const sdgp_model *m, const op *o);
-extern const bwd_impl *const model_bwd_impls[]; /* NULL-terminated */
-/* Whether the configuration lets layer o use impl: supports(o), --sparse-kernel on (sparse ones)
- * or off (dense ones), --sdgp-domain pixel (pixel ones), winograd (a layer that a Winograd-domain
- * entry supports uses only those), auto (all). */
-int model_bwd_allowed(const sdgp_model *m, const op *o, const bwd_impl *impl);
-const bwd_impl *model_bwd_find(char code);
-/* Makes impl (with its ready plan) the layer's implementation, destroying the previous plan. */
-void model_bwd_adopt(op *o, const bwd_impl *impl, void *plan);
+
+/* model_impl.c: the lists, and what every pass does with them alike */
+extern const model_impl *const *const model_impls[MODEL_NPASS]; /* per pass, NULL-terminated, in order of preference */
+const char *model_pass_name(model_pass pass);                      /* "fwd", "bwd_data", "bwd_weights" */
+const model_impl *model_impl_find(model_pass pass, char code);
+/* Whether the configuration lets layer o use impl (the pass's rule: model_fwd_allowed & co.). */
+int model_impl_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
+/* Makes impl (with its ready plan) the layer's implementation of impl's pass, destroying the
+ * previous plan, and refreshes the layer's info. */
+void model_impl_adopt(sdgp_model *m, op *o, model_pass pass, const model_impl *impl, void *plan);
 /* The same, creating impl's plan first (nothing changes when that fails; impl NULL: none). */
-sdgp_status model_bwd_set(sdgp_model *m, op *o, const bwd_impl *impl, sdgp_error *err);
-/* The first allowed implementation in list order. */
-sdgp_status model_bwd_default(sdgp_model *m, op *o, sdgp_error *err);
+sdgp_status model_impl_set(sdgp_model *m, op *o, model_pass pass, const model_impl *impl, sdgp_error *err);
+/* The first allowed implementation of the pass in list order. */
+sdgp_status model_impl_default(sdgp_model *m, op *o, model_pass pass, sdgp_error *err);
+/* One pass of layer o with its implementation on a: its pack (forward) and run. */
+sdgp_status model_impl_run(sdgp_model *m, op *o, model_pass pass, model_args *a, sdgp_error *err);
+/* The tuner: every allowed implementation of the pass (plans made, the held one reused), run on a
+ * interleaved for reps repetitions, the fastest adopted (ties to the earlier in the list), the
+ * others' plans destroyed; *best_ms its time. Fewer than two candidates: nothing happens. */
+sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, model_args *a, double *best_ms, sdgp_error *err);
+/* The interleaved timer under every tuner: reps rounds of run(ctx, c) for each c < n with
+ * wanted[c] (NULL: all), best[c] the shortest time of each (seconds; INFINITY where not run). */
+typedef sdgp_status (*model_timed_fn)(void *ctx, int c, sdgp_error *err);
+sdgp_status model_time_interleaved(model_timed_fn run, void *ctx, int n, const int *wanted, int reps, double *best,
+                                   sdgp_error *err);
+
+/* For describe hooks: out->isa = isa's name; out->blocking = "from L1d <k>K, L2 <k>K" (the caches
+ * a kernel sizes its blocks from, where it has no finer description). */
+void model_describe_caches(sdgp_isa isa, sdgp_impl_info *out);
+
+/* model_bwd.c: the data gradient's list. Whether layer o holds an entry: it prunes, or (not off) a
+ * sparse entry keeps its exact dL/dO (block-masked weights); other layers run oneDNN's backward-data
+ * without one. */
+extern const model_impl *const model_bwd_impls[];
+int model_bwd_wanted(const sdgp_model *m, const op *o);
+/* --sparse-kernel on (sparse ones) or off (dense ones), --sdgp-domain pixel (pixel ones), winograd
+ * (a layer that a Winograd-domain entry supports uses only those), auto (all). */
+int model_bwd_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
 
 /* model_conv_tune.c: conv o's oneDNN convolution under the configuration (algos NULL; MEASURED
  * starts DIRECT) or with these per-pass algorithms, its layer info refreshed; the text of
@@ -275,22 +312,17 @@ static inline const float *model_op_weights(const sdgp_model *m, const op *o) {
     return o->sparse_w ? o->w_eff : m->params[o->kind == OP_LINEAR ? o->p_lw : o->p_w].data;
 }
 
-/* model_fwd.c: the forward of convs with block-masked or cout-form sparse weights, dense or a
- * sparse kernel. Its implementations, in the order of op.spfwd after dense; their letters are the
- * choice text. */
-enum { MODEL_FWD_DENSE, MODEL_FWD_DIRECT, MODEL_FWD_WINO, MODEL_FWD_COUT, MODEL_FWD_NIMPL };
+/* model_fwd.c: the forward's list (convs with block-masked or cout-form sparse weights: oneDNN on W~
+ * or a sparse-weight kernel). */
+extern const model_impl *const model_fwd_impls[];
 int model_fwd_supported(const sdgp_model *m, const op *o);
+int model_fwd_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
 /* z = conv(x) with o's weights as its forward runs them. */
 void model_fwd_product(sdgp_model *m, op *o, float *z, const float *x);
 /* After W~ changed: packs it into the sparse plan of a layer that runs it. */
-void model_fwd_pack(op *o);
+void model_fwd_pack(sdgp_model *m, op *o);
 /* Plans for every supported layer and the per-layer choice under --sparse-kernel (auto: timed). */
 sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err);
-/* The choice as text, a character per conv: 's' sparse kernel, 'd' dense, '-' not supported. */
-void model_fwd_choice(const sdgp_model *m, char *buf, size_t size);
-int model_fwd_any(const sdgp_model *m); /* some layer has a sparse forward plan */
-/* Applies such a text of len characters. */
-sdgp_status model_fwd_set_choice(sdgp_model *m, const char *choice, size_t len, sdgp_error *err);
 
 /* model_memory.c: gradient buffers, transient activations, the activation arena (after the convs are
  * set up and the first conv's pruning is off). */
@@ -301,17 +333,14 @@ sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err);
  * (seed, step, layer) (model_run.c). */
 sdgp_prune_cfg model_prune_cfg(const sdgp_model *m, const op *o, sdgp_prune_cfg base, sdgp_axis axis, uint64_t seed,
                                uint64_t step);
-/* model_wgrad.c: the weight gradient under --prune-wgrad (dw from x and the dense dL/dO dz), which
- * layers can run the N:M weight-gradient kernel, its tuning and its part of the kernel-choice text
- * (a letter per conv: 'm' the kernel, '-' oneDNN; no text: all '-'). */
+/* model_wgrad.c: the weight gradient's list under --prune-wgrad (dw from x and the dense dL/dO dz):
+ * dL/dO pruned along positions into oneDNN, or into the N:M weight-gradient kernel. */
+extern const model_impl *const model_wgrad_impls[];
 sdgp_status model_conv_backward_weights(sdgp_model *m, op *o, float *dw, const float *x, const float *dz, uint64_t step,
                                         sdgp_error *err);
 int model_wgrad_pruned(const sdgp_model *m, const op *o);
-int model_wgrad_supported(const sdgp_model *m, const op *o);
-int model_wgrad_any(const sdgp_model *m);
+int model_wgrad_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
 sdgp_status model_wgrad_tune(sdgp_model *m, sdgp_error *err);
-void model_wgrad_choice(const sdgp_model *m, char *buf, size_t size);
-sdgp_status model_wgrad_set_choice(sdgp_model *m, const char *choice, size_t len, sdgp_error *err);
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
                                      sdgp_error *err);
 

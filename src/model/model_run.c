@@ -79,7 +79,7 @@ static void conv_forward(sdgp_model *m, op *o, int train) {
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
     double t0 = m->timing ? now_ms() : 0;
     /* A failure here would be an internal oneDNN error on shapes validated at build time. */
-    model_fwd_pack(o); /* this forward's W~ (model_weights_refresh), packed where the sparse kernel runs */
+    model_fwd_pack(m, o); /* this forward's W~ (model_weights_refresh), packed where the sparse kernel runs */
     model_fwd_product(m, o, z, x);
     if (m->timing) o->times.fwd_ms = now_ms() - t0;
     if (!o->bn) {
@@ -182,22 +182,23 @@ sdgp_prune_cfg model_prune_cfg(const sdgp_model *m, const op *o, sdgp_prune_cfg 
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
                                      sdgp_error *err) {
     int64_t rows = (int64_t)m->B * o->geom.Ho * o->geom.Wo;
+    model_args a = {.out = dx, .dz = dz, .pc = &m->cfg.prune};
     if (!o->prune) {
         if (m->dz_hook) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, dz, rows, o->geom.Cout);
-        double prune_ms;
-        return o->bwd ? o->bwd->run(m, o, dx, dz, &m->cfg.prune, &prune_ms, err)
-                      : sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
+        return o->impl[MODEL_BWD_DATA] ? model_impl_run(m, o, MODEL_BWD_DATA, &a, err)
+                                       : sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
     }
     sdgp_prune_cfg pc = model_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, step);
-    double prune_ms = 0, t0 = m->timing ? now_ms() : 0;
-    sdgp_status st = o->bwd->run(m, o, dx, dz, &pc, &prune_ms, err);
+    a.pc = &pc;
+    double t0 = m->timing ? now_ms() : 0;
+    sdgp_status st = model_impl_run(m, o, MODEL_BWD_DATA, &a, err);
     if (m->timing) {
-        o->times.prune_ms = prune_ms;
-        o->times.bwd_data_ms = now_ms() - t0 - prune_ms;
+        o->times.prune_ms = a.prune_ms;
+        o->times.bwd_data_ms = now_ms() - t0 - a.prune_ms;
     }
     if (st == SDGP_OK && m->dz_hook) {
         const float *used = dz;
-        st = o->bwd->pruned_dz(m, o, &used, err);
+        st = o->impl[MODEL_BWD_DATA]->pruned_dz(m, o, &used, err);
         if (st == SDGP_OK) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, used, rows, o->geom.Cout);
     }
     if (st == SDGP_OK && m->grad_stats) grad_stats(m, o, dx, dz);
