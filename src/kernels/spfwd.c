@@ -10,10 +10,12 @@
 static const spfwd_kernels kernel_table[SDGP_ISA_COUNT] = {
     /* pixels per call: AVX-512 12 x 2 zmm accumulators at bw 32 (+ 2 weight vectors and a
      * broadcast in 32 registers); AVX2 6 x 2 ymm of 16 (a block of 32 in two halves) */
-    [SDGP_ISA_REF] = {SDGP_ISA_REF, spfwd_tile_ref, 12, 12, spfwd_wino_in_ref, spfwd_wino_out_ref, spdata_tile_ref, 16},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, spfwd_tile_avx2, 6, 6, spfwd_wino_in_avx2, spfwd_wino_out_avx2, spdata_tile_avx2, 8},
-    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX512, spfwd_tile_avx512, 12, 12, spfwd_wino_in_avx512, spfwd_wino_out_avx512,
-                         spdata_tile_avx512, 16},
+    [SDGP_ISA_REF] = {.isa = SDGP_ISA_REF, .tile = spfwd_tile_ref, .nx16 = 12, .nx32 = 12, .wino_in = spfwd_wino_in_ref,
+                      .wino_out = spfwd_wino_out_ref, .data_tile = spdata_tile_ref, .vl = 16},
+    [SDGP_ISA_AVX2] = {.isa = SDGP_ISA_AVX2, .tile = spfwd_tile_avx2, .nx16 = 6, .nx32 = 6, .wino_in = spfwd_wino_in_avx2,
+                       .wino_out = spfwd_wino_out_avx2, .data_tile = spdata_tile_avx2, .vl = 8},
+    [SDGP_ISA_AVX512] = {.isa = SDGP_ISA_AVX512, .tile = spfwd_tile_avx512, .nx16 = 12, .nx32 = 12, .wino_in = spfwd_wino_in_avx512,
+                         .wino_out = spfwd_wino_out_avx512, .data_tile = spdata_tile_avx512, .vl = 16},
 };
 
 /* Output pixels per work unit: the unit's input rows and outputs stay in L2 next to one block's

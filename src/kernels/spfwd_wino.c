@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "core/align.h"
+#include "core/cache.h"
 #include "kernels/spfwd_internal.h"
 
 /* Tiles a work unit aims at. U (at r = 4, 4x the kept weights: 19 MB at 512 channels) streams
@@ -28,8 +29,9 @@
  * batch 64, units of 32 tiles and at least 4 per thread took 1.3-1.4x the time (README.md).
  * Splitting the output blocks among threads instead saves no U traffic and repeats the transform
  * (measured slower). But the unit's row of V (r+2 elements x tiles x Cin floats) is read once per
- * output block, and its Y rows are read and written r+2 times, so where V_L2_BYTES holds the V of
- * UNIT_TILES_SMALL tiles (up to 256 input channels at F(4x4)) units are that small. On the Zen 3
+ * output block, and its Y rows are read and written r+2 times, so where 3/4 of the L2 (the detected
+ * cache, core/cache.h) holds the V of UNIT_TILES_SMALL tiles (on a 512 KB or 1 MB L2: up to 256 input
+ * channels at F(4x4), not 512) units are that small. On the Zen 3
  * host (512 KB of L2 per core), dense forward and backward-data, this rule against 128 tiles
  * everywhere (`build/sdgp_kernel_ab dense-fwd|dense-data`, both orders; docs/bench/hosts/amd-zen3-f25m1/
  * wino-unit-tiles.txt): ResNet-9 w0.25's 3x3 layers at batch 512 0.97-1.22x, geometric mean 1.07x;
@@ -37,7 +39,6 @@
  * (there U's traffic wins: the larger units stay). */
 #define UNIT_TILES 128
 #define UNIT_TILES_SMALL 64
-#define V_L2_BYTES (384 * 1024)
 
 /* out[0 .. r+1] = G v for one 3-vector v = (v0, v1, v2) of each of bw columns (x + i * stride),
  * with G of F(2x2,3x3) = [[1,0,0],[1/2,1/2,1/2],[1/2,-1/2,1/2],[0,0,1]] or of F(4x4,3x3) =
@@ -90,7 +91,7 @@ float *spfwd_wino_shape_init(spfwd_wino_shape *s, const sdgp_conv_geom *g, int r
     s->th = (g->Ho + r - 1) / r;
     s->tw = (g->Wo + r - 1) / r;
     s->T = (int64_t)s->th * s->tw;
-    const int small = (int64_t)(r + 2) * UNIT_TILES_SMALL * g->Cin * (int64_t)sizeof(float) <= V_L2_BYTES;
+    const int small = (int64_t)(r + 2) * UNIT_TILES_SMALL * g->Cin * (int64_t)sizeof(float) <= sdgp_caches()->l2 / 4 * 3;
     int64_t ib = (small ? UNIT_TILES_SMALL : UNIT_TILES) / s->T;
     if (ib < 1) ib = 1;
     if (ib > g->B) ib = g->B;

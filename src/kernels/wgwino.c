@@ -37,10 +37,10 @@ struct wgwino {
 };
 
 static const wgwino_kernels kernel_table[SDGP_ISA_COUNT] = {
-    [SDGP_ISA_REF] = {SDGP_ISA_REF, wgwino_gemm_ref, wgwino_dy_ref, spfwd_wino_in_ref},
-    [SDGP_ISA_AVX2] = {SDGP_ISA_AVX2, wgwino_gemm_avx2, wgwino_dy_avx2, spfwd_wino_in_avx2},
+    [SDGP_ISA_REF] = {.isa = SDGP_ISA_REF, .gemm = wgwino_gemm_ref, .dy_in = wgwino_dy_ref, .x_in = spfwd_wino_in_ref},
+    [SDGP_ISA_AVX2] = {.isa = SDGP_ISA_AVX2, .gemm = wgwino_gemm_avx2, .dy_in = wgwino_dy_avx2, .x_in = spfwd_wino_in_avx2},
     /* no AVX-512 kernel: oneDNN has a Winograd backward-weights there, which runs first */
-    [SDGP_ISA_AVX512] = {SDGP_ISA_AVX2, wgwino_gemm_avx2, wgwino_dy_avx2, spfwd_wino_in_avx2},
+    [SDGP_ISA_AVX512] = {.isa = SDGP_ISA_AVX2, .gemm = wgwino_gemm_avx2, .dy_in = wgwino_dy_avx2, .x_in = spfwd_wino_in_avx2},
 };
 
 /* A row stride of whole cache lines, an odd number of them: the GEMMs walk a column panel of V_e
