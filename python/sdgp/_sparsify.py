@@ -12,9 +12,9 @@ import torch.nn as nn
 from . import _lib
 from ._config import ConfigLike, MVUEWeightGrad, SDGP, SparseWeights, describe, normalize
 from . import _sparse_fwd
-from .torch import (SdgpConv2d, SdgpConversionWarning, SdgpLinear, _LayerState, _LinearState, _basic_ineligible,
-                    _geometry_ineligible, _ineligible, _linear_ineligible, _mvue_ineligible, _pair, _resolve_padding, _weights_ineligible,
-                    _wgrad_sparse_ineligible)
+from ._linear import SdgpLinear, _LinearState, _linear_ineligible
+from .torch import (SdgpConv2d, SdgpConversionWarning, _LayerState, _basic_ineligible, _geometry_ineligible, _ineligible,
+                    _mvue_ineligible, _pair, _resolve_padding, _weights_ineligible, _wgrad_sparse_ineligible)
 
 
 @dataclass

@@ -1,0 +1,118 @@
+"""nn.Linear with SDGP's data gradient (sdgp.torch's module docstring, "nn.Linear"): the layer, its
+autograd function and its eligibility. sdgp.torch re-exports SdgpLinear; sparsify_ (_sparsify.py) makes it."""
+import ctypes
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import _lib
+from .torch import _LayerState, _check_forward, _forward_saving, _relayout, _scratch
+
+
+# ---- nn.Linear: SDGP's data gradient as a 1x1 convolution over the tokens ----
+class _LinearState(_LayerState):
+    """A converted nn.Linear's state. Its data gradient dL/dX = prune(dL/dY) x W is the backward-data
+    of a 1x1 convolution with B = tokens, H = W = 1, Cin = in_features, Cout = out_features, stride
+    1, pad 0: dL/dY (tokens x out, contiguous) is that convolution's NHWC dL/dO (P = 1), W (out, in)
+    its OIHW weights, dL/dX its NHWC dL/dD; the plans, the pruning key and the kernel choice are the
+    conv layer's (_LayerState)."""
+
+    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, restore_class):
+        super().__init__(name, layer, fn, n, m, scope, seed, kernel, 1, 0)
+        self.restore_class = restore_class  # what restore_model() makes of the layer again
+
+    def linear_data_grad(self, go, w):
+        """dL/dX (tokens x in, a new tensor) of go = dL/dY (tokens x out, float32, contiguous)."""
+        T, cout = go.shape
+        threads = torch.get_num_threads()
+
+        def run(kind):
+            if kind == "sparse":
+                return self._sparse_linear(go, w, threads)
+            if kind == "dense":  # the same pruned dL/dY through torch's dense product
+                pruned = _scratch("pruned", (T, cout))
+                cfg, err = self._cfg(threads, 1, False), _lib.Error()
+                _lib.check(_lib.prune(ctypes.byref(cfg), go.data_ptr(), T, 1, cout, pruned.data_ptr(), None,
+                                      ctypes.byref(err)), err)
+                return pruned.mm(w)
+            return go.mm(w)  # "plain": the unpruned product
+        return self.run_kernel(run)
+
+    def _sparse_linear(self, go, w, threads):
+        # sdgp_prune, then sdgp_sparse_bwd_data: the conv path (_sparse) on the 1x1 view. Not the fused
+        # sdgp_sparse_bwd_data_pruned: measured 4.6x slower on this geometry (4096 x 3072 -> 768, 2:4)
+        T, cout = go.shape
+        cin = w.shape[1]
+        # OIHW with kh = kw = 1 read in place; dL/dX written NHWC, which is (tokens, in)
+        return self._sparse(go.view(T, 1, 1, cout), False, (T, cin, 1, 1), True, w[:, :, None, None],
+                            threads).reshape(T, cin)
+
+
+class _SdgpLinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, state, lowp):
+        return _forward_saving(ctx, x, weight, bias, state, lowp, F.linear)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, go):
+        x, w = ctx.saved_tensors
+        if ctx.lowp is not None:  # the N:M product in float32 (module docstring, "Autocast")
+            go, x, w = go.float(), x.float(), w.float()
+        st = ctx.state
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        cout, cin = w.shape
+        gx = gw = gb = None
+        try:
+            g = go.reshape(-1, cout)  # any leading dimensions: tokens x features
+            if not g.is_contiguous():
+                g = _relayout(_scratch("dO", tuple(g.shape)), g)
+            if need_w:  # torch's, of the unpruned dL/dY
+                gw = g.t().mm(x.reshape(-1, cin))
+            if need_b and ctx.has_bias:
+                gb = g.sum(0)
+            if need_x:
+                gx = (st.linear_data_grad(g, w) if g.shape[0] else g.mm(w)).reshape(x.shape)
+        finally:
+            with st.lock:
+                st.step += 1
+        if gx is not None and gx.dtype != ctx.x_dtype:
+            gx = gx.to(ctx.x_dtype)
+        return gx, gw, gb, None, None
+
+
+class SdgpLinear(nn.Linear):
+    """nn.Linear with SDGP's data gradient (module docstring, "nn.Linear"). Made by sparsify_, not constructed."""
+    _sdgp: "_LinearState"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        st = self._sdgp
+        lowp = _check_forward(st, x, self.weight, "nn.Linear")
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _SdgpLinearFn.apply(x, self.weight, self.bias, st, lowp)
+        return F.linear(x, self.weight, self.bias)  # torch's own (autocast as for a plain layer)
+
+    def extra_repr(self) -> str:
+        s = self._sdgp
+        return "%s, sdgp=%s %d:%d kernel=%s" % (super().extra_repr(), _lib.prune_fn_name(s.fn).decode(), s.n, s.m,
+                                                s.choice or "auto (not measured yet)")
+
+
+def _linear_ineligible(lin: nn.Module, m: int) -> Optional[str]:
+    """Why SDGP cannot convert this nn.Linear, or None (the model-level reasons, the classifier and
+    nn.MultiheadAttention's out_proj, are _sparsify's)."""
+    if type(lin) not in _LINEAR_CLASSES:
+        return "%s is a subclass of nn.Linear (its forward may differ)" % type(lin).__name__
+    w = lin.weight
+    if w.dtype != torch.float32 or w.device.type != "cpu":
+        return "weights are %s on %s (float32 CPU only)" % (w.dtype, w.device)
+    if lin.out_features % m:
+        return "out_features=%d is not a multiple of m=%d" % (lin.out_features, m)
+    return None
+
+
+# nn.MultiheadAttention's out_proj is a NonDynamicallyQuantizableLinear: nn.Linear itself (a marker
+# for the quantization tools), so it would convert; but see the docstring: its forward is never called.
+_LINEAR_CLASSES = (nn.Linear, nn.modules.linear.NonDynamicallyQuantizableLinear)
