@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Smoke run of examples/torch_resnet18_fmnist.py: a few SDGP steps of ResNet-18 on Fashion-MNIST,
-# progress lines, the kernel report and a test accuracy. Exit 77 (skipped) without torchvision or
+# Smoke runs of examples/torch_resnet18_fmnist.py (a few SDGP steps of ResNet-18 on Fashion-MNIST,
+# progress lines, the kernel report and a test accuracy) and examples/vit_fashion_mnist.py. Exit 77 (skipped) without torchvision or
 # the data. Usage: python_example_test.sh PYTHON LIBSDGP_SO SOURCE_DIR
 set -u
 py=$1; lib=$2; src=$3
@@ -22,4 +22,15 @@ grep -q '^test accuracy: [0-9.]* % on 100 images' "$T/out" || fail "no test accu
 SDGP_LIBRARY=$lib PYTHONPATH=$src/python "$py" "$src/examples/torch_resnet18_fmnist.py" --data "$T/none" \
     > "$T/bad" 2>&1 && fail "a missing data directory did not fail"
 grep -q "cannot read Fashion-MNIST" "$T/bad" && ! grep -q Traceback "$T/bad" || fail "bad --data: $(cat "$T/bad")"
-echo "1 passed, 0 failed"
+# the ViT example: a tiny model, SDGP on its MLPs' dL/dY, two steps, an accuracy
+SDGP_LIBRARY=$lib PYTHONPATH=$src/python "$py" "$src/examples/vit_fashion_mnist.py" --steps 2 --batch 16 --width 64 \
+    --depth 2 --heads 2 --eval-images 100 --log-every 1 --threads 2 --log "$T/vit.jsonl" > "$T/vit" 2>&1
+rc=$?
+cat "$T/vit"
+[ $rc -eq 0 ] || fail "the ViT example exited with $rc"
+grep -q '^ViT (width 64, depth 2, 2 heads, 49 tokens) on Fashion-MNIST: SDGP rescaled 2:4, 4 converted layers' "$T/vit" ||
+  fail "ViT: no header line naming 4 converted layers (2 blocks x 2 MLP linears)"
+grep -q '^test accuracy: [0-9.]* % on 100 images' "$T/vit" || fail "ViT: no test accuracy"
+"$py" -c 'import json, sys; r = json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert r["step"] == 2 and 0 <= r["test_acc"] <= 1' \
+  "$T/vit.jsonl" || fail "ViT: no JSON log line"
+echo "2 passed, 0 failed"
