@@ -216,7 +216,7 @@ typedef struct {
 
 /* One implementation of one pass of a conv layer, an entry of that pass's ordered list
  * (model_fwd.c, model_bwd.c, model_wgrad.c; oneDNN's implementation lists are the model). The
- * model runs the entry a layer holds; the tuner (model_tune.c) times the allowed entries and keeps
+ * model runs the entry a layer holds; the tuner (model_impl.c) times the allowed entries and keeps
  * the fastest; adding a kernel is one entry. */
 struct model_impl {
     model_pass pass;
@@ -230,7 +230,7 @@ struct model_impl {
     const char *(*unsupported)(const sdgp_model *m, const op *o);
     /* creates its plan for layer o in *plan (NULL for entries without one) */
     sdgp_status (*create)(sdgp_model *m, const op *o, void **plan, sdgp_error *err);
-    /* forward: loads this step's W~ into the plan (after model_weights_refresh); 0 on success */
+    /* forward: loads this step's W~ into the plan (after model_weights_refresh) */
     sdgp_status (*pack)(sdgp_model *m, op *o, sdgp_error *err);
     /* the product with the layer's plan (o->plan[pass]) */
     sdgp_status (*run)(sdgp_model *m, op *o, model_args *a, sdgp_error *err);
