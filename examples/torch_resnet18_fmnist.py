@@ -64,6 +64,22 @@ def evaluate(model, x, y, batch):
     return correct / len(x)
 
 
+def setup(a):
+    """The flags every example shares (--threads, --seed, --data, --eval-images): threads and seeds set, the
+    augmentation's generator, the training split and the evaluated part of the test split. A missing data
+    directory ends the program with a message."""
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    gen = torch.Generator().manual_seed(a.seed)
+    try:
+        xtr, ytr = load_split(a.data, "train")
+        xte, yte = load_split(a.data, "t10k")
+    except OSError as e:
+        sys.exit("cannot read Fashion-MNIST: %s (install dataset-fashion-mnist or pass --data)" % e)
+    return gen, xtr, ytr, xte[:a.eval_images], yte[:a.eval_images]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="directory of the idx .gz files")
@@ -79,16 +95,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=20)
     a = ap.parse_args()
-    if a.threads > 0:
-        torch.set_num_threads(a.threads)
-    torch.manual_seed(a.seed)
-    gen = torch.Generator().manual_seed(a.seed)
-    try:
-        xtr, ytr = load_split(a.data, "train")
-        xte, yte = load_split(a.data, "t10k")
-    except OSError as e:
-        sys.exit("cannot read Fashion-MNIST: %s (install dataset-fashion-mnist or pass --data)" % e)
-    xte, yte = xte[:a.eval_images], yte[:a.eval_images]
+    gen, xtr, ytr, xte, yte = setup(a)
     model = resnet18(num_classes=10, in_channels=1)
     if not a.no_sdgp:
         sdgp.torch.convert_model(model, prune=a.prune, nm=a.nm)

@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_resnet18_fmnist import augment, evaluate, load_split  # noqa: E402  (the same data and loop helpers)
+from torch_resnet18_fmnist import augment, evaluate, setup  # noqa: E402  (the same data and loop helpers)
 
 import sdgp.torch  # noqa: E402
 
@@ -79,16 +79,7 @@ def main():
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--log", default="", help="JSON lines: one object per epoch (and at the end)")
     a = ap.parse_args()
-    if a.threads > 0:
-        torch.set_num_threads(a.threads)
-    torch.manual_seed(a.seed)
-    gen = torch.Generator().manual_seed(a.seed)
-    try:
-        xtr, ytr = load_split(a.data, "train")
-        xte, yte = load_split(a.data, "t10k")
-    except OSError as e:
-        sys.exit("cannot read Fashion-MNIST: %s (install dataset-fashion-mnist or pass --data)" % e)
-    xte, yte = xte[:a.eval_images], yte[:a.eval_images]
+    gen, xtr, ytr, xte, yte = setup(a)
     model = ViT(a.width, a.depth, a.heads)
     cfg = configs(a.method, a.prune, a.nm)
     converted = []
