@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import _lib
-from .torch import _LayerState, _check_forward, _forward_saving, _relayout, _scratch
+from .torch import _LayerState, _check_forward, _forward_saving, _relayout, _saved_fp32, _scratch
 
 
 # ---- nn.Linear: SDGP's data gradient as a 1x1 convolution over the tokens ----
@@ -58,9 +58,7 @@ class _SdgpLinearFn(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, go):
-        x, w = ctx.saved_tensors
-        if ctx.lowp is not None:  # the N:M product in float32 (module docstring, "Autocast")
-            go, x, w = go.float(), x.float(), w.float()
+        go, x, w = _saved_fp32(ctx, go)
         st = ctx.state
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         cout, cin = w.shape

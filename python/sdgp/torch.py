@@ -707,6 +707,15 @@ class _ProjectFn(torch.autograd.Function):
         return g, None
 
 
+def _saved_fp32(ctx, go):
+    """go and what _forward_saving kept (x, w), in float32 under autocast: the N:M products run in float32
+    (module docstring, "Autocast")."""
+    x, w = ctx.saved_tensors
+    if ctx.lowp is not None:
+        go, x, w = go.float(), x.float(), w.float()
+    return go, x, w
+
+
 def _forward_saving(ctx, x, weight, bias, state, lowp, product):
     """A converted layer's forward: torch's own product (bitwise the plain layer's), saving what its backward
     reads. Under autocast (lowp: bfloat16) the product of the bfloat16 casts, as autocast runs a plain layer."""
@@ -745,9 +754,7 @@ class _SdgpConvFn(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, go):
-        x, w = ctx.saved_tensors
-        if ctx.lowp is not None:  # the N:M products in float32 (module docstring, "Autocast")
-            go, x, w = go.float(), x.float(), w.float()
+        go, x, w = _saved_fp32(ctx, go)
         st = ctx.state
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         need_b = need_b and ctx.has_bias
