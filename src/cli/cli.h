@@ -15,6 +15,7 @@ int sdgp_cmd_bench_step(int argc, char **argv);
 int sdgp_cmd_bench_layers(int argc, char **argv);
 int sdgp_cmd_bench_prune(int argc, char **argv);
 int sdgp_cmd_bench_conv(int argc, char **argv);
+int sdgp_cmd_bench_linear(int argc, char **argv);
 int sdgp_cmd_sweep(int argc, char **argv);
 int sdgp_cmd_report(int argc, char **argv);
 int sdgp_cmd_kernels(int argc, char **argv);

@@ -14,6 +14,7 @@ typedef struct {
 static const command bench_commands[] = {
     {"prune", sdgp_cmd_bench_prune, "N:M pruning + compression throughput against a plain copy"},
     {"conv", sdgp_cmd_bench_conv, "sparse backward-data convolution against oneDNN dense"},
+    {"linear", sdgp_cmd_bench_linear, "a linear layer's three N:M products against oneDNN's matmul and 1x1 conv"},
     {"step", sdgp_cmd_bench_step, "one training step, ours (dense and SDGP) against PyTorch"},
     {"layers", sdgp_cmd_bench_layers, "per-layer conv times: forward, backward-data dense/sparse, backward-weights"},
 };
