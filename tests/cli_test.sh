@@ -206,4 +206,21 @@ if grep '"prune":"rescaled"' <<<"$out" | grep -q '"rescale_scope":"channel"' && 
    ! grep '"prune":"magnitude"' <<<"$out" | grep -q rescale_scope; then ok; else bad "bench step --rescale-scope: $out"; fi
 expect 2 "rescale-scope: unknown value 'row' \\(sample-channel \\| channel\\)" -- "$SDGP" bench step --rescale-scope row
 
+# bench linear: one small shape, every product's rows with their fields, checked; a bad --shape names the flag
+out=$("$SDGP" bench linear --shape 256,64,128 --repeat 1 --threads 1 --json 2>&1)
+if python3 -c '
+import json, sys
+lines = [json.loads(l) for l in sys.argv[1].splitlines()]
+head, rows = lines[0], lines[1:]
+assert {"host", "isa", "l1d_kib", "l2_kib", "threads", "fma_ceiling_gflops"} <= set(head), head
+keys = {"shape", "nm", "threads", "product", "form", "kernel", "matmul_impl", "dense_matmul_ms", "dense_conv_ms",
+        "best_dense_ms", "sparse_ms", "prune_ms", "kernel_ms", "speedup_vs_best", "gflops_useful", "ceiling_fraction",
+        "rel_l2_err", "dense_rel_l2_err"}
+assert len(rows) == 12 and all(keys <= set(r) for r in rows), rows
+assert {r["product"] for r in rows} == {"fwd", "dgrad", "wgrad"} and all(r["rel_l2_err"] <= 1e-3 for r in rows)
+assert all(abs(r["sparse_ms"] - r["prune_ms"] - r["kernel_ms"]) <= 0.0015 for r in rows)
+' "$out" 2>/dev/null; then ok; else bad "bench linear --json: $out"; fi
+expect 2 "--shape: '256,64' is not T,IN,OUT" -- "$SDGP" bench linear --shape 256,64 --repeat 1 --threads 1
+expect 2 "--model: 'bert' is not vit, gpt2 or all" -- "$SDGP" bench linear --model bert
+
 finish
