@@ -261,6 +261,8 @@ static sdgp_prune_cfg prune_cfg(const options *o, int i, int threads, int wgrad)
 static sdgp_status plan_or_skip(sdgp_status st, char *skip, size_t size, sdgp_error *e) {
     if (st != SDGP_ERR_UNSUPPORTED && st != SDGP_ERR_INVALID) return st;
     snprintf(skip, size, "%s", e->msg);
+    for (char *q = skip; *q; q++) /* it goes into a JSON string as it is */
+        if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '\'';
     return SDGP_OK;
 }
 
@@ -489,10 +491,17 @@ static int run_shape(const options *o, const shape *s, int threads, double ceili
                "wgrad %s\n", s->name, s->T, s->in, s->out, matmul_dnnl_impl(c->mm[P_FWD]), matmul_dnnl_impl(c->mm[P_DGRAD]),
                matmul_dnnl_impl(c->mm[P_WGRAD]), num_or(b[0], 32, "%.1e", derr[0], "-"), num_or(b[1], 32, "%.1e", derr[1], "-"),
                num_or(b[2], 32, "%.1e", derr[2], "-"));
-        for (int i = 0; i < o->nnm; i++)
-            for (int v = 0; v < NVAR; v++)
-                if (!runs(c, i, v)) printf("# %s %d:%d: no %s row: %s\n", s->name, o->n[i], o->m[i], vars[v].form, c->skip[i][v]);
     }
+    for (int i = 0; i < o->nnm; i++) /* the forms whose kernel does not take this shape or n:m, and why */
+        for (int v = 0; v < NVAR; v++) {
+            if (runs(c, i, v)) continue;
+            if (o->json)
+                printf("{\"layer\":\"%s\",\"shape\":\"%d,%d,%d\",\"nm\":\"%d:%d\",\"threads\":%d,\"product\":\"%s\","
+                       "\"form\":\"%s\",\"skipped\":\"%s\"}\n", s->name, s->T, s->in, s->out, o->n[i], o->m[i], threads,
+                       prod_names[vars[v].prod], vars[v].form, c->skip[i][v]);
+            else
+                printf("# %s %d:%d: no %s row: %s\n", s->name, o->n[i], o->m[i], vars[v].form, c->skip[i][v]);
+        }
     int rc = 0;
     for (int p = 0; p < NPROD; p++)
         if (o->check && !(derr[p] <= CHECK_LIMIT)) {

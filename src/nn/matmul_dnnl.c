@@ -82,17 +82,16 @@ static sdgp_status build(matmul_dnnl *mm, int trans_a, int trans_b, sdgp_error *
     dnnl_memory_desc_t ma, mb, mc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    sdgp_status st;
-    if ((st = ok(dnnl_engine_create(&mm->engine, dnnl_cpu, 0), err, "engine create")) ||
-        (st = ok(dnnl_stream_create(&mm->stream, mm->engine, dnnl_stream_default_flags), err, "stream create")) ||
-        (st = ok(matrix_md(&ma, mm->M, mm->K, trans_a), err, "A desc")) ||
-        (st = ok(matrix_md(&mb, mm->K, mm->N, trans_b), err, "B desc")) ||
-        (st = ok(matrix_md(&mc, mm->M, mm->N, 0), err, "C desc")) || (st = build_prim(mm, &ma, &mb, &mc, &attr, &pd, err)) ||
-        (st = ok(dnnl_memory_create(&mm->a, &ma, mm->engine, DNNL_MEMORY_NONE), err, "memory create")) ||
-        (st = ok(dnnl_memory_create(&mm->b, &mb, mm->engine, DNNL_MEMORY_NONE), err, "memory create")) ||
-        (st = ok(dnnl_memory_create(&mm->c, &mc, mm->engine, DNNL_MEMORY_NONE), err, "memory create"))) {
-        /* st says what failed; what was made is freed by matmul_dnnl_destroy */
-    }
+    /* on failure st says what failed; what was made is freed by matmul_dnnl_destroy */
+    sdgp_status st = ok(dnnl_engine_create(&mm->engine, dnnl_cpu, 0), err, "engine create");
+    if (!st) st = ok(dnnl_stream_create(&mm->stream, mm->engine, dnnl_stream_default_flags), err, "stream create");
+    if (!st) st = ok(matrix_md(&ma, mm->M, mm->K, trans_a), err, "A desc");
+    if (!st) st = ok(matrix_md(&mb, mm->K, mm->N, trans_b), err, "B desc");
+    if (!st) st = ok(matrix_md(&mc, mm->M, mm->N, 0), err, "C desc");
+    if (!st) st = build_prim(mm, &ma, &mb, &mc, &attr, &pd, err);
+    if (!st) st = ok(dnnl_memory_create(&mm->a, &ma, mm->engine, DNNL_MEMORY_NONE), err, "memory create");
+    if (!st) st = ok(dnnl_memory_create(&mm->b, &mb, mm->engine, DNNL_MEMORY_NONE), err, "memory create");
+    if (!st) st = ok(dnnl_memory_create(&mm->c, &mc, mm->engine, DNNL_MEMORY_NONE), err, "memory create");
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
     return st;
