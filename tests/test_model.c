@@ -455,17 +455,20 @@ TEST_CASE(given_kernel_choice) {
     free(want);
     free(got);
     free(other);
-    /* "-f", the pruning fused into the sparse kernel's packing, trains bitwise as "-s" for every function */
+    /* "-f", the pruning fused into the sparse kernel's packing, trains bitwise as "-s" for every function,
+     * with a mask per row and with masks shared by 2 pixels */
     const sdgp_prune_fn fns[] = {SDGP_PRUNE_MAGNITUDE, SDGP_PRUNE_RESCALED, SDGP_PRUNE_MVUE, SDGP_PRUNE_RANDOM};
-    for (int f = 0; f < 4; f++) {
+    for (int f = 0; f < 8; f++) {
         sdgp_model_config cf = c;
-        cf.prune.fn = fns[f];
+        cf.prune.fn = fns[f % 4];
+        cf.prune.mask_block = f < 4 ? 1 : 2;
         snprintf(cf.sparse_choice, sizeof cf.sparse_choice, "-s");
         one_step_grads(&cf, &want, &n_want);
         snprintf(cf.sparse_choice, sizeof cf.sparse_choice, "-f");
         one_step_grads(&cf, &got, &n_got);
-        REQUIRE(want && got && n_want == n_got, "%s: both trained", sdgp_prune_fn_name(fns[f]));
-        CHECK(test_bitwise_equal(want, got, n_want * sizeof *want), "%s: -f differs from -s", sdgp_prune_fn_name(fns[f]));
+        REQUIRE(want && got && n_want == n_got, "%s: both trained", sdgp_prune_fn_name(fns[f % 4]));
+        CHECK(test_bitwise_equal(want, got, n_want * sizeof *want), "%s mask block %d: -f differs from -s",
+              sdgp_prune_fn_name(fns[f % 4]), cf.prune.mask_block);
         free(want);
         free(got);
     }

@@ -3,8 +3,9 @@
  * compressed form, then sdgp_sparse_bwd_data. Bitwise equal for every pruning function (the
  * sampled ones exercise the Philox counters of each piece of rows, rescaled both scopes its
  * factors), n:m patterns with m = 3 .. 32 and n = m, every ISA path, 1 and 2 threads, and work
- * units of whole images and of row bands (the halo rows of a band are pruned twice). Then the
- * errors: non-finite values, shared masks, mismatched n:m, NCHW input. */
+ * units of whole images and of row bands (the halo rows of a band are pruned twice); and with
+ * masks shared by blocks of pixels along rows of dO (mask_block), the kernel's shared-mask path
+ * too. Then the errors: non-finite values, shared masks along other lines, mismatched n:m, NCHW. */
 #include <math.h>
 
 #include "harness.h"
@@ -138,6 +139,57 @@ TEST_CASE(fused_pruning_is_bitwise_the_two_pass_product) {
     }
 }
 
+/* Shared masks: blocks of P pixels along rows of dO (mask_line = Wo: what the model prunes), the plan
+ * told so (its shared-mask kernel on stride-1 layers), and lines of half a row into a plan that is not. */
+TEST_CASE(fused_shared_masks_are_bitwise_the_two_pass_product) {
+    static const sdgp_prune_fn block_fns[] = {SDGP_PRUNE_MAGNITUDE, SDGP_PRUNE_RESCALED, SDGP_PRUNE_RANDOM, SDGP_PRUNE_MVUE};
+    int runs = 0;
+    for (int si = 0; si < NSHAPES; si++) {
+        problem pb;
+        REQUIRE(problem_make(&pb, &shapes[si], 700 + (uint64_t)si), "shape %d: bad geometry", si);
+        float *d2 = test_xmalloc((size_t)pb.nD * 4), *df = test_xmalloc((size_t)pb.nD * 4);
+        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
+            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+            for (int threads = 1; threads <= 2; threads++)
+                for (int64_t tile_px = 0; tile_px <= pb.g.W; tile_px += pb.g.W)
+                    for (int P = 2; P <= 4; P += 2)
+                        for (int half = 0; half < 2; half++) {
+                            if (half && pb.g.Wo % 2) continue;
+                            sdgp_sparse_bwd *p = plan_make(&pb, (sdgp_isa)isa, threads, tile_px);
+                            if (!p) continue;
+                            sdgp_error e;
+                            if (!half) CHECK(sdgp_sparse_bwd_set_mask_block(p, P, &e) == SDGP_OK, "set_mask_block: %s", e.msg);
+                            for (int fi = 0; fi < (int)(sizeof block_fns / sizeof block_fns[0]); fi++)
+                                for (int scope = 0; scope < 2; scope++) {
+                                    if (scope && block_fns[fi] != SDGP_PRUNE_RESCALED) continue;
+                                    sdgp_prune_cfg cfg = sdgp_prune_cfg_make(block_fns[fi], pb.n, pb.m);
+                                    cfg.scope = (sdgp_rescale_scope)scope;
+                                    cfg.isa = (sdgp_isa)isa;
+                                    cfg.threads = threads;
+                                    cfg.seed = 9, cfg.step = 2, cfg.layer = (uint32_t)si;
+                                    cfg.mask_block = P;
+                                    cfg.mask_line = half ? pb.g.Wo / 2 : pb.g.Wo;
+                                    for (int64_t i = 0; i < pb.nD; i++) d2[i] = df[i] = NAN;
+                                    if (!two_pass(d2, p, &pb, &cfg)) continue;
+                                    const int ok = sdgp_sparse_bwd_data_pruned(p, df, pb.dO, &cfg, &e) == SDGP_OK;
+                                    CHECK(ok, "shape %d %s P %d: %s", si, sdgp_prune_fn_name(block_fns[fi]), P, e.msg);
+                                    CHECK(!ok || test_bitwise_equal(d2, df, (size_t)pb.nD * 4),
+                                          "shape %d isa %s threads %d units %lld P %d line %lld: %s (scope %d) fused differs from "
+                                          "the two passes",
+                                          si, sdgp_isa_name((sdgp_isa)isa), threads, (long long)tile_px, P, (long long)cfg.mask_line,
+                                          sdgp_prune_fn_name(block_fns[fi]), scope);
+                                    runs += ok;
+                                }
+                            sdgp_sparse_bwd_destroy(p);
+                        }
+        }
+        free(d2);
+        free(df);
+        problem_free(&pb);
+    }
+    CHECK(runs > 500, "only %d shared-mask runs", runs);
+}
+
 TEST_CASE(fused_pruning_errors) {
     problem pb;
     REQUIRE(problem_make(&pb, &shapes[0], 900), "geometry");
@@ -161,10 +213,18 @@ TEST_CASE(fused_pruning_errors) {
     CHECK(sdgp_sparse_bwd_data_pruned(p, dD, pb.dO, &cfg, &e) == SDGP_OK, "fused magnitude with a NaN: %s", e.msg);
     sdgp_nm_free(&nm);
 
-    cfg.mask_block = 2;
-    CHECK(sdgp_sparse_bwd_data_pruned(p, dD, pb.dO, &cfg, &e) == SDGP_ERR_UNSUPPORTED && strstr(e.msg, "mask_block 2"),
-          "shared masks: %s", e.msg);
-    cfg.mask_block = 1;
+    cfg.mask_block = 2; /* lines of a whole image (mask_line 0) cross the rows of dO that units take */
+    CHECK(sdgp_sparse_bwd_data_pruned(p, dD, pb.dO, &cfg, &e) == SDGP_ERR_UNSUPPORTED && strstr(e.msg, "mask_line"),
+          "shared masks along images: %s", e.msg);
+    cfg.mask_line = pb.g.Wo;
+    REQUIRE(sdgp_sparse_bwd_set_mask_block(p, 3, &e) == SDGP_OK, "set_mask_block: %s", e.msg);
+    CHECK(sdgp_sparse_bwd_data_pruned(p, dD, pb.dO, &cfg, &e) == SDGP_ERR_INVALID && strstr(e.msg, "blocks of 3"),
+          "plan and cfg blocks differ: %s", e.msg);
+    cfg.mask_block = 3, cfg.mask_line = pb.g.Wo / 2;
+    CHECK(sdgp_sparse_bwd_data_pruned(p, dD, pb.dO, &cfg, &e) == SDGP_ERR_UNSUPPORTED && strstr(e.msg, "lines of 3"),
+          "the plan's blocks need lines of a row: %s", e.msg);
+    REQUIRE(sdgp_sparse_bwd_set_mask_block(p, 1, &e) == SDGP_OK, "set_mask_block: %s", e.msg);
+    cfg.mask_block = 1, cfg.mask_line = 0;
     cfg.layout = SDGP_LAYOUT_NCHW;
     CHECK(sdgp_sparse_bwd_data_pruned(p, dD, pb.dO, &cfg, &e) == SDGP_ERR_UNSUPPORTED && strstr(e.msg, "NCHW"),
           "NCHW: %s", e.msg);
@@ -181,6 +241,7 @@ TEST_CASE(fused_pruning_errors) {
 
 int main(void) {
     RUN(fused_pruning_is_bitwise_the_two_pass_product);
+    RUN(fused_shared_masks_are_bitwise_the_two_pass_product);
     RUN(fused_pruning_errors);
     return test_finish();
 }

@@ -388,12 +388,11 @@ static sdgp_status time_rounds(bench_ctx *c, const options *o, int threads, sdgp
                     return st;
                 t2 = cli_now();
                 if (r >= 0) c->t_prune[i][r] = t1 - t0, c->t_pixel[i][r] = t2 - t1;
-                if (o->mask_block <= 1) { /* the pruning fused into the packing */
-                    if ((st = sdgp_sparse_bwd_pack(c->plan[i], c->w, e)) != SDGP_OK ||
-                        (st = sdgp_sparse_bwd_data_pruned(c->plan[i], c->out, c->dO, &cfg, e)) != SDGP_OK)
-                        return st;
-                    if (r >= 0) c->t_fused[i][r] = cli_now() - t2;
-                }
+                /* the pruning fused into the packing */
+                if ((st = sdgp_sparse_bwd_pack(c->plan[i], c->w, e)) != SDGP_OK ||
+                    (st = sdgp_sparse_bwd_data_pruned(c->plan[i], c->out, c->dO, &cfg, e)) != SDGP_OK)
+                    return st;
+                if (r >= 0) c->t_fused[i][r] = cli_now() - t2;
             }
             if (c->wplan[i]) {
                 t0 = cli_now();
@@ -431,7 +430,7 @@ typedef struct {
 static sdgp_status result_pixel(bench_ctx *c, const options *o, int i, dom_result *d, sdgp_error *e) {
     *d = (dom_result){.ok = 1, .sparse_ms = 1e3 * cli_median(c->t_pixel[i], o->repeat),
                       .prune_ms = 1e3 * cli_median(c->t_prune[i], o->repeat), .rel_err = -1, .rel_l2 = -1,
-                      .fused_ms = o->mask_block <= 1 ? 1e3 * cli_median(c->t_fused[i], o->repeat) : -1,
+                      .fused_ms = 1e3 * cli_median(c->t_fused[i], o->repeat),
                       .isa = sdgp_isa_name(sdgp_sparse_bwd_isa(c->plan[i]))};
     if (!o->check) return SDGP_OK;
     sdgp_status st; /* the sparse result against oneDNN on the same pruned tensor */

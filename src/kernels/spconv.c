@@ -175,8 +175,8 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
 
 /* Default blocking (measurements in README.md), from the caches of this machine (core/cache.h):
  * the widest column block up to SPCONV_NR_DEFAULT; one register pass covers `rows` panel rows (tap
- * group x chunk), rows*ldp*4 bytes = the L1d size, so panel loads hit L1; from 1:8 on (n/m <= 1/8),
- * twice that: the longer passes (more entries per dD load/store) win over the L2 latency of some
+ * group x chunk), rows*ldp*4 bytes = 2/3 of the L1d size, so panel loads hit L1 beside the entry stream
+ * and the dD rows (all of L1d was 1.0-1.2x slower on Zen 5's 48 KiB); from 1:8 on (n/m <= 1/8), twice L1d: the longer passes (more entries per dD load/store) win over the L2 latency of some
  * panel loads. Taps are grouped only when Cout is smaller than that (single taps keep the entry
  * loops longest). Chunks are equal, whole groups. Work units: a unit's dD block of one column
  * block and all of its entries (packed at the unit's start, read by every chunk, tap and column
@@ -190,7 +190,7 @@ static spconv_blocking default_blocking(const sdgp_sparse_bwd *p) {
     if (nr > p->k.nr) nr = p->k.nr;
     const int64_t row_bytes = sdgp_round_up(nr, SPCONV_LDP_ALIGN) * 4, groups = p->cog / p->m, T = (int64_t)g->kh * g->kw;
     const sdgp_cache_info *cache = sdgp_caches();
-    const int64_t ws = 8 * p->n > p->m ? cache->l1d : 2 * cache->l1d, rows = ws / row_bytes;
+    const int64_t ws = 8 * p->n > p->m ? cache->l1d * 2 / 3 : 2 * cache->l1d, rows = ws / row_bytes;
     int64_t tg = 1, kc;
     if (p->cog >= rows) {
         int64_t per = rows / p->m; /* groups per chunk */
@@ -447,22 +447,25 @@ static int pack_source(const sdgp_sparse_bwd *p, spconv_entry *ent, const spconv
         spconv_pack_entries(ent, p, src->nm, row0, nrows, pix0, npix);
         return 0;
     }
+    /* the unit's dO rows are whole rows of dO, so whole lines of shared masks (line divides Wo) */
     const prune_job *j = &src->pr->job;
+    const int64_t block = j->block > 1 ? j->block : 1, line = block > 1 ? j->line : 1;
     if (p->k.prune_entries && prune_rows_ranks_magnitude(src->pr) && 16 % p->m == 0) {
         /* straight into the entries, a sample's rows at a time (they share its rescale factors) */
         for (int64_t r = 0, q; r < nrows; r += q) {
             const int64_t row = row0 + r;
             q = (row / j->P + 1) * j->P - row < nrows - r ? (row / j->P + 1) * j->P - row : nrows - r;
             p->k.prune_entries(ent, p, j->x + row * j->C, j->scale ? j->scale + (row / j->P) * j->scale_bstride : NULL, q,
-                               pix0 + r, npix);
+                               pix0 + r, npix, block, line);
         }
         return 0;
     }
     float *vals = p->pvals + (size_t)tid * p->prune_piece * p->slots;
     uint8_t *idx = p->pidx + (size_t)tid * p->prune_piece * p->slots;
+    const int64_t rows = p->prune_piece / line * line; /* whole lines (ensure_prune_buffers: at least one) */
     int bad = 0;
-    for (int64_t r = 0; r < nrows; r += p->prune_piece) {
-        const int64_t q = nrows - r < p->prune_piece ? nrows - r : p->prune_piece;
+    for (int64_t r = 0; r < nrows; r += rows) {
+        const int64_t q = nrows - r < rows ? nrows - r : rows;
         bad |= prune_rows_run(src->pr, row0 + r, row0 + r + q, vals, idx);
         const sdgp_nm_tensor piece = {.axis = SDGP_AXIS_CHANNEL, .n = p->n, .m = p->m, .rows = q, .C = p->g.Cout, .values = vals,
                                       .index = idx};
@@ -585,10 +588,12 @@ sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_te
 /* The per-thread slot buffers of the fused pruning: pieces of rows whose slots take about
  * SPCONV_PRUNE_PIECE_BYTES, read back by the entry packing while they are in L1. */
 #define SPCONV_PRUNE_PIECE_BYTES (16 * 1024)
-static sdgp_status ensure_prune_buffers(sdgp_sparse_bwd *p, sdgp_error *err) {
-    if (p->pvals) return SDGP_OK;
+static sdgp_status ensure_prune_buffers(sdgp_sparse_bwd *p, int64_t line, sdgp_error *err) {
+    if (p->pvals && p->prune_piece >= line) return SDGP_OK;
+    free(p->pvals);
+    free(p->pidx);
     const int64_t per_row = p->slots * (int64_t)(sizeof(float) + 1);
-    p->prune_piece = SPCONV_PRUNE_PIECE_BYTES / per_row > 0 ? SPCONV_PRUNE_PIECE_BYTES / per_row : 1;
+    p->prune_piece = SPCONV_PRUNE_PIECE_BYTES / per_row > line ? SPCONV_PRUNE_PIECE_BYTES / per_row : line;
     const size_t n = (size_t)p->threads * (size_t)(p->prune_piece * p->slots);
     p->pvals = sdgp_alloc64(n * sizeof(float));
     p->pidx = sdgp_alloc64(n);
@@ -608,13 +613,20 @@ sdgp_status sdgp_sparse_bwd_data_pruned(sdgp_sparse_bwd *p, float *dD, const flo
     if (cfg->n != p->n || cfg->m != p->m)
         return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data_pruned: cfg is %d:%d but the plan was made for %d:%d", cfg->n,
                          cfg->m, p->n, p->m);
-    if (p->mask_block > 1 || cfg->mask_block > 1)
-        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
-                         "sparse_bwd_data_pruned: shared masks (mask_block %d) are pruned by sdgp_prune, then sdgp_sparse_bwd_data",
-                         p->mask_block > 1 ? p->mask_block : cfg->mask_block);
     const sdgp_conv_geom *g = &p->g;
+    /* shared masks: blocks along rows of dO, so that a unit's rows (whole rows of dO) are whole blocks;
+     * a plan told of shared masks reads the offsets of a block's first pixel for all of it */
+    const int64_t line = cfg->mask_block > 1 ? (cfg->mask_line ? cfg->mask_line : (int64_t)g->Ho * g->Wo) : 1;
+    if (p->mask_block > 1 && cfg->mask_block != p->mask_block)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data_pruned: cfg->mask_block is %d but the plan's kernel shares masks in blocks of %d",
+                         cfg->mask_block, p->mask_block);
+    if (cfg->mask_block > 1 && (g->Wo % line || (p->mask_block > 1 && line != g->Wo)))
+        return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
+                         "sparse_bwd_data_pruned: shared masks along lines of %lld positions; this takes lines %s the %d pixels of a row of dO "
+                         "(cfg->mask_line)",
+                         (long long)line, p->mask_block > 1 ? "of" : "that divide", g->Wo);
     sdgp_status st = check_ready(p, "sparse_bwd_data_pruned", err);
-    if (st == SDGP_OK) st = ensure_prune_buffers(p, err);
+    if (st == SDGP_OK) st = ensure_prune_buffers(p, line, err);
     if (st != SDGP_OK) return st;
     prune_rows pr;
     sdgp_prune_cfg c = *cfg;

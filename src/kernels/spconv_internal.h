@@ -88,11 +88,14 @@ typedef void (*spconv_entries_fn)(spconv_entry *restrict out, const float *restr
                                   uint32_t row_bytes);
 /* Magnitude N:M pruning (m divides 16, n < m) of nrows dense dO rows x (Cout floats apart) straight
  * into a unit's entries for its pixels pix0 .. (the layout of spconv_pack_entries); scale: the
- * rows' rescale factors per channel (rescaled; all rows of one sample), or NULL. The entries are
- * bitwise those of sdgp_prune's compressed form packed by spconv_pack_entries. */
+ * rows' rescale factors per channel (rescaled; all rows of one sample), or NULL. block > 1: masks
+ * shared by blocks of `block` rows along lines of `line` rows (row 0 starts a line; the last block
+ * of a line is shorter), each decided on the rows' summed |x| in row order. The entries are bitwise
+ * those of sdgp_prune's compressed form (with cfg->mask_block = block, mask_line = line) packed by
+ * spconv_pack_entries. */
 struct sdgp_sparse_bwd;
 typedef void (*spconv_prune_entries_fn)(spconv_entry *out, const struct sdgp_sparse_bwd *p, const float *x, const float *scale,
-                                        int64_t nrows, int64_t pix0, int64_t npix);
+                                        int64_t nrows, int64_t pix0, int64_t npix, int64_t block, int64_t line);
 
 /* Shared masks (mask blocks, README.md): the tile_shared kernels compute the same sum for calls
  * whose nx pixels share their entries' offsets: for every (y, z) and tap, entry e of pixel
@@ -142,7 +145,7 @@ void spconv_tile_shared_ref(const spconv_tile *t);
 void spconv_tile_shared_avx2(const spconv_tile *t);
 void spconv_tile_shared_avx512(const spconv_tile *t);
 void spconv_prune_entries_avx512(spconv_entry *out, const struct sdgp_sparse_bwd *p, const float *x, const float *scale,
-                                 int64_t nrows, int64_t pix0, int64_t npix);
+                                 int64_t nrows, int64_t pix0, int64_t npix, int64_t block, int64_t line);
 void spconv_entries_ref(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,
                         const int32_t *restrict base, int64_t nrows, int64_t ns, int64_t src_stride, uint32_t row_bytes);
 void spconv_entries_avx2(spconv_entry *restrict out, const float *restrict vals, const uint8_t *restrict idx,

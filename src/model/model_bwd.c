@@ -95,15 +95,14 @@ typedef struct {
     sdgp_sparse_bwd *bwd;
     sdgp_prune_cfg pc; /* the last run's pruning, for the dz hook */
 } fused_plan;
-static const char *fused_unsupported(const sdgp_model *m, const op *o) {
-    if (m->cfg.prune.mask_block > 1) return "shared masks (--mask-block) are sdgp_prune's only";
-    return nm_within_groups(m, o);
-}
+
 static sdgp_status fused_create(sdgp_model *m, const op *o, void **plan, sdgp_error *err) {
     fused_plan *f = calloc(1, sizeof *f);
     if (!f) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory for a fused plan");
     const sdgp_prune_cfg *pc = &m->cfg.prune;
     sdgp_status st = sdgp_sparse_bwd_create(&f->bwd, &o->geom, pc->n, pc->m, pc->isa, m->cfg.threads, err);
+    if (st == SDGP_OK && pc->mask_block > 1 && (st = sdgp_sparse_bwd_set_mask_block(f->bwd, pc->mask_block, err)) != SDGP_OK)
+        sdgp_sparse_bwd_destroy(f->bwd);
     if (st != SDGP_OK) {
         free(f);
         return st;
@@ -114,6 +113,7 @@ static sdgp_status fused_create(sdgp_model *m, const op *o, void **plan, sdgp_er
 static sdgp_status fused_run(sdgp_model *m, op *o, model_args *a, sdgp_error *err) {
     fused_plan *f = o->plan[MODEL_BWD_DATA]; /* the pruning's time is the kernel's */
     f->pc = *a->pc;
+    f->pc.mask_line = o->geom.Wo; /* as prune_pixels: blocks of pixels along a row of dL/dO */
     sdgp_status st = sdgp_sparse_bwd_pack(f->bwd, model_op_weights(m, o), err);
     return st != SDGP_OK ? st : sdgp_sparse_bwd_data_pruned(f->bwd, a->out, a->dz, &f->pc, err);
 }
@@ -223,7 +223,7 @@ static const model_impl impl_sparse = {ENTRY, .code = 's', .name = "sparse", .sp
                                        .unsupported = nm_within_groups, .create = sparse_create, .run = sparse_run,
                                        .pruned_dz = sparse_pruned, .destroy = sparse_destroy, .describe = sparse_describe};
 static const model_impl impl_fused = {ENTRY, .code = 'f', .name = "sparse-fused", .sparse = 1, .prunes = 1,
-                                      .unsupported = fused_unsupported, .create = fused_create, .run = fused_run,
+                                      .unsupported = nm_within_groups, .create = fused_create, .run = fused_run,
                                       .pruned_dz = fused_pruned, .destroy = fused_destroy, .describe = sparse_describe};
 static const model_impl impl_wino = {ENTRY, .code = 'w', .name = "winograd", .sparse = 1, .prunes = 1,
                                      .domain = SDGP_DOMAIN_WINOGRAD, .unsupported = wino_unsupported, .create = wino_create,

@@ -204,7 +204,9 @@ void prune_ref_sums(const prune_job *j, int64_t b, double *dense, double *kept);
  * A kernel whose packing prunes dL/dO itself (the pruning fused into the packing: one read of dL/dO,
  * no compressed tensor in memory) asks for the slots of rows [r0, r1) from any thread, in any
  * order; they are bitwise what sdgp_prune writes into the compressed form for those rows (same
- * kernel table, Philox counters and rescale factors). Channel axis, NHWC, a mask per row. */
+ * kernel table, Philox counters and rescale factors). Channel axis, NHWC; a mask per row, or masks
+ * shared by blocks of rows (cfg->mask_block, along lines of cfg->mask_line positions: sdgp_prune's
+ * block table), whose pieces then start and end on line boundaries. */
 typedef struct {
     prune_job job;            /* the whole tensor's job (vals, idx unset) */
     const prune_kernels *K;   /* sdgp_prune's table for cfg->isa */
@@ -213,12 +215,13 @@ typedef struct {
     float *scale;             /* rescaled: the scope's factors */
     uint16_t *keep;           /* rescaled: every row's keep mask from the first pass */
 } prune_rows;
-/* Checks cfg and the shape as sdgp_prune does (SDGP_ERR_UNSUPPORTED for the row axis, NCHW or
- * mask_block > 1); rescaled: runs the first pass (sums, factors, keep masks: 1/32 of x) on
+/* Checks cfg and the shape as sdgp_prune does (SDGP_ERR_UNSUPPORTED for the row axis or NCHW);
+ * rescaled: runs the first pass (sums, factors; per-row masks: the keep masks, 1/32 of x) on
  * cfg->threads threads, SDGP_ERR_NUMERIC on a non-finite value as sdgp_prune. Free with prune_rows_free. */
 sdgp_status prune_rows_init(prune_rows *pr, const sdgp_prune_cfg *cfg, const float *x, int64_t B, int64_t P, int64_t C,
                             sdgp_error *err);
-/* Rows [r0, r1)'s slots into vals / idx ((r1 - r0) x C/m*n, the layout of sdgp_nm_tensor).
+/* Rows [r0, r1)'s slots into vals / idx ((r1 - r0) x C/m*n, the layout of sdgp_nm_tensor); with
+ * shared masks r0 and r1 are multiples of job.line (whole lines: whole blocks).
  * Returns 1 when an MVUE group held a non-finite value (prune_rows_check reports it). */
 int prune_rows_run(const prune_rows *pr, int64_t r0, int64_t r1, float *vals, uint8_t *idx);
 /* SDGP_OK, or sdgp_prune's SDGP_ERR_NUMERIC naming x's first non-finite value when any run returned 1. */

@@ -15,12 +15,10 @@ sdgp_status prune_rows_init(prune_rows *pr, const sdgp_prune_cfg *cfg, const flo
     sdgp_status st = sdgp_prune_check(cfg, B, P, C, err);
     if (st != SDGP_OK) return st;
     if (!x) return sdgp_fail(err, SDGP_ERR_INVALID, "prune rows: x is NULL");
-    if (cfg->axis != SDGP_AXIS_CHANNEL || cfg->layout != SDGP_LAYOUT_NHWC || cfg->mask_block > 1)
+    if (cfg->axis != SDGP_AXIS_CHANNEL || cfg->layout != SDGP_LAYOUT_NHWC)
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
-                         "pruning inside a kernel's packing takes a mask per row along channels of NHWC rows "
-                         "(got the %s axis, %s layout, mask_block %d)",
-                         cfg->axis == SDGP_AXIS_ROW ? "row" : "channel", cfg->layout == SDGP_LAYOUT_NCHW ? "NCHW" : "NHWC",
-                         cfg->mask_block);
+                         "pruning inside a kernel's packing takes masks along channels of NHWC rows (got the %s axis, %s layout)",
+                         cfg->axis == SDGP_AXIS_ROW ? "row" : "channel", cfg->layout == SDGP_LAYOUT_NCHW ? "NCHW" : "NHWC");
     sdgp_isa isa;
     if ((st = sdgp_isa_resolve(cfg->isa, &isa, err)) != SDGP_OK) return st;
     prune_job *j = &pr->job;
@@ -34,6 +32,12 @@ sdgp_status prune_rows_init(prune_rows *pr, const sdgp_prune_cfg *cfg, const flo
     j->layout = SDGP_LAYOUT_NHWC;
     pr->identity = cfg->fn == SDGP_PRUNE_NONE || cfg->n == cfg->m;
     pr->K = prune_kernels_for(isa);
+    if (cfg->mask_block > 1) { /* sdgp_prune's shared masks: its block table, ranking with this ISA's kernels */
+        j->rank = pr->K;
+        pr->K = &prune_kernels_block;
+        j->block = cfg->mask_block;
+        j->line = cfg->mask_line ? cfg->mask_line : P;
+    }
     pr->fn_name = sdgp_prune_fn_name(cfg->fn);
     if (pr->identity || cfg->fn != SDGP_PRUNE_RESCALED) return SDGP_OK;
 
@@ -44,8 +48,8 @@ sdgp_status prune_rows_init(prune_rows *pr, const sdgp_prune_cfg *cfg, const flo
     const int64_t W = (C + 15) / 16, nscale = cfg->scope == SDGP_SCOPE_CHANNEL ? C : B * C;
     double *dense = malloc((size_t)(B * C) * sizeof *dense), *kept = malloc((size_t)(B * C) * sizeof *kept);
     pr->scale = malloc((size_t)nscale * sizeof *pr->scale);
-    pr->keep = malloc((size_t)(B * P * W) * sizeof *pr->keep);
-    if (!dense || !kept || !pr->scale || !pr->keep) {
+    if (cfg->mask_block <= 1) pr->keep = malloc((size_t)(B * P * W) * sizeof *pr->keep); /* blocks decide again, per block */
+    if (!dense || !kept || !pr->scale || (cfg->mask_block <= 1 && !pr->keep)) {
         free(dense);
         free(kept);
         prune_rows_free(pr);
@@ -82,10 +86,8 @@ int prune_rows_run(const prune_rows *pr, int64_t r0, int64_t r1, float *vals, ui
         j.group0 = whole->group0 + (uint64_t)(r * G);
         j.vals = vals + (r - r0) * slots;
         j.idx = idx + (r - r0) * slots;
-        if (whole->scale) {
-            j.scale = whole->scale + (r / P) * whole->scale_bstride;
-            j.keep = whole->keep + r * W; /* the piece's row 0 is keep row r */
-        }
+        if (whole->scale) j.scale = whole->scale + (r / P) * whole->scale_bstride;
+        if (whole->keep) j.keep = whole->keep + r * W; /* the piece's row 0 is keep row r */
         if (pr->identity) prune_identity_rows(&j, 0, e - r);
         else bad |= pr->K->prune(&j, 0, e - r);
     }
