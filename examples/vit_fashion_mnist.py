@@ -53,11 +53,11 @@ class ViT(nn.Module):
         return self.head(self.norm(x[:, 0]))
 
 
-def configs(method, prune, nm):
+def configs(method, prune, nm, mask_block=1):
     """sparsify_'s configs of a --method: None for plain PyTorch."""
     if method == "dense":
         return None
-    return sdgp.torch.SDGP(prune=prune, nm=nm, modules=("conv", "linear"))
+    return sdgp.torch.SDGP(prune=prune, nm=nm, modules=("conv", "linear"), mask_block=mask_block)
 
 
 def main():
@@ -66,6 +66,8 @@ def main():
     ap.add_argument("--method", choices=("dense", "sdgp"), default="sdgp")
     ap.add_argument("--prune", default="rescaled", help="SDGP's pruning function (default rescaled)")
     ap.add_argument("--nm", default="2:4", help="N:M (default 2:4)")
+    ap.add_argument("--mask-block", type=int, default=1,
+                    help="P > 1: P consecutive tokens of an image share SDGP's masks (default 1: a mask per token)")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--steps", type=int, default=0, help="train this many steps instead of --epochs")
     ap.add_argument("--batch", type=int, default=128)
@@ -81,7 +83,7 @@ def main():
     a = ap.parse_args()
     gen, xtr, ytr, xte, yte = setup(a)
     model = ViT(a.width, a.depth, a.heads)
-    cfg = configs(a.method, a.prune, a.nm)
+    cfg = configs(a.method, a.prune, a.nm, a.mask_block)
     converted = []
     if cfg is not None:
         converted = sdgp.torch.sparsify_(model, cfg).converted
@@ -94,7 +96,8 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm))))
     print("ViT (width %d, depth %d, %d heads, 49 tokens) on Fashion-MNIST: %s, %d converted layers, %d steps of %d images, "
-          "%d threads" % (a.width, a.depth, a.heads, "plain PyTorch" if cfg is None else "SDGP %s %s" % (a.prune, a.nm),
+          "%d threads" % (a.width, a.depth, a.heads, "plain PyTorch" if cfg is None else "SDGP %s %s%s" % (
+                              a.prune, a.nm, " mask_block %d" % a.mask_block if a.mask_block > 1 else ""),
                           len(converted), total, a.batch, torch.get_num_threads()), flush=True)
     log = open(a.log, "w") if a.log else None
     step, t0, seen, loss_sum, losses, train_s = 0, time.time(), 0, 0.0, 0, 0.0
@@ -122,7 +125,7 @@ def main():
             if log and (step % per_epoch == 0 or step == total):
                 acc = evaluate(model, xte, yte, 500)
                 log.write(json.dumps({"step": step, "epoch": step / per_epoch, "test_acc": acc, "method": a.method,
-                                      "nm": a.nm, "seed": a.seed, "train_s": round(train_s, 3),
+                                      "nm": a.nm, "mask_block": a.mask_block, "seed": a.seed, "train_s": round(train_s, 3),
                                       "ms_per_step": round(1e3 * train_s / step, 3)}) + "\n")
                 log.flush()
     acc = evaluate(model, xte, yte, 500)

@@ -54,7 +54,10 @@ class _Hand(torch.autograd.Function):
         x, w = ctx.saved_tensors
         c = ctx.lin.cfg
         g = go.reshape(-1, w.shape[0]).contiguous()
-        gd = sdgp.prune(g, c.prune, c.nm, dim=-1, seed=ctx.lin.seed_of(c.seed), step=ctx.step, layer=ctx.lin.layer)
+        # samples: sequences of x.shape[-2] tokens (x of 3+ dimensions), else rows
+        seq = x.shape[-2] if x.dim() >= 3 else 1
+        gd = sdgp.prune(g.reshape(-1, seq, w.shape[0]), c.prune, c.nm, dim=-1, seed=ctx.lin.seed_of(c.seed), step=ctx.step,
+                        layer=ctx.lin.layer, mask_block=c.mask_block, mask_line=seq).reshape(g.shape)
         gx = (gd @ w).reshape(x.shape)
         gw = g.t() @ x.reshape(-1, w.shape[1])
         return gx, gw, (g.sum(0) if ctx.has_b else None), None, None
@@ -108,12 +111,13 @@ def compare(plain, cfg, x, names, tol=2e-5):
 def test_matches_hand_reference():
     for shape in ((37, 24), (3, 11, 24)):
         for bias in (True, False):
-            for prune, nm in (("magnitude", "2:4"), ("random", "1:4"), ("rescaled", "2:4"), ("mvue", "1:4")):
+            for prune, nm, mb in (("magnitude", "2:4", 1), ("random", "1:4", 1), ("rescaled", "2:4", 1), ("mvue", "1:4", 1),
+                                  ("rescaled", "2:4", 4), ("mvue", "2:4", 2)):
                 for kernel in ("sparse", "dense"):
                     torch.manual_seed(len(shape) * 7 + bias)
                     plain = mlp(bias)
                     x = torch.randn(shape)
-                    cfg = st.SDGP(prune=prune, nm=nm, kernel=kernel, seed=9, modules=LIN, classifier=True)
+                    cfg = st.SDGP(prune=prune, nm=nm, kernel=kernel, seed=9, modules=LIN, classifier=True, mask_block=mb)
                     model, a, b = compare(plain, cfg, x, ["0", "2", "4"] if nm == "2:4" else ["0", "2", "4"])
                     assert [r["kernel"] for r in st.layer_report(model)] == [kernel] * 3
                     if kernel == "dense":  # the same torch products: bitwise
@@ -195,9 +199,9 @@ def test_conversion_rules():
            "MVUEWeightGrad applies to nn.Conv2d layers only")
     raises(TypeError, lambda: st.sparsify_(copy.deepcopy(net), {"5": st.SparseWeights()}), "SparseWeights")
     raises(ValueError, lambda: st.sparsify_(copy.deepcopy(net), st.SDGP(modules=LIN), strict=True), "out_features=30")
-    # mask_block: no pixel rows in a linear layer
+    # mask_block: linear layers share masks along their sequences (test_matches_hand_reference)
     rep = st.sparsify_(copy.deepcopy(net), st.SDGP(modules=("conv", "linear"), mask_block=2))
-    assert "mask_block=2" in rep["5"].skipped["sdgp"] and rep.converted == ["1"]
+    assert rep.converted == ["1", "5"], rep.converted
 
 
 def test_transformer_encoder_layer():

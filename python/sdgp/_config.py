@@ -51,7 +51,7 @@ class SDGP:
         "sparse", "dense" (the pruned dL/dO through torch's dense kernel), "fastest" (also the unpruned
         product, "plain", which the layer keeps where it is the fastest: not pruned there), "plain".
     mask_block: P > 1 shares one mask between P neighbouring pixels of a row of dL/dO (sdgp train's
-        --mask-block); 1 = a mask per pixel (the paper).
+        --mask-block), or P consecutive tokens of a sequence (nn.Linear); 1 = a mask per pixel (the paper).
     scope: the rescaled function's L1 scope, "sample-channel" or "channel".
     seed: the key of the sampling functions (random, mvue, mvue-approx): (seed, step, layer), the rank
         mixed into the seed under torch.distributed (sdgp.torch's docstring, "DDP").
@@ -60,7 +60,7 @@ class SDGP:
     first_layer: also the first nn.Conv2d of the model (its input is normally the image: no dL/dD).
     modules: the layer types SDGP converts: ("conv",) (default: nn.Conv2d only), ("conv", "linear")
         or ("linear",). nn.Linear layers (sdgp.torch's docstring, "nn.Linear") need out_features % M
-        == 0 and mask_block 1; their dL/dW is always torch's (wgrad applies to convs).
+        == 0; their dL/dW is always torch's (wgrad applies to convs).
     classifier: also the model's last nn.Linear (in model.modules() order, normally the classifier)
         when modules has "linear"; a config dict naming it converts it too.
     """

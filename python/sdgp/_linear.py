@@ -14,40 +14,44 @@ from .torch import _LayerState, _check_forward, _forward_saving, _relayout, _sav
 # ---- nn.Linear: SDGP's data gradient as a 1x1 convolution over the tokens ----
 class _LinearState(_LayerState):
     """A converted nn.Linear's state. Its data gradient dL/dX = prune(dL/dY) x W is the backward-data
-    of a 1x1 convolution with B = tokens, H = W = 1, Cin = in_features, Cout = out_features, stride
-    1, pad 0: dL/dY (tokens x out, contiguous) is that convolution's NHWC dL/dO (P = 1), W (out, in)
-    its OIHW weights, dL/dX its NHWC dL/dD; the plans, the pruning key and the kernel choice are the
-    conv layer's (_LayerState)."""
+    of a 1x1 convolution with B = samples, H = 1, W = seq tokens per sample, Cin = in_features, Cout =
+    out_features, stride 1, pad 0: dL/dY (tokens x out, contiguous) is that convolution's NHWC dL/dO,
+    W (out, in) its OIHW weights, dL/dX its NHWC dL/dD. A sample is a sequence (x of 3 or more
+    dimensions: seq = x.shape[-2], the leading ones the samples) or a row (2-d x: seq = 1), as a
+    conv layer's sample is an image: the rescaled function's sample-channel scope sums over it, and
+    shared masks (mask_block) are blocks of consecutive tokens of a sequence. The plans, the pruning
+    key and the kernel choice are the conv layer's (_LayerState)."""
 
-    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, restore_class):
-        super().__init__(name, layer, fn, n, m, scope, seed, kernel, 1, 0)
+    def __init__(self, name, layer, fn, n, m, scope, seed, kernel, restore_class, mask_block=1):
+        super().__init__(name, layer, fn, n, m, scope, seed, kernel, 1, 0, mask_block)
         self.restore_class = restore_class  # what restore_model() makes of the layer again
 
-    def linear_data_grad(self, go, w):
-        """dL/dX (tokens x in, a new tensor) of go = dL/dY (tokens x out, float32, contiguous)."""
+    def linear_data_grad(self, go, w, seq):
+        """dL/dX (tokens x in, a new tensor) of go = dL/dY (tokens x out, float32, contiguous), seq
+        tokens per sample (class docstring)."""
         T, cout = go.shape
         threads = torch.get_num_threads()
 
         def run(kind):
             if kind == "sparse":
-                return self._sparse_linear(go, w, threads)
+                return self._sparse_linear(go, w, seq, threads)
             if kind == "dense":  # the same pruned dL/dY through torch's dense product
                 pruned = _scratch("pruned", (T, cout))
-                cfg, err = self._cfg(threads, 1, False), _lib.Error()
-                _lib.check(_lib.prune(ctypes.byref(cfg), go.data_ptr(), T, 1, cout, pruned.data_ptr(), None,
+                cfg, err = self._cfg(threads, seq, False), _lib.Error()
+                _lib.check(_lib.prune(ctypes.byref(cfg), go.data_ptr(), T // seq, seq, cout, pruned.data_ptr(), None,
                                       ctypes.byref(err)), err)
                 return pruned.mm(w)
             return go.mm(w)  # "plain": the unpruned product
         return self.run_kernel(run)
 
-    def _sparse_linear(self, go, w, threads):
-        # sdgp_prune, then sdgp_sparse_bwd_data: the conv path (_sparse) on the 1x1 view. Not the fused
-        # sdgp_sparse_bwd_data_pruned: measured 4.6x slower on this geometry (4096 x 3072 -> 768, 2:4)
+    def _sparse_linear(self, go, w, seq, threads):
+        # sdgp_prune, then sdgp_sparse_bwd_data: the conv path (_sparse) on the 1x1 view
         T, cout = go.shape
         cin = w.shape[1]
-        # OIHW with kh = kw = 1 read in place; dL/dX written NHWC, which is (tokens, in)
-        return self._sparse(go.view(T, 1, 1, cout), False, (T, cin, 1, 1), True, w[:, :, None, None],
-                            threads).reshape(T, cin)
+        # OIHW with kh = kw = 1 read in place; dL/dX written NHWC (B, 1, seq, in), which is (tokens, in)
+        dx = self._sparse(go.view(T // seq, 1, seq, cout), False, (T // seq, cin, 1, seq), True, w[:, :, None, None],
+                          threads)
+        return dx.permute(0, 2, 3, 1).reshape(T, cin)
 
 
 class _SdgpLinearFn(torch.autograd.Function):
@@ -72,7 +76,8 @@ class _SdgpLinearFn(torch.autograd.Function):
             if need_b and ctx.has_bias:
                 gb = g.sum(0)
             if need_x:
-                gx = (st.linear_data_grad(g, w) if g.shape[0] else g.mm(w)).reshape(x.shape)
+                seq = x.shape[-2] if x.dim() >= 3 else 1  # tokens per sample (_LinearState)
+                gx = (st.linear_data_grad(g, w, seq) if g.shape[0] else g.mm(w)).reshape(x.shape)
         finally:
             with st.lock:
                 st.step += 1

@@ -92,8 +92,6 @@ def _linear_reason(kind: str, lin: nn.Module, c: Any, model_why: Optional[str]) 
     why = _linear_ineligible(lin, c.n_m[1])
     if why:
         return why
-    if c.mask_block > 1:
-        return "mask_block=%d: an nn.Linear's dL/dY has no pixel rows to share masks along" % c.mask_block
     return model_why
 
 
@@ -218,7 +216,7 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
             sd = ok["sdgp"]
             n, m = sd.n_m
             conv._sdgp = _LinearState(name, i, _lib.parse_fn(sd.prune), n, m, _lib.SCOPE[sd.scope], sd.seed, sd.kernel,
-                                      type(conv))
+                                      type(conv), sd.mask_block)
             conv.__class__ = SdgpLinear  # the class swap, as for the convs below
             continue
         pad, _ = _resolve_padding(conv)
@@ -355,7 +353,7 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
                 rows.append({"name": shown, "type": "Linear", "converted": True, "methods": ["sdgp"],
                              "nm": "%d:%d" % (s.n, s.m), "prune": _lib.prune_fn_name(s.fn).decode(),
                              "kernel": s.choice or ("fastest" if s.fastest else "auto"), "pruned": s.choice != "plain",
-                             "times_ms": s.times_ms, "mask_block": 1, "wgrad": "torch", "wgrad_times_ms": None,
+                             "times_ms": s.times_ms, "mask_block": s.mask_block, "wgrad": "torch", "wgrad_times_ms": None,
                              "steps": s.step})
             elif shown in skipped:
                 rows.append({"name": shown, "type": "Linear", "converted": False, "reason": skipped[shown]})

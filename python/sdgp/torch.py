@@ -25,11 +25,14 @@ into SdgpLinear (the same class swap; the default, ("conv",), leaves them alone 
   dL/dW, dL/db torch's, of the unpruned dL/dY (wgrad does not apply);
   dL/dX        prune(dL/dY) x W, dL/dY flattened to tokens x out_features (any leading dimensions;
                dL/dX reshaped back), pruned along the out_features: the backward-data of a 1x1
-               convolution over B = tokens (H = W = 1), on sdgp_sparse_bwd_* (W (out, in) read in place
-               as OIHW), or the same pruned dL/dY times W by torch (kernel "auto" / "sparse" / "dense" /
-               "fastest" as for convs, the same pruning key, rank mixing and autocast rules).
+               convolution whose samples are sequences (x of 3+ dimensions: x.shape[-2] tokens each,
+               the leading dimensions the samples) or rows (2-d x), on sdgp_sparse_bwd_* (W (out, in)
+               read in place as OIHW), or the same pruned dL/dY times W by torch (kernel "auto" /
+               "sparse" / "dense" / "fastest" as for convs, the same pruning key, rank mixing and
+               autocast rules). A sample is what rescaled's sample-channel scope sums over, and
+               mask_block=P shares masks in blocks of P consecutive tokens of a sequence (2-d x: none).
 Eligible: exactly nn.Linear (or NonDynamicallyQuantizableLinear, a marker subclass), out_features % m
-== 0, float32 CPU weights, mask_block 1; others stay plain with the reason. The pruning key's `layer`
+== 0, float32 CPU weights; others stay plain with the reason. The pruning key's `layer`
 is then the index among the model's nn.Conv2d and nn.Linear modules (model.modules() order). Without a
 dict, the model's last nn.Linear (normally the classifier) stays plain unless SDGP(classifier=True);
 a config dict naming it converts it. MVUEWeightGrad and SparseWeights take nn.Conv2d only (a report
