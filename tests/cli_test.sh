@@ -221,6 +221,15 @@ assert {r["product"] for r in rows} == {"fwd", "dgrad", "wgrad"} and all(r["rel_
 assert all(abs(r["sparse_ms"] - r["prune_ms"] - r["kernel_ms"]) <= 0.0015 for r in rows)
 ' "$out" 2>/dev/null; then ok; else bad "bench linear --json: $out"; fi
 expect 2 "--shape: '256,64' is not T,IN,OUT" -- "$SDGP" bench linear --shape 256,64 --repeat 1 --threads 1
+# shared masks along sequences of 64 tokens: the data gradient's rows say so and pass their check
+out=$("$SDGP" bench linear --shape 256,64,128,64 --mask-block 4 --nm 2:4 --repeat 1 --threads 2 --json 2>&1)
+if python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.argv[1].splitlines()][1:]
+dg = [r for r in rows if r.get("product") == "dgrad"]
+assert len(dg) == 2 and all(r["mask_block"] == 4 and r["seq"] == 64 and r["rel_l2_err"] <= 1e-3 for r in dg), dg
+' "$out" 2>/dev/null; then ok; else bad "bench linear --mask-block: $out"; fi
+expect 2 "SEQ=48 does not divide the T=256 tokens" -- "$SDGP" bench linear --shape 256,64,128,48
 expect 2 "--model: 'bert' is not vit, gpt2 or all" -- "$SDGP" bench linear --model bert
 
 finish

@@ -15,8 +15,8 @@
  *          kernel_ms = sdgp_sparse_wgrad_run.
  * sparse_ms = prune_ms + kernel_ms. The dense side of each product is timed twice: oneDNN's matmul
  * (one call, src/nn/matmul_dnnl.c, transposes as strides) and oneDNN's 1x1 convolution (sdgp_conv,
- * direct: its Winograd takes 3x3 kernels only) on the same memory in two geometries, the T tokens as
- * T images of one pixel (conv-i, the sparse kernels' geometry) or as T pixels of one image (conv-p),
+ * direct: its Winograd takes 3x3 kernels only) on the same memory in two geometries, the sparse kernels'
+ * (conv-i: each sequence of SEQ tokens an image of rows of L tokens, row_tokens) or T pixels of one image (conv-p),
  * the faster of the two as the conv column: oneDNN's 1x1 kernel ran 4-5x faster as pixels on the Zen 5
  * host (4096,768,3072, 2 threads: 50-57 against 240-270 ms a pass). best_dense_ms is the fastest,
  * speedup_vs_best = best_dense_ms / sparse_ms (speedup_kernel_vs_best: over kernel_ms alone, the
@@ -25,7 +25,8 @@
  * threads, measured in the run). --check: each sparse result against oneDNN's matmul on the same
  * sparse operand (W~, or the dense form of the pruned dY), and the two dense products against each
  * other; a relative L2 error above 1e-3 fails the command. The dense and sparse runs alternate within
- * each repetition (drift hits all alike); medians of --repeat runs after one untimed round. */
+ * each repetition (drift hits all alike); medians of --repeat runs after one untimed round. --mask-block P:
+ * dgrad's masks shared by blocks of P tokens along the rows of that geometry (the plans told so). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -65,7 +66,7 @@ static const struct {
 
 typedef struct {
     char name[24];
-    int T, in, out;
+    int T, in, out, seq; /* seq: tokens per sequence (a sample), dividing T */
 } shape;
 
 static void usage(FILE *f) {
@@ -82,7 +83,11 @@ static void usage(FILE *f) {
             "                       (4096,768,3072 and 4096,3072,768); vit = examples/vit_fashion_mnist.py's MLP\n"
             "                       at its default batch 128 (50 tokens an image with the class token: 6400,192,768\n"
             "                       and 6400,768,192)\n"
-            "  --shape T,IN,OUT     a layer instead of (or, with --model, beside) a model's; repeatable\n"
+            "  --shape T,IN,OUT[,SEQ]  a layer instead of (or, with --model, beside) a model's; SEQ tokens a\n"
+            "                       sequence (default T; gpt2: 1024, vit: 50); repeatable\n"
+            "  --mask-block P       SDGP's masks shared by P consecutive tokens of a sequence (default 1: a\n"
+            "                       mask per token; the sparse kernels see a sequence as rows of L tokens,\n"
+            "                       L = SEQ up to 256, else its largest divisor up to 256: blocks stay in a row)\n"
             "  --nm LIST            n:m patterns, comma separated (default 2:4,1:4)\n"
             "  --threads LIST       thread counts (default 1,2)\n"
             "  --repeat N           timed runs per measurement, median reported (default 5)\n"
@@ -98,29 +103,35 @@ typedef struct {
     int nshapes;
     int n[MAX_NM], m[MAX_NM], nnm;
     long threads[MAX_THREADS];
-    int nthreads, repeat, json, check;
+    int nthreads, repeat, json, check, mask_block;
     sdgp_isa isa;
 } options;
 
-static int add_shape(options *o, const char *name, int T, int in, int out) {
+static int add_shape(options *o, const char *name, int T, int in, int out, int seq) {
     if (o->nshapes == MAX_SHAPES) {
         fprintf(stderr, "sdgp: --shape: at most %d shapes\n", MAX_SHAPES);
         return 0;
     }
     shape *s = &o->shapes[o->nshapes++];
-    *s = (shape){.T = T, .in = in, .out = out};
+    *s = (shape){.T = T, .in = in, .out = out, .seq = seq};
     snprintf(s->name, sizeof s->name, "%s", name);
     return 1;
 }
 
 static int parse_shape(options *o, const char *text) {
-    int v[3];
+    int v[4];
     char tail;
-    if (sscanf(text, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 1 || v[1] < 1 || v[2] < 1) {
-        fprintf(stderr, "sdgp: --shape: '%s' is not T,IN,OUT (three positive integers)\n", text);
+    const int k = sscanf(text, "%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3], &tail);
+    if (k == 3) v[3] = v[0];
+    if ((k != 3 && k != 4) || v[0] < 1 || v[1] < 1 || v[2] < 1 || v[3] < 1) {
+        fprintf(stderr, "sdgp: --shape: '%s' is not T,IN,OUT or T,IN,OUT,SEQ (positive integers)\n", text);
         return 0;
     }
-    return add_shape(o, "shape", v[0], v[1], v[2]);
+    if (v[0] % v[3]) {
+        fprintf(stderr, "sdgp: --shape: '%s': SEQ=%d does not divide the T=%d tokens\n", text, v[3], v[0]);
+        return 0;
+    }
+    return add_shape(o, "shape", v[0], v[1], v[2], v[3]);
 }
 
 static int add_model(options *o, const char *model) {
@@ -130,8 +141,8 @@ static int add_model(options *o, const char *model) {
         return 0;
     }
     /* vit: width 192, MLP ratio 4, (49 patches + the class token) x batch 128 (the example's defaults) */
-    return (!gpt2 || (add_shape(o, "gpt2/fc1", 4096, 768, 3072) && add_shape(o, "gpt2/fc2", 4096, 3072, 768))) &&
-           (!vit || (add_shape(o, "vit/fc1", 6400, 192, 768) && add_shape(o, "vit/fc2", 6400, 768, 192)));
+    return (!gpt2 || (add_shape(o, "gpt2/fc1", 4096, 768, 3072, 1024) && add_shape(o, "gpt2/fc2", 4096, 3072, 768, 1024))) &&
+           (!vit || (add_shape(o, "vit/fc1", 6400, 192, 768, 50) && add_shape(o, "vit/fc2", 6400, 768, 192, 50)));
 }
 
 static int parse_nm_list(const char *nm, options *o) {
@@ -163,6 +174,7 @@ static int parse_options(int argc, char **argv, options *o) {
     o->repeat = 5;
     o->check = 1;
     o->isa = SDGP_ISA_AUTO;
+    o->mask_block = 1;
     const char *model = NULL, *nm = "2:4,1:4", *threads = "1,2";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -174,7 +186,7 @@ static int parse_options(int argc, char **argv, options *o) {
             if (!strcmp(a, "--json")) o->json = 1;
             else o->check = !strcmp(a, "--check");
         } else if (!strcmp(a, "--model") || !strcmp(a, "--shape") || !strcmp(a, "--nm") || !strcmp(a, "--threads") ||
-                   !strcmp(a, "--repeat") || !strcmp(a, "--isa")) {
+                   !strcmp(a, "--repeat") || !strcmp(a, "--isa") || !strcmp(a, "--mask-block")) {
             if (!val) {
                 fprintf(stderr, "sdgp: %s needs a value\n", a);
                 return -1;
@@ -188,6 +200,9 @@ static int parse_options(int argc, char **argv, options *o) {
             else if (!strcmp(a, "--repeat")) {
                 if (!cli_parse_int(a, val, 1, MAX_REPEAT, &v)) return -1;
                 o->repeat = (int)v;
+            } else if (!strcmp(a, "--mask-block")) {
+                if (!cli_parse_int(a, val, 1, SDGP_MASK_BLOCK_MAX, &v)) return -1;
+                o->mask_block = (int)v;
             } else {
                 sdgp_error e;
                 if (sdgp_isa_parse(val, &o->isa, &e) != SDGP_OK) {
@@ -253,11 +268,22 @@ static void fill_normal(float *x, int64_t n, uint64_t seed) {
     }
 }
 
-static sdgp_prune_cfg prune_cfg(const options *o, int i, int threads, int wgrad) {
+/* dgrad: magnitude along the features, masks shared in blocks of --mask-block tokens along the rows of
+ * the sparse geometry (line = its Wo); wgrad: MVUE along the tokens */
+static sdgp_prune_cfg prune_cfg(const options *o, const sdgp_conv_geom *g, int i, int threads, int wgrad) {
     sdgp_prune_cfg cfg = sdgp_prune_cfg_make(wgrad ? SDGP_PRUNE_MVUE : SDGP_PRUNE_MAGNITUDE, o->n[i], o->m[i]);
     cfg.axis = wgrad ? SDGP_AXIS_ROW : SDGP_AXIS_CHANNEL;
     cfg.isa = o->isa, cfg.threads = threads, cfg.seed = 7, cfg.step = 1;
+    if (!wgrad) cfg.mask_block = o->mask_block, cfg.mask_line = g->Wo;
     return cfg;
+}
+
+/* The row length of a sequence in the sparse geometry: all of it up to 256 tokens, else its largest
+ * divisor up to 256 (rows of a few hundred tokens keep the kernel's work units small). */
+static int row_tokens(int seq) {
+    int L = seq <= 256 ? seq : 256;
+    while (seq % L) L--;
+    return L;
 }
 
 /* A form's plan, or its reason to skip: a shape or n:m the kernel does not take (UNSUPPORTED, or
@@ -278,6 +304,7 @@ static sdgp_status create_sparse(bench_ctx *c, const options *o, sdgp_error *e) 
         if (s->out % m == 0) {
             if ((st = sdgp_nm_alloc(&c->nmc[i], SDGP_AXIS_CHANNEL, n, m, s->T, s->out, e)) != SDGP_OK) return st;
             st = sdgp_sparse_bwd_create(&c->bwd[i], &c->g, n, m, o->isa, c->threads, e);
+            if (st == SDGP_OK && o->mask_block > 1) st = sdgp_sparse_bwd_set_mask_block(c->bwd[i], o->mask_block, e);
             if ((st = plan_or_skip(st, c->skip[i][V_SDGP], sizeof c->skip[i][V_SDGP], e)) != SDGP_OK) return st;
         } else {
             snprintf(c->skip[i][V_SDGP], sizeof c->skip[i][V_SDGP], "out=%d is not a multiple of m=%d", s->out, m);
@@ -312,7 +339,8 @@ static int runs(const bench_ctx *c, int i, int v) {
 static sdgp_status ctx_setup(bench_ctx *c, const options *o, sdgp_error *e) {
     const shape *s = c->s;
     sdgp_conv_geom gp; /* the tokens as pixels: the dense conv's other geometry */
-    sdgp_status st = sdgp_conv_geom_init(&c->g, s->T, 1, 1, s->in, s->out, 1, 1, 1, 0, e);
+    const int L = row_tokens(s->seq); /* sequences as images of rows of L tokens */
+    sdgp_status st = sdgp_conv_geom_init(&c->g, s->T / s->seq, s->seq / L, L, s->in, s->out, 1, 1, 1, 0, e);
     if (st == SDGP_OK) st = sdgp_conv_geom_init(&gp, 1, 1, s->T, s->in, s->out, 1, 1, 1, 0, e);
     if (st != SDGP_OK) return st;
     const size_t nx = (size_t)s->T * s->in, ny = (size_t)s->T * s->out, nw = (size_t)s->out * s->in;
@@ -357,18 +385,18 @@ static sdgp_status run_form(bench_ctx *c, const options *o, int i, int v, double
         t1 = cli_now();
         if ((st = sdgp_sparse_fwd_pack(c->fwd[i][v], c->wt, e)) == SDGP_OK) st = sdgp_sparse_fwd_run(c->fwd[i][v], c->out, c->x, e);
     } else if (v == V_SDGP || v == V_MVUE) {
-        const sdgp_prune_cfg cfg = prune_cfg(o, i, c->threads, v == V_MVUE);
+        const sdgp_prune_cfg cfg = prune_cfg(o, &c->g, i, c->threads, v == V_MVUE);
         sdgp_nm_tensor *nm = v == V_MVUE ? &c->nmr[i] : &c->nmc[i];
-        if ((st = sdgp_prune(&cfg, c->dy, s->T, 1, s->out, dense_out, nm, e)) != SDGP_OK) return st;
+        if ((st = sdgp_prune(&cfg, c->dy, s->T / s->seq, s->seq, s->out, dense_out, nm, e)) != SDGP_OK) return st;
         t1 = cli_now();
         if (v == V_MVUE) st = sdgp_sparse_wgrad_run(c->wg[i], c->out, c->x, nm, e);
         else if ((st = sdgp_sparse_bwd_pack(c->bwd[i], c->w, e)) == SDGP_OK) st = sdgp_sparse_bwd_data(c->bwd[i], c->out, nm, e);
     } else { /* fused: the same magnitude masks as V_SDGP's, chosen inside the packing */
-        const sdgp_prune_cfg cfg = prune_cfg(o, i, c->threads, 0);
+        const sdgp_prune_cfg cfg = prune_cfg(o, &c->g, i, c->threads, 0);
         t1 = t0;
         if ((st = sdgp_sparse_bwd_pack(c->bwd[i], c->w, e)) == SDGP_OK)
             st = sdgp_sparse_bwd_data_pruned(c->bwd[i], c->out, c->dy, &cfg, e);
-        if (st == SDGP_OK && dense_out) st = sdgp_prune(&cfg, c->dy, s->T, 1, s->out, dense_out, NULL, e);
+        if (st == SDGP_OK && dense_out) st = sdgp_prune(&cfg, c->dy, s->T / s->seq, s->seq, s->out, dense_out, NULL, e);
     }
     *tp = t1 - t0, *tk = cli_now() - t1;
     return st;
@@ -460,14 +488,15 @@ static int print_row(bench_ctx *c, const options *o, int i, int v, double ceilin
     char kernel[40], b1[32], b2[32];
     snprintf(kernel, sizeof kernel, "%s/%s", vars[v].kernel, sdgp_isa_name(isa));
     if (o->json) {
-        printf("{\"layer\":\"%s\",\"shape\":\"%d,%d,%d\",\"tokens\":%d,\"in\":%d,\"out\":%d,\"nm\":\"%d:%d\",\"threads\":%d,"
+        printf("{\"layer\":\"%s\",\"shape\":\"%d,%d,%d\",\"tokens\":%d,\"in\":%d,\"out\":%d,\"seq\":%d,\"mask_block\":%d,"
+               "\"nm\":\"%d:%d\",\"threads\":%d,"
                "\"product\":\"%s\",\"form\":\"%s\",\"kernel\":\"%s\",\"isa\":\"%s\",\"matmul_impl\":\"%s\","
                "\"dense_matmul_ms\":%.3f,\"dense_conv_ms\":%.3f,\"dense_conv_images_ms\":%.3f,\"dense_conv_pixels_ms\":%.3f,"
                "\"best_dense\":\"%s\",\"best_dense_ms\":%.3f,"
                "\"sparse_ms\":%.3f,\"prune_ms\":%.3f,\"kernel_ms\":%.3f,\"speedup_vs_best\":%.3f,"
                "\"speedup_kernel_vs_best\":%.3f,\"gflops_useful\":%.2f,\"dense_gflops\":%.2f,\"fma_ceiling_gflops\":%.1f,"
                "\"ceiling_fraction\":%.3f,\"rel_l2_err\":%s,\"dense_rel_l2_err\":%s}\n",
-               s->name, s->T, s->in, s->out, s->T, s->in, s->out, o->n[i], o->m[i], c->threads, prod_names[p],
+               s->name, s->T, s->in, s->out, s->T, s->in, s->out, s->seq, o->mask_block, o->n[i], o->m[i], c->threads, prod_names[p],
                vars[v].form, kernel, sdgp_isa_name(isa), matmul_dnnl_impl(c->mm[p]), mm, cv, ci, cp, best_name, best, sparse, prune, kern, best / sparse, best / kern, gf, flops / best * 1e-6, ceiling, gf / ceiling,
                num_or(b1, sizeof b1, "%.3g", err, "null"), num_or(b2, sizeof b2, "%.3g", dense_err, "null"));
     } else {
@@ -504,8 +533,8 @@ static int run_shape(const options *o, const shape *s, int threads, double ceili
     }
     if (!o->json) {
         char b[3][32];
-        printf("# %s: T=%d in=%d out=%d; matmul impl fwd %s, dgrad %s, wgrad %s; conv vs matmul relL2 fwd %s, dgrad %s, "
-               "wgrad %s\n", s->name, s->T, s->in, s->out, matmul_dnnl_impl(c->mm[P_FWD]), matmul_dnnl_impl(c->mm[P_DGRAD]),
+        printf("# %s: T=%d in=%d out=%d seq=%d mask_block=%d; matmul impl fwd %s, dgrad %s, wgrad %s; conv vs matmul relL2 fwd %s, dgrad %s, "
+               "wgrad %s\n", s->name, s->T, s->in, s->out, s->seq, o->mask_block, matmul_dnnl_impl(c->mm[P_FWD]), matmul_dnnl_impl(c->mm[P_DGRAD]),
                matmul_dnnl_impl(c->mm[P_WGRAD]), num_or(b[0], 32, "%.1e", derr[0], "-"), num_or(b[1], 32, "%.1e", derr[1], "-"),
                num_or(b[2], 32, "%.1e", derr[2], "-"));
     }
