@@ -14,6 +14,8 @@
  * of the block; the offsets, compressed once, serve all its rows. */
 #include <immintrin.h>
 
+#include "core/avx512_mem.h"
+
 #include "kernels/spconv_internal.h"
 
 typedef struct {
@@ -66,21 +68,21 @@ static inline __attribute__((always_inline)) void block_entries(spconv_entry *ou
             for (int64_t c = 0; c < kc; c += 16) {
                 const __mmask16 valid = kc - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (kc - c)) - 1);
                 const int64_t ch = grp * cog + k0 + c; /* the first lane's channel */
-                const __m512 v0 = _mm512_maskz_loadu_ps(valid, x + ch);
+                const __m512 v0 = mem_load_ps(valid, x + ch);
                 __m512i bits = _mm512_and_si512(_mm512_castps_si512(v0), absmask);
                 if (bl > 1) {
                     __m512 sum = _mm512_castsi512_ps(bits);
                     for (int64_t q = 1; q < bl; q++)
-                        sum = _mm512_add_ps(sum, _mm512_abs_ps(_mm512_maskz_loadu_ps(valid, x + q * Cout + ch)));
+                        sum = _mm512_add_ps(sum, _mm512_abs_ps(mem_load_ps(valid, x + q * Cout + ch)));
                     bits = _mm512_and_si512(_mm512_castps_si512(sum), absmask);
                 }
                 const __mmask16 keep = keep_of(t, _mm512_min_epu32(bits, nan_key), n, m, valid);
-                const __m512 sc = scale ? _mm512_maskz_loadu_ps(valid, scale + ch) : _mm512_set1_ps(1.0f);
+                const __m512 sc = scale ? mem_load_ps(valid, scale + ch) : _mm512_set1_ps(1.0f);
                 const __m512i off = _mm512_add_epi32(t->lane_off, _mm512_set1_epi32((int)((uint32_t)(k0 + c) * row_bytes)));
                 const __m512i co = _mm512_maskz_compress_epi32(keep, off);
                 const int cnt = __builtin_popcount((unsigned)keep);
                 for (int64_t q = 0; q < bl; q++) {
-                    __m512 v = q ? _mm512_maskz_loadu_ps(valid, x + q * Cout + ch) : v0;
+                    __m512 v = q ? mem_load_ps(valid, x + q * Cout + ch) : v0;
                     if (scale) v = _mm512_mul_ps(v, sc);
                     store_entries(o + q * ns, v, keep, co, cnt);
                 }

@@ -369,4 +369,4 @@ static void avx2_sums(const prune_job *j, int64_t b, double *dense, double *kept
     }
 }
 
-const prune_kernels prune_kernels_avx2 = {avx2_prune, avx2_sums, avx2_vectorised};
+const prune_kernels prune_kernels_avx2 = {.prune = avx2_prune, .sums = avx2_sums, .vectorised = avx2_vectorised};

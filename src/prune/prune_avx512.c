@@ -595,4 +595,53 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
         }
 }
 
-const prune_kernels prune_kernels_avx512 = {avx512_prune, avx512_sums, avx512_vectorised};
+/* Shared masks (prune_block.c's rules), the magnitude rules, m | 16: per block of the sample, 64
+ * channels at a time, the block's summed |x| (float, row order) ranked in registers, then every row
+ * of the block added to the double sums (row order per channel, as block_add_sums). */
+static int avx512_block_sums(const prune_job *j, int64_t b, double *dense, double *kept) {
+    if (j->axis != SDGP_AXIS_CHANNEL || 16 % j->m || (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED))
+        return 0;
+    const int64_t C = j->C, rb = b * j->P, re = rb + j->P;
+    rank16 rp;
+    rank16_init(&rp, j->n, j->m);
+    for (int64_t c0 = 0; c0 < C; c0 += 64) {
+        __m512d d[8], k[8];
+        __mmask16 valid[4];
+        for (int q = 0; q < 4; q++) valid[q] = c0 + 16 * q < C ? tail_mask(C - c0 - 16 * q) : 0;
+        for (int h = 0; h < 8; h++) d[h] = k[h] = _mm512_setzero_pd();
+        for (int64_t r0 = rb, len; r0 < re; r0 += len) {
+            const int64_t rest = j->line - (r0 - rb) % j->line; /* blocks do not cross a line */
+            len = rest < j->block ? rest : j->block;
+            const float *x = j->x + r0 * C + c0;
+            __mmask16 kp[4];
+            /* whole loops over the 4 vectors (lanes past C load zeros): the sums stay in registers */
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                __m512 sum = _mm512_abs_ps(mem_load_ps(valid[q], x + 16 * q));
+                for (int64_t t = 1; t < len; t++) sum = _mm512_add_ps(sum, _mm512_abs_ps(mem_load_ps(valid[q], x + t * C + 16 * q)));
+                kp[q] = keep16(&rp, key16(sum)) & valid[q];
+            }
+            for (int64_t t = 0; t < len; t++)
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) {
+                    const __m512 a = _mm512_abs_ps(mem_load_ps(valid[q], x + t * C + 16 * q));
+                    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+                    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+                    d[2 * q] = _mm512_add_pd(d[2 * q], lo);
+                    d[2 * q + 1] = _mm512_add_pd(d[2 * q + 1], hi);
+                    k[2 * q] = _mm512_mask_add_pd(k[2 * q], (__mmask8)kp[q], k[2 * q], lo);
+                    k[2 * q + 1] = _mm512_mask_add_pd(k[2 * q + 1], (__mmask8)(kp[q] >> 8), k[2 * q + 1], hi);
+                }
+        }
+        for (int q = 0; q < 4; q++)
+            for (int h = 0; h < 2; h++) {
+                const __mmask8 v = (__mmask8)(valid[q] >> (8 * h));
+                _mm512_mask_storeu_pd(dense + c0 + 16 * q + 8 * h, v, d[2 * q + h]);
+                _mm512_mask_storeu_pd(kept + c0 + 16 * q + 8 * h, v, k[2 * q + h]);
+            }
+    }
+    return 1;
+}
+
+const prune_kernels prune_kernels_avx512 = {
+    .prune = avx512_prune, .sums = avx512_sums, .vectorised = avx512_vectorised, .block_sums = avx512_block_sums};

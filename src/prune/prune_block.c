@@ -209,8 +209,10 @@ static int run_blocks(const prune_job *j, int64_t t0, int64_t t1, double *dense,
 static int block_prune(const prune_job *j, int64_t t0, int64_t t1) { return run_blocks(j, t0, t1, NULL, NULL); }
 
 static void block_sums(const prune_job *j, int64_t bi, double *dense, double *kept) {
+    /* the ranking ISA's vectorised form, where it has one (rescale's first pass reads all of x) */
+    if (j->rank && j->rank->block_sums && j->rank->block_sums(j, bi, dense, kept)) return;
     for (int64_t c = 0; c < j->C; c++) dense[c] = kept[c] = 0;
     run_blocks(j, bi * j->P, (bi + 1) * j->P, dense, kept);
 }
 
-const prune_kernels prune_kernels_block = {block_prune, block_sums, NULL};
+const prune_kernels prune_kernels_block = {.prune = block_prune, .sums = block_sums};

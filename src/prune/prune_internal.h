@@ -138,6 +138,10 @@ struct prune_kernels {
     /* Whether prune() runs this table's own kernels for j (0: it hands j to the reference); NULL
      * for the portable tables. prune() decides by it, so sdgp_prune_kernel names what runs. */
     int (*vectorised)(const prune_job *j);
+    /* Shared masks (j->block > 1, j->line): sums() of sample b with each block's keep mask ranked on
+     * its rows' summed |x| (prune_block.c's decision), bitwise block_sums'; returns 0 for a case it
+     * does not take (nothing written). NULL: none (prune_block.c's portable loops run). */
+    int (*block_sums)(const prune_job *j, int64_t b, double *dense, double *kept);
 };
 
 extern const prune_kernels prune_kernels_ref;

@@ -116,4 +116,4 @@ void prune_ref_sums(const prune_job *j, int64_t b, double *dense, double *kept) 
     }
 }
 
-const prune_kernels prune_kernels_ref = {prune_ref_prune, prune_ref_sums, NULL};
+const prune_kernels prune_kernels_ref = {.prune = prune_ref_prune, .sums = prune_ref_sums};

@@ -52,4 +52,4 @@ static int prune_rows_shared(const prune_job *j, int64_t t0, int64_t t1) {
     return 0;
 }
 
-const prune_kernels prune_kernels_rowblock = {prune_rows_shared, NULL, NULL};
+const prune_kernels prune_kernels_rowblock = {.prune = prune_rows_shared};
