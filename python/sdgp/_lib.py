@@ -159,6 +159,7 @@ sparse_bwd_set_output_layout = _sig("sdgp_sparse_bwd_set_output_layout", c_int, 
 sparse_bwd_set_mask_block = _sig("sdgp_sparse_bwd_set_mask_block", c_int, c_void_p, c_int, P_ERR)
 MASK_BLOCK_MAX = 64  # SDGP_MASK_BLOCK_MAX
 sparse_bwd_data = _sig("sdgp_sparse_bwd_data", c_int, c_void_p, c_void_p, P_NM, P_ERR)
+sparse_bwd_data_pruned = _sig("sdgp_sparse_bwd_data_pruned", c_int, c_void_p, c_void_p, c_void_p, P_CFG, P_ERR)
 conv_create_opts = _sig("sdgp_conv_create_opts", c_int, ctypes.POINTER(c_void_p), P_GEOM, c_int, c_int,
                         ctypes.POINTER(ConvOptions), P_ERR)
 conv_destroy = _sig("sdgp_conv_destroy", None, c_void_p)

@@ -466,12 +466,16 @@ class _LayerState:
         B, Cout, Ho, Wo = _nchw_dims(go, nchw)
         Cin, H, W = x_shape[1], x_shape[2], x_shape[3]
         p = self._plan(B, H, W, Cin, Cout, w.shape[2], w.shape[3], threads)
-        values = _scratch("values", (p.rows * p.slots,))
-        index = _scratch("index", (p.rows * p.slots,), torch.uint8)
-        p.nm.values, p.nm.index = values.data_ptr(), index.data_ptr()
         cfg, err = self._cfg(threads, Wo, nchw), _lib.Error()
-        _lib.check(_lib.prune(ctypes.byref(cfg), go.data_ptr(), B, Ho * Wo, Cout, None, ctypes.byref(p.nm),
-                              ctypes.byref(err)), err)
+        # shared masks on NHWC dL/dO: pruned inside the kernel's packing (sdgp_prune's block path is
+        # portable C, several times the fused cost); otherwise sdgp_prune into the compressed form
+        fused = self.mask_block > 1 and not nchw
+        if not fused:
+            values = _scratch("values", (p.rows * p.slots,))
+            index = _scratch("index", (p.rows * p.slots,), torch.uint8)
+            p.nm.values, p.nm.index = values.data_ptr(), index.data_ptr()
+            _lib.check(_lib.prune(ctypes.byref(cfg), go.data_ptr(), B, Ho * Wo, Cout, None, ctypes.byref(p.nm),
+                                  ctypes.byref(err)), err)
         # the weights in place, in any layout (channels_last ones too: no copy)
         strides = (ctypes.c_int64 * 4)(*w.stride())
         _lib.check(_lib.sparse_bwd_pack_strided(p.ptr, w.data_ptr(), strides, ctypes.byref(err)), err)
@@ -480,7 +484,11 @@ class _LayerState:
         # the plan writes either (an NCHW dL/dD is transposed per work unit while in cache)
         p.set_layout(_lib.LAYOUT["nhwc" if x_cl else "nchw"])
         dD = torch.empty((B, H, W, Cin) if x_cl else (B, Cin, H, W), dtype=torch.float32)  # returned: its own
-        _lib.check(_lib.sparse_bwd_data(p.ptr, dD.data_ptr(), ctypes.byref(p.nm), ctypes.byref(err)), err)
+        if fused:
+            _lib.check(_lib.sparse_bwd_data_pruned(p.ptr, dD.data_ptr(), go.data_ptr(), ctypes.byref(cfg), ctypes.byref(err)),
+                       err)
+        else:
+            _lib.check(_lib.sparse_bwd_data(p.ptr, dD.data_ptr(), ctypes.byref(p.nm), ctypes.byref(err)), err)
         return dD.permute(0, 3, 1, 2) if x_cl else dD  # channels_last: the NCHW view of the NHWC result
 
     def _dense(self, go, nchw, x, w, threads):
