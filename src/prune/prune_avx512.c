@@ -643,5 +643,40 @@ static int avx512_block_sums(const prune_job *j, int64_t b, double *dense, doubl
     return 1;
 }
 
-const prune_kernels prune_kernels_avx512 = {
-    .prune = avx512_prune, .sums = avx512_sums, .vectorised = avx512_vectorised, .block_sums = avx512_block_sums};
+/* Shared masks, the magnitude rules, m | 16: every block starting in rows [t0, t1) (prune_block.c's
+ * rule), its keep masks ranked on the rows' summed |x| (as avx512_block_sums), then its rows written
+ * by vec_rows with those masks (a kept value times its factor, or itself: block_write's bits). */
+static int avx512_block_prune(const prune_job *j, int64_t t0, int64_t t1) {
+    if (j->axis != SDGP_AXIS_CHANNEL || 16 % j->m || (j->fn != SDGP_PRUNE_MAGNITUDE && j->fn != SDGP_PRUNE_RESCALED) ||
+        (j->fn == SDGP_PRUNE_RESCALED && !j->scale))
+        return -1;
+    const int64_t C = j->C, W = (C + 15) / 16;
+    uint16_t *kw = malloc((size_t)(j->block * W) * sizeof *kw);
+    if (!kw) return -1; /* the portable path needs no memory */
+    rank16 rp;
+    rank16_init(&rp, j->n, j->m);
+    /* the first block start at or after t0: blocks tile each line from its start */
+    const int64_t off = t0 % j->P % j->line, into = off % j->block;
+    int64_t r = t0;
+    if (into) r += j->block - into < j->line - off ? j->block - into : j->line - off;
+    for (int64_t len; r < t1; r += len) {
+        const int64_t rest = j->line - r % j->P % j->line;
+        len = rest < j->block ? rest : j->block;
+        for (int64_t c = 0; c < C; c += 16) {
+            const __mmask16 valid = tail_mask(C - c);
+            __m512 sum = _mm512_abs_ps(mem_load_ps(valid, j->x + r * C + c));
+            for (int64_t t = 1; t < len; t++) sum = _mm512_add_ps(sum, _mm512_abs_ps(mem_load_ps(valid, j->x + (r + t) * C + c)));
+            const __mmask16 kp = keep16(&rp, key16(sum)) & valid;
+            for (int64_t t = 0; t < len; t++) kw[t * W + c / 16] = kp;
+        }
+        channel_vec(j, &rp, r, r + len, kw);
+    }
+    free(kw);
+    return 0;
+}
+
+const prune_kernels prune_kernels_avx512 = {.prune = avx512_prune,
+                                            .sums = avx512_sums,
+                                            .vectorised = avx512_vectorised,
+                                            .block_sums = avx512_block_sums,
+                                            .block_prune = avx512_block_prune};

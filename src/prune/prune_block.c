@@ -206,7 +206,13 @@ static int run_blocks(const prune_job *j, int64_t t0, int64_t t1, double *dense,
     return bad;
 }
 
-static int block_prune(const prune_job *j, int64_t t0, int64_t t1) { return run_blocks(j, t0, t1, NULL, NULL); }
+static int block_prune(const prune_job *j, int64_t t0, int64_t t1) {
+    if (!j->emit && j->rank && j->rank->block_prune) { /* the ranking ISA's vectorised form, where it has one */
+        const int bad = j->rank->block_prune(j, t0, t1);
+        if (bad >= 0) return bad;
+    }
+    return run_blocks(j, t0, t1, NULL, NULL);
+}
 
 static void block_sums(const prune_job *j, int64_t bi, double *dense, double *kept) {
     /* the ranking ISA's vectorised form, where it has one (rescale's first pass reads all of x) */

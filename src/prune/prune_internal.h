@@ -142,6 +142,9 @@ struct prune_kernels {
      * its rows' summed |x| (prune_block.c's decision), bitwise block_sums'; returns 0 for a case it
      * does not take (nothing written). NULL: none (prune_block.c's portable loops run). */
     int (*block_sums)(const prune_job *j, int64_t b, double *dense, double *kept);
+    /* Shared masks: prune() of prune_kernels_block (every block that starts in rows [t0, t1), whole,
+     * into out and vals/idx), bitwise its; -1 for a case it does not take (nothing written). */
+    int (*block_prune)(const prune_job *j, int64_t t0, int64_t t1);
 };
 
 extern const prune_kernels prune_kernels_ref;
