@@ -144,29 +144,6 @@ static int add_models(options *o, const char *model) {
     return 1;
 }
 
-static int parse_nm_list(const char *nm, options *o) {
-    char buf[256];
-    if (strlen(nm) >= sizeof buf) {
-        fprintf(stderr, "sdgp: --nm: list too long\n");
-        return 0;
-    }
-    strcpy(buf, nm);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        sdgp_error e;
-        if (o->nnm == MAX_NM) {
-            fprintf(stderr, "sdgp: --nm: at most %d patterns\n", MAX_NM);
-            return 0;
-        }
-        if (sdgp_nm_parse(tok, &o->n[o->nnm], &o->m[o->nnm], &e) != SDGP_OK) {
-            fprintf(stderr, "sdgp: --nm: %s\n", e.msg);
-            return 0;
-        }
-        o->nnm++;
-    }
-    if (!o->nnm) fprintf(stderr, "sdgp: --nm: empty list\n");
-    return o->nnm > 0;
-}
-
 static sdgp_status layer_geom(sdgp_conv_geom *g, const bench_layer *l, sdgp_error *e) {
     sdgp_status st = sdgp_conv_geom_init(g, l->B, l->H, l->W, l->Cin, l->Cout, l->k, l->k, l->stride, l->pad, e);
     return st != SDGP_OK ? st : sdgp_conv_geom_set_groups(g, l->groups > 1 ? l->groups : 1, e);
@@ -247,7 +224,7 @@ static int parse_options(int argc, char **argv, options *o) {
     } else if (!add_models(o, model)) {
         return -1;
     }
-    if (!parse_nm_list(nm, o)) return -1;
+    if (!(o->nnm = cli_parse_nm_list("--nm", nm, o->n, o->m, MAX_NM))) return -1;
     o->nthreads = cli_parse_int_list("--threads", threads, 1, 256, o->threads, MAX_THREADS);
     if (!o->nthreads) return -1;
     return check_layers(o) ? 1 : -1;

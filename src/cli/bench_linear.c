@@ -145,29 +145,6 @@ static int add_model(options *o, const char *model) {
            (!vit || (add_shape(o, "vit/fc1", 6400, 192, 768, 50) && add_shape(o, "vit/fc2", 6400, 768, 192, 50)));
 }
 
-static int parse_nm_list(const char *nm, options *o) {
-    char buf[256];
-    if (strlen(nm) >= sizeof buf) {
-        fprintf(stderr, "sdgp: --nm: list too long\n");
-        return 0;
-    }
-    strcpy(buf, nm);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        sdgp_error e;
-        if (o->nnm == MAX_NM) {
-            fprintf(stderr, "sdgp: --nm: at most %d patterns\n", MAX_NM);
-            return 0;
-        }
-        if (sdgp_nm_parse(tok, &o->n[o->nnm], &o->m[o->nnm], &e) != SDGP_OK) {
-            fprintf(stderr, "sdgp: --nm: %s\n", e.msg);
-            return 0;
-        }
-        o->nnm++;
-    }
-    if (!o->nnm) fprintf(stderr, "sdgp: --nm: empty list\n");
-    return o->nnm > 0;
-}
-
 /* 1 ok, 0 --help printed, -1 bad usage (message printed). */
 static int parse_options(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
@@ -216,7 +193,7 @@ static int parse_options(int argc, char **argv, options *o) {
         }
     }
     if ((model || !o->nshapes) && !add_model(o, model ? model : "all")) return -1;
-    if (!parse_nm_list(nm, o)) return -1;
+    if (!(o->nnm = cli_parse_nm_list("--nm", nm, o->n, o->m, MAX_NM))) return -1;
     o->nthreads = cli_parse_int_list("--threads", threads, 1, 256, o->threads, MAX_THREADS);
     return o->nthreads ? 1 : -1;
 }

@@ -47,6 +47,10 @@ int cli_parse_float(const char *flag, const char *text, double lo, double hi, do
 /* Thread counts from a comma list such as "1,2" (at most 8 entries); returns the count or 0. */
 int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, long *out, int max);
 
+/* n:m patterns from a comma list such as "2:4,1:4" (at most max); returns the count, or 0 after
+ * printing "sdgp: <flag>: <why>". */
+int cli_parse_nm_list(const char *flag, const char *text, int *n, int *m, int max);
+
 /* Memory a buffer of n floats, 64-byte aligned, filled with zeros; NULL on failure. */
 float *cli_alloc_floats(size_t n);
 /* Writes text to path atomically (path.tmp, then rename; the temporary is removed on failure): the file

@@ -86,6 +86,30 @@ int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, lon
     return count;
 }
 
+int cli_parse_nm_list(const char *flag, const char *text, int *n, int *m, int max) {
+    char buf[256];
+    if (strlen(text) >= sizeof buf) {
+        fprintf(stderr, "sdgp: %s: list too long\n", flag);
+        return 0;
+    }
+    strcpy(buf, text);
+    int count = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        sdgp_error e;
+        if (count == max) {
+            fprintf(stderr, "sdgp: %s: at most %d patterns\n", flag, max);
+            return 0;
+        }
+        if (sdgp_nm_parse(tok, &n[count], &m[count], &e) != SDGP_OK) {
+            fprintf(stderr, "sdgp: %s: %s\n", flag, e.msg);
+            return 0;
+        }
+        count++;
+    }
+    if (!count) fprintf(stderr, "sdgp: %s: empty list\n", flag);
+    return count;
+}
+
 float *cli_alloc_floats(size_t n) {
     void *p = NULL;
     size_t bytes = sdgp_align64((n ? n : 1) * sizeof(float));

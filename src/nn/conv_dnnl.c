@@ -26,12 +26,12 @@
  * restore the caller's value before returning; threads == 0 leaves the caller's setting alone. */
 #include "sdgp/conv.h"
 
-#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conv_dnnl_internal.h"
+#include "nn/onednn_team.h"
 
 struct sdgp_conv {
     conv_ctx ctx; /* geometry, bias, engine */
@@ -42,17 +42,6 @@ struct sdgp_conv {
     void *ws;          /* the workspace in use */
     float *dbias_sink; /* 2 Cout: dbias when the caller passes NULL; a later chunk's dbias (with_bias) */
 };
-
-/* Sets the OpenMP team size for oneDNN (threads > 0) and returns the value to restore. */
-static int threads_enter(int threads) {
-    int saved = omp_get_max_threads();
-    if (threads > 0) omp_set_num_threads(threads);
-    return saved;
-}
-
-static void threads_leave(int threads, int saved) {
-    if (threads > 0) omp_set_num_threads(saved);
-}
 
 /* The geometry must be one sdgp_conv_geom_init accepts; checking it again keeps a hand-filled
  * struct from reaching oneDNN with inconsistent output sizes. */
@@ -180,9 +169,9 @@ static sdgp_status create(sdgp_conv **out, const sdgp_conv_geom *g, int with_bia
         return st;
     }
     c->threads = threads;
-    int saved = threads_enter(threads);
+    int saved = onednn_team_enter(threads);
     st = conv_build(c, opt, err);
-    threads_leave(threads, saved);
+    onednn_team_leave(threads, saved);
     if (st != SDGP_OK) {
         sdgp_conv_destroy(c);
         return st;
@@ -382,9 +371,9 @@ sdgp_status sdgp_conv_forward(sdgp_conv *c, float *y, const float *x, const floa
     if (!c || !y || !x || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_forward: NULL argument");
     if (c->ctx.with_bias && !bias)
         return sdgp_fail(err, SDGP_ERR_INVALID, "conv_forward: created with bias but bias is NULL");
-    int saved = threads_enter(c->threads);
+    int saved = onednn_team_enter(c->threads);
     sdgp_status st = forward_impl(c, y, x, w, bias, err);
-    threads_leave(c->threads, saved);
+    onednn_team_leave(c->threads, saved);
     return st;
 }
 
@@ -411,9 +400,9 @@ static sdgp_status backward_data_impl(sdgp_conv *c, float *dx, const float *dy, 
 
 sdgp_status sdgp_conv_backward_data(sdgp_conv *c, float *dx, const float *dy, const float *w, sdgp_error *err) {
     if (!c || !dx || !dy || !w) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_backward_data: NULL argument");
-    int saved = threads_enter(c->threads);
+    int saved = onednn_team_enter(c->threads);
     sdgp_status st = backward_data_impl(c, dx, dy, w, err);
-    threads_leave(c->threads, saved);
+    onednn_team_leave(c->threads, saved);
     return st;
 }
 
@@ -448,8 +437,8 @@ static sdgp_status backward_weights_impl(sdgp_conv *c, float *dw, float *dbias, 
 sdgp_status sdgp_conv_backward_weights(sdgp_conv *c, float *dw, float *dbias, const float *x, const float *dy,
                                        sdgp_error *err) {
     if (!c || !dw || !x || !dy) return sdgp_fail(err, SDGP_ERR_INVALID, "conv_backward_weights: NULL argument");
-    int saved = threads_enter(c->threads);
+    int saved = onednn_team_enter(c->threads);
     sdgp_status st = backward_weights_impl(c, dw, dbias, x, dy, err);
-    threads_leave(c->threads, saved);
+    onednn_team_leave(c->threads, saved);
     return st;
 }

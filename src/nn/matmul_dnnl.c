@@ -12,7 +12,6 @@
  * it to `threads` and restore the caller's value. */
 #include "nn/matmul_dnnl.h"
 
-#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,8 @@
 
 #include <dnnl.h>
 #include <dnnl_debug.h>
+
+#include "nn/onednn_team.h"
 
 struct matmul_dnnl {
     int64_t M, N, K;
@@ -36,16 +37,6 @@ static sdgp_status ok(dnnl_status_t s, sdgp_error *err, const char *what) {
     if (s == dnnl_success) return SDGP_OK;
     return sdgp_fail(err, SDGP_ERR_INTERNAL, "matmul: oneDNN %s failed: %s (dnnl status %d)", what, dnnl_status2str(s),
                      (int)s);
-}
-
-static int threads_enter(int threads) {
-    int saved = omp_get_max_threads();
-    if (threads > 0) omp_set_num_threads(threads);
-    return saved;
-}
-
-static void threads_leave(int threads, int saved) {
-    if (threads > 0) omp_set_num_threads(saved);
 }
 
 /* rows x cols of a row-major matrix, or with trans the transpose of a stored cols x rows one. */
@@ -107,9 +98,9 @@ sdgp_status matmul_dnnl_create(matmul_dnnl **out, int64_t M, int64_t N, int64_t 
     matmul_dnnl *mm = calloc(1, sizeof *mm);
     if (!mm) return sdgp_fail(err, SDGP_ERR_NOMEM, "matmul_create: out of memory");
     mm->M = M, mm->N = N, mm->K = K, mm->threads = threads;
-    const int saved = threads_enter(threads);
+    const int saved = onednn_team_enter(threads);
     sdgp_status st = build(mm, trans_a != 0, trans_b != 0, err);
-    threads_leave(threads, saved);
+    onednn_team_leave(threads, saved);
     if (st != SDGP_OK) {
         matmul_dnnl_destroy(mm);
         return st;
@@ -125,14 +116,14 @@ static sdgp_status bind(dnnl_memory_t m, const void *p, sdgp_error *err) {
 
 sdgp_status matmul_dnnl_run(matmul_dnnl *mm, float *c, const float *a, const float *b, sdgp_error *err) {
     if (!mm || !c || !a || !b) return sdgp_fail(err, SDGP_ERR_INVALID, "matmul_run: NULL argument");
-    const int saved = threads_enter(mm->threads);
+    const int saved = onednn_team_enter(mm->threads);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mm->a}, {DNNL_ARG_WEIGHTS, mm->b}, {DNNL_ARG_DST, mm->c},
                                {DNNL_ARG_SCRATCHPAD, mm->scratch}};
     sdgp_status st;
     if (!(st = bind(mm->a, a, err)) && !(st = bind(mm->b, b, err)) && !(st = bind(mm->c, c, err)) &&
         !(st = ok(dnnl_primitive_execute(mm->prim, mm->stream, 4, args), err, "matmul execute")))
         st = ok(dnnl_stream_wait(mm->stream), err, "matmul stream wait");
-    threads_leave(mm->threads, saved);
+    onednn_team_leave(mm->threads, saved);
     return st;
 }
 
