@@ -175,8 +175,9 @@ sdgp_status spconv_set_blocking(sdgp_sparse_bwd *p, const spconv_blocking *b, sd
 
 /* Default blocking (measurements in README.md), from the caches of this machine (core/cache.h):
  * the widest column block up to SPCONV_NR_DEFAULT; one register pass covers `rows` panel rows (tap
- * group x chunk), rows*ldp*4 bytes = 2/3 of the L1d size, so panel loads hit L1 beside the entry stream
- * and the dD rows (all of L1d was 1.0-1.2x slower on Zen 5's 48 KiB); from 1:8 on (n/m <= 1/8), twice L1d: the longer passes (more entries per dD load/store) win over the L2 latency of some
+ * group x chunk), rows*ldp*4 bytes = 2/3 of the L1d size, so panel loads hit L1 beside the entry
+ * stream and the dD rows (all of L1d was 1.0-1.2x slower on Zen 5's 48 KiB); from 1:8 on (n/m <=
+ * 1/8), twice L1d: the longer passes (more entries per dD load/store) win over the L2 latency of some
  * panel loads. Taps are grouped only when Cout is smaller than that (single taps keep the entry
  * loops longest). Chunks are equal, whole groups. Work units: a unit's dD block of one column
  * block and all of its entries (packed at the unit's start, read by every chunk, tap and column
@@ -618,12 +619,13 @@ sdgp_status sdgp_sparse_bwd_data_pruned(sdgp_sparse_bwd *p, float *dD, const flo
      * a plan told of shared masks reads the offsets of a block's first pixel for all of it */
     const int64_t line = cfg->mask_block > 1 ? (cfg->mask_line ? cfg->mask_line : (int64_t)g->Ho * g->Wo) : 1;
     if (p->mask_block > 1 && cfg->mask_block != p->mask_block)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "sparse_bwd_data_pruned: cfg->mask_block is %d but the plan's kernel shares masks in blocks of %d",
+        return sdgp_fail(err, SDGP_ERR_INVALID,
+                         "sparse_bwd_data_pruned: cfg->mask_block is %d but the plan's kernel shares masks in blocks of %d",
                          cfg->mask_block, p->mask_block);
     if (cfg->mask_block > 1 && (g->Wo % line || (p->mask_block > 1 && line != g->Wo)))
         return sdgp_fail(err, SDGP_ERR_UNSUPPORTED,
-                         "sparse_bwd_data_pruned: shared masks along lines of %lld positions; this takes lines %s the %d pixels of a row of dO "
-                         "(cfg->mask_line)",
+                         "sparse_bwd_data_pruned: shared masks along lines of %lld positions; this takes lines %s the %d "
+                         "pixels of a row of dO (cfg->mask_line)",
                          (long long)line, p->mask_block > 1 ? "of" : "that divide", g->Wo);
     sdgp_status st = check_ready(p, "sparse_bwd_data_pruned", err);
     if (st == SDGP_OK) st = ensure_prune_buffers(p, line, err);
