@@ -49,15 +49,17 @@ SDGP_API sdgp_status sdgp_sparse_bwd_pack_strided(sdgp_sparse_bwd *p, const floa
  * against the dense product <= ~1e-6 (fp32 FMAs, the sum order of README.md). */
 SDGP_API sdgp_status sdgp_sparse_bwd_data(sdgp_sparse_bwd *p, float *dD, const sdgp_nm_tensor *dO, sdgp_error *err);
 /* The same product with the pruning fused into the kernel's packing: dO is the dense gradient
- * (B x Ho x Wo x Cout, NHWC), pruned with cfg (channel axis, a mask per row, NHWC: any function,
- * cfg->n:cfg->m equal to the plan's) while each work unit packs the rows it reads, so dO is read
- * once and no compressed tensor is written. dD is bitwise sdgp_sparse_bwd_data's for
- * sdgp_prune(cfg, dO)'s compressed form (same masks, values, Philox counters and rescale factors);
- * rescaled runs its first pass (the scope's sums) over dO before the kernel. Errors as
- * sdgp_prune's (SDGP_ERR_NUMERIC for non-finite values under MVUE / rescaled, dD then unspecified);
- * SDGP_ERR_UNSUPPORTED for shared masks (mask_block > 1 in cfg or the plan), the row axis or
- * NCHW input. cfg->threads 0: the plan's threads. Per-thread buffers of about 16 KiB are
- * allocated at the first call. */
+ * (B x Ho x Wo x Cout, NHWC), pruned with cfg (channel axis, NHWC: any function, cfg->n:cfg->m
+ * equal to the plan's) while each work unit packs the rows it reads, so dO is read once and no
+ * compressed tensor is written. dD is bitwise sdgp_sparse_bwd_data's for sdgp_prune(cfg, dO)'s
+ * compressed form (same masks, values, Philox counters and rescale factors); rescaled runs its
+ * first pass (the scope's sums) over dO before the kernel. Shared masks (cfg->mask_block > 1):
+ * along lines (cfg->mask_line, 0 = Ho x Wo) that divide Wo, or equal it when the plan was told of
+ * blocks (sdgp_sparse_bwd_set_mask_block, whose block must then be cfg's: SDGP_ERR_INVALID);
+ * other lines SDGP_ERR_UNSUPPORTED. Errors as sdgp_prune's (SDGP_ERR_NUMERIC for non-finite values
+ * under MVUE / rescaled, dD then unspecified); SDGP_ERR_UNSUPPORTED for the row axis or NCHW
+ * input. cfg->threads 0: the plan's threads. Per-thread buffers of about 16 KiB (at least a line
+ * of slots) are allocated at the first call. */
 SDGP_API sdgp_status sdgp_sparse_bwd_data_pruned(sdgp_sparse_bwd *p, float *dD, const float *dO, const sdgp_prune_cfg *cfg,
                                                  sdgp_error *err);
 /* Shared masks: the dO of later sdgp_sparse_bwd_data calls comes in blocks of `block` consecutive
