@@ -57,13 +57,15 @@ def configs(method, prune, nm, mask_block=1):
     """sparsify_'s configs of a --method: None for plain PyTorch."""
     if method == "dense":
         return None
-    return sdgp.torch.SDGP(prune=prune, nm=nm, modules=("conv", "linear"), mask_block=mask_block)
+    sd = sdgp.torch.SDGP(prune=prune, nm=nm, modules=("conv", "linear"), mask_block=mask_block)
+    return sd if method == "sdgp" else [sd, sdgp.torch.MVUEWeightGrad(nm=nm)]  # sdgp+mvue: both gradients
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="directory of the idx .gz files")
-    ap.add_argument("--method", choices=("dense", "sdgp"), default="sdgp")
+    ap.add_argument("--method", choices=("dense", "sdgp", "sdgp+mvue"), default="sdgp",
+                    help="plain PyTorch, SDGP on the MLPs' data gradients, or with MVUE on their weight gradients too")
     ap.add_argument("--prune", default="rescaled", help="SDGP's pruning function (default rescaled)")
     ap.add_argument("--nm", default="2:4", help="N:M (default 2:4)")
     ap.add_argument("--mask-block", type=int, default=1,
@@ -96,8 +98,8 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm))))
     print("ViT (width %d, depth %d, %d heads, 49 tokens) on Fashion-MNIST: %s, %d converted layers, %d steps of %d images, "
-          "%d threads" % (a.width, a.depth, a.heads, "plain PyTorch" if cfg is None else "SDGP %s %s%s" % (
-                              a.prune, a.nm, " mask_block %d" % a.mask_block if a.mask_block > 1 else ""),
+          "%d threads" % (a.width, a.depth, a.heads, "plain PyTorch" if cfg is None else "%s %s %s%s" % (
+                              a.method.upper(), a.prune, a.nm, " mask_block %d" % a.mask_block if a.mask_block > 1 else ""),
                           len(converted), total, a.batch, torch.get_num_threads()), flush=True)
     log = open(a.log, "w") if a.log else None
     step, t0, seen, loss_sum, losses, train_s = 0, time.time(), 0, 0.0, 0, 0.0

@@ -31,8 +31,8 @@ class HandLinear(nn.Linear):
     """The oracle layer: forward F.linear; dL/dX = sdgp.prune(dL/dY) x W (the same key: seed, step,
     layer), dL/dW and dL/db of the unpruned dL/dY."""
 
-    def setup(self, layer, cfg, seed_of=None):
-        self.layer, self.cfg, self.step, self.seed_of = layer, cfg, 0, seed_of or (lambda s: s)
+    def setup(self, layer, cfg, seed_of=None, wcfg=None):
+        self.layer, self.cfg, self.step, self.seed_of, self.wcfg = layer, cfg, 0, seed_of or (lambda s: s), wcfg
         return self
 
     def forward(self, x):
@@ -52,14 +52,18 @@ class _Hand(torch.autograd.Function):
     @staticmethod
     def backward(ctx, go):
         x, w = ctx.saved_tensors
-        c = ctx.lin.cfg
+        c, wc = ctx.lin.cfg, ctx.lin.wcfg
         g = go.reshape(-1, w.shape[0]).contiguous()
         # samples: sequences of x.shape[-2] tokens (x of 3+ dimensions), else rows
         seq = x.shape[-2] if x.dim() >= 3 else 1
-        gd = sdgp.prune(g.reshape(-1, seq, w.shape[0]), c.prune, c.nm, dim=-1, seed=ctx.lin.seed_of(c.seed), step=ctx.step,
-                        layer=ctx.lin.layer, mask_block=c.mask_block, mask_line=seq).reshape(g.shape)
+        gd = g if c is None else sdgp.prune(g.reshape(-1, seq, w.shape[0]), c.prune, c.nm, dim=-1, seed=ctx.lin.seed_of(c.seed),
+                                            step=ctx.step, layer=ctx.lin.layer, mask_block=c.mask_block,
+                                            mask_line=seq).reshape(g.shape)
         gx = (gd @ w).reshape(x.shape)
-        gw = g.t() @ x.reshape(-1, w.shape[1])
+        # MVUE: dL/dY pruned along the tokens (the row axis), its key's seed that of MVUEWeightGrad ^ "wgra"
+        gr = g if wc is None else sdgp.prune(g, wc.prune, wc.nm, axis="row", seed=wc.seed ^ 0x77677261, step=ctx.step,
+                                             layer=ctx.lin.layer)
+        gw = gr.t() @ x.reshape(-1, w.shape[1])
         return gx, gw, (g.sum(0) if ctx.has_b else None), None, None
 
 
@@ -68,14 +72,14 @@ def mlp(bias=True, cin=24):
                          nn.Linear(16, 8, bias=bias))
 
 
-def hand(plain, cfg, names, seed_of=None):
+def hand(plain, cfg, names, seed_of=None, wcfg=None):
     """A copy of plain whose named linears run HandLinear, layer index = position among all its linears."""
     o = copy.deepcopy(plain)
     mods = dict(o.named_modules())
     lins = [n for n, m in o.named_modules() if isinstance(m, nn.Linear)]
     for n in names:
         mods[n].__class__ = HandLinear
-        mods[n].setup(lins.index(n), cfg, seed_of)
+        mods[n].setup(lins.index(n), cfg, seed_of, wcfg)
     return o
 
 
@@ -133,6 +137,41 @@ def test_matches_hand_reference():
     assert rel(ga["4.weight"], gp["4.weight"]) < 1e-6  # the last layer's dL/dW: the exact dL/dY's
 
 
+def test_mvue_weight_grad_matches_hand_reference():
+    """MVUEWeightGrad on linear layers, with SDGP and alone (a dict), both kernels, 2-d and 3-d inputs."""
+    for shape in ((40, 24), (4, 10, 24)):
+        for kernel in ("sparse", "dense"):
+            for with_sdgp in (True, False):
+                torch.manual_seed(3)
+                plain = mlp(True)
+                x = torch.randn(shape)
+                wc = st.MVUEWeightGrad(nm="2:4", kernel=kernel, seed=5)
+                sd = st.SDGP(prune="rescaled", nm="2:4", kernel="sparse", seed=9, modules=LIN, classifier=True)
+                cfg = [sd, wc] if with_sdgp else {n: wc for n in ("0", "2", "4")}
+                model = copy.deepcopy(plain)
+                rep = st.sparsify_(model, cfg, strict=True)
+                assert rep.converted == ["0", "2", "4"], rep.converted
+                a, b = grads(model, x), grads(hand(plain, sd if with_sdgp else None, ["0", "2", "4"], wcfg=wc), x)
+                worst = max(rel(ga[k], gb[k]) for (_, ga), (_, gb) in zip(a, b) for k in ga)
+                assert worst < 2e-5, (shape, kernel, with_sdgp, worst)
+                rows = [r for r in st.layer_report(model) if r["type"] == "Linear"]
+                want = ["sdgp", "mvue_wgrad"] if with_sdgp else ["mvue_wgrad"]
+                assert all(r["methods"] == want and r["wgrad_kernel"] == kernel for r in rows), rows
+                # the pruning is real: dL/dW differs from the exact one
+                ge = grads(plain, x, 1)[0][1]
+                assert rel(a[0][1]["0.weight"], ge["0.weight"]) > 1e-3
+    # an input without gradient still gets MVUE's dL/dW (the first layer of a model)
+    torch.manual_seed(4)
+    plain = mlp(True)
+    model = copy.deepcopy(plain)
+    st.sparsify_(model, {"0": st.MVUEWeightGrad(nm="2:4", kernel="dense", seed=5)})
+    x = torch.randn(40, 24)
+    model(x).pow(2).sum().backward()
+    ref = hand(plain, None, ["0"], wcfg=st.MVUEWeightGrad(nm="2:4", kernel="dense", seed=5))
+    ref(x).pow(2).sum().backward()
+    assert rel(model[0].weight.grad, ref[0].weight.grad) < 2e-5
+
+
 def test_auto_kernel_and_report():
     torch.manual_seed(2)
     plain = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 10))
@@ -178,12 +217,14 @@ def test_conversion_rules():
     assert any(issubclass(x.category, st.SdgpConversionWarning) and "out_features=30" in str(x.message) for x in w)
     assert [r.index for r in rep.layers] == [0, 1, 2, 3, 4] and m[5]._sdgp.layer == 3
     assert isinstance(m[1], st.SdgpConv2d) and isinstance(m[5], st.SdgpLinear) and type(m[6]) is nn.Linear
-    # linear only; MVUE / sparse weights in a list: reasons on the linears, convs as before
+    # linear only; MVUE in a list applies to the linears the SDGP config takes, sparse weights do not
     m = copy.deepcopy(net)
     rep = st.sparsify_(m, [st.SDGP(modules=LIN, nm="1:2", classifier=True), st.MVUEWeightGrad()])
     assert rep.converted == ["1", "3", "5", "6"], rep.converted
     assert rep["1"].methods.keys() == {"mvue_wgrad"} and "modules" in rep["1"].skipped["sdgp"]
-    assert "applies to nn.Conv2d layers only" in rep["3"].skipped["mvue_wgrad"]
+    assert rep["3"].methods.keys() == {"sdgp", "mvue_wgrad"}, rep["3"].methods
+    rep = st.sparsify_(copy.deepcopy(net), [st.SDGP(modules=LIN, nm="1:2"), st.SparseWeights()])
+    assert "applies to nn.Conv2d layers only" in rep["3"].skipped["sparse_weights"]
     x = torch.randn(2, 3, 4, 4)
     m(x).sum().backward()
     # filter_fn selects among them
@@ -195,8 +236,6 @@ def test_conversion_rules():
     assert rep.converted == ["1", "6"] and rep["6"].index == 4
     raises(TypeError, lambda: st.sparsify_(copy.deepcopy(net), {"5": st.SDGP()}), "modules")
     raises(ValueError, lambda: st.sparsify_(copy.deepcopy(net), {"3": st.SDGP(modules=LIN)}), "out_features=30")
-    raises(TypeError, lambda: st.sparsify_(copy.deepcopy(net), {"5": [st.SDGP(modules=LIN), st.MVUEWeightGrad()]}),
-           "MVUEWeightGrad applies to nn.Conv2d layers only")
     raises(TypeError, lambda: st.sparsify_(copy.deepcopy(net), {"5": st.SparseWeights()}), "SparseWeights")
     raises(ValueError, lambda: st.sparsify_(copy.deepcopy(net), st.SDGP(modules=LIN), strict=True), "out_features=30")
     # mask_block: linear layers share masks along their sequences (test_matches_hand_reference)

@@ -1,5 +1,5 @@
-"""nn.Linear with SDGP's data gradient (sdgp.torch's module docstring, "nn.Linear"): the layer, its
-autograd function and its eligibility. sdgp.torch re-exports SdgpLinear; sparsify_ (_sparsify.py) makes it."""
+"""nn.Linear with SDGP's data gradient and MVUE's weight gradient (sdgp.torch's module docstring,
+"nn.Linear"): the layer, its autograd function and its eligibility. sdgp.torch re-exports SdgpLinear; sparsify_ (_sparsify.py) makes it."""
 import ctypes
 from typing import Optional
 
@@ -44,6 +44,16 @@ class _LinearState(_LayerState):
             return go.mm(w)  # "plain": the unpruned product
         return self.run_kernel(run)
 
+    def linear_weight_grad(self, go, x, w, seq):
+        """MVUEWeightGrad's dL/dW (out x in) of go = dL/dY (tokens x out, contiguous), x (tokens x in): the
+        conv layer's mvue_grad on the 1x1 view (dL/dY pruned along the tokens, samples of seq tokens)."""
+        T, cout = go.shape
+        cin = w.shape[1]
+        B = T // seq
+        go4 = go.view(B, 1, seq, cout).permute(0, 3, 1, 2)  # NCHW logical views of the NHWC memory
+        x4 = x.reshape(T, cin).contiguous().view(B, 1, seq, cin).permute(0, 3, 1, 2)
+        return self.mvue_grad(go4, x4, w[:, :, None, None]).reshape(cout, cin)
+
     def _sparse_linear(self, go, w, seq, threads):
         # sdgp_prune, then sdgp_sparse_bwd_data: the conv path (_sparse) on the 1x1 view
         T, cout = go.shape
@@ -71,13 +81,17 @@ class _SdgpLinearFn(torch.autograd.Function):
             g = go.reshape(-1, cout)  # any leading dimensions: tokens x features
             if not g.is_contiguous():
                 g = _relayout(_scratch("dO", tuple(g.shape)), g)
-            if need_w:  # torch's, of the unpruned dL/dY
-                gw = g.t().mm(x.reshape(-1, cin))
+            seq = x.shape[-2] if x.dim() >= 3 else 1  # tokens per sample (_LinearState)
+            if need_w:  # MVUE's of dL/dY pruned along the tokens, or torch's of the unpruned dL/dY (also where
+                # m does not divide the token count, as a last batch's: the rows cannot form groups of m)
+                if st.wg is not None and g.shape[0] and g.shape[0] % st.wg.n_m[1] == 0:
+                    gw = st.linear_weight_grad(g, x, w, seq)
+                else:
+                    gw = g.t().mm(x.reshape(-1, cin))
             if need_b and ctx.has_bias:
                 gb = g.sum(0)
             if need_x:
-                seq = x.shape[-2] if x.dim() >= 3 else 1  # tokens per sample (_LinearState)
-                gx = (st.linear_data_grad(g, w, seq) if g.shape[0] else g.mm(w)).reshape(x.shape)
+                gx = (st.linear_data_grad(g, w, seq) if g.shape[0] and st.fn is not None else g.mm(w)).reshape(x.shape)
         finally:
             with st.lock:
                 st.step += 1
@@ -87,20 +101,37 @@ class _SdgpLinearFn(torch.autograd.Function):
 
 
 class SdgpLinear(nn.Linear):
-    """nn.Linear with SDGP's data gradient (module docstring, "nn.Linear"). Made by sparsify_, not constructed."""
+    """nn.Linear with SDGP's data gradient and/or MVUE's weight gradient (module docstring, "nn.Linear"). Made by
+    sparsify_, not constructed."""
     _sdgp: "_LinearState"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         st = self._sdgp
         lowp = _check_forward(st, x, self.weight, "nn.Linear")
-        if torch.is_grad_enabled() and x.requires_grad:
+        if torch.is_grad_enabled() and ((x.requires_grad and st.fn is not None) or
+                                        (self.weight.requires_grad and st.wg is not None)):
             return _SdgpLinearFn.apply(x, self.weight, self.bias, st, lowp)
         return F.linear(x, self.weight, self.bias)  # torch's own (autocast as for a plain layer)
 
     def extra_repr(self) -> str:
         s = self._sdgp
-        return "%s, sdgp=%s %d:%d kernel=%s" % (super().extra_repr(), _lib.prune_fn_name(s.fn).decode(), s.n, s.m,
-                                                s.choice or "auto (not measured yet)")
+        parts = []
+        if s.fn is not None:
+            parts.append("sdgp=%s %d:%d kernel=%s" % (_lib.prune_fn_name(s.fn).decode(), s.n, s.m,
+                                                       s.choice or "auto (not measured yet)"))
+        if s.wg is not None:
+            parts.append("wgrad=%s %s kernel=%s" % (s.wg.prune, s.wg.nm, s.wg_kernel or "auto"))
+        return "%s, %s" % (super().extra_repr(), ", ".join(parts))
+
+
+def _linear_wgrad_sparse_ineligible(c) -> Optional[str]:
+    """Why sdgp_sparse_wgrad cannot run a linear layer's MVUE weight gradient (c: MVUEWeightGrad), or None."""
+    n, m = c.n_m
+    if 8 % m or n >= m:
+        return "n:m %d:%d: the sparse weight-gradient kernel needs m dividing 8 and n < m" % (n, m)
+    if c.mask_block > 1:
+        return "mask_block=%d: the sparse weight-gradient kernel keeps a mask per channel" % c.mask_block
+    return None
 
 
 def _linear_ineligible(lin: nn.Module, m: int) -> Optional[str]:

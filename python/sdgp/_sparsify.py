@@ -12,7 +12,7 @@ import torch.nn as nn
 from . import _lib
 from ._config import ConfigLike, MVUEWeightGrad, SDGP, SparseWeights, describe, normalize
 from . import _sparse_fwd
-from ._linear import SdgpLinear, _LinearState, _linear_ineligible
+from ._linear import SdgpLinear, _LinearState, _linear_ineligible, _linear_wgrad_sparse_ineligible
 from .torch import (SdgpConv2d, SdgpConversionWarning, _LayerState, _basic_ineligible, _geometry_ineligible, _ineligible,
                     _mvue_ineligible, _pair, _resolve_padding, _weights_ineligible, _wgrad_sparse_ineligible)
 
@@ -83,13 +83,14 @@ def _takes_linear(cfgs: Mapping[str, Any]) -> bool:
 
 def _linear_reason(kind: str, lin: nn.Module, c: Any, model_why: Optional[str]) -> Optional[str]:
     """Why config c (of kind) cannot convert this nn.Linear, or None."""
-    if kind != "sdgp":
-        return "%s is not an nn.Conv2d: %s applies to nn.Conv2d layers only (nn.Linear layers take SDGP)" % (
-            type(lin).__name__, type(c).__name__)
-    if "linear" not in c.modules:
+    if kind == "sparse_weights":
+        return "%s is not an nn.Conv2d: %s applies to nn.Conv2d layers only (nn.Linear layers take SDGP and " \
+               "MVUEWeightGrad)" % (type(lin).__name__, type(c).__name__)
+    if kind == "sdgp" and "linear" not in c.modules:
         return "%s is not an nn.Conv2d (SDGP(modules=%r); modules=(\"conv\", \"linear\") converts nn.Linear " \
                "layers)" % (type(lin).__name__, c.modules)
-    why = _linear_ineligible(lin, c.n_m[1])
+    # SDGP prunes along the out_features; MVUE along the tokens (any out_features)
+    why = _linear_ineligible(lin, c.n_m[1] if kind == "sdgp" else 1)
     if why:
         return why
     return model_why
@@ -111,17 +112,17 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
         layer_cfgs = {k: normalize(v, who) for k, v in config.items()}
         for k in config:
             mod = modules[k]
-            if isinstance(mod, nn.Linear):  # SDGP(modules=(..., "linear")) only: its other reasons in the loop below
+            if isinstance(mod, nn.Linear):  # SDGP(modules=(..., "linear")), MVUEWeightGrad: other reasons below
                 for kind in _KIND_ORDER:
                     c = layer_cfgs[k].get(kind)
-                    if c is not None and (kind != "sdgp" or "linear" not in c.modules):
+                    if c is not None and (kind == "sparse_weights" or (kind == "sdgp" and "linear" not in c.modules)):
                         why = _linear_reason(kind, mod, c, None)
                         raise _error_class(why)("%s: layer %s, %s: %s" % (who, k, type(c).__name__, why))
                 continue
             why = _basic_ineligible(mod)
             if why and layer_cfgs[k]:
                 raise _error_class(why)("%s: layer %s: %s" % (who, k, why))
-        with_linear = any(_takes_linear(c) for c in layer_cfgs.values())
+        with_linear = any(isinstance(modules[k], nn.Linear) for k in config)
     else:
         all_cfgs = normalize(config, who)
         if not all_cfgs:
@@ -159,10 +160,10 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
         else:
             cfgs = {}
             for kind, c in all_cfgs.items():
-                if is_linear:
-                    if kind != "sdgp":
+                if is_linear:  # (the SDGP config takes linear layers: with_linear)
+                    if kind == "sparse_weights":
                         r.skipped[kind] = "nn.Linear: %s applies to nn.Conv2d layers only" % type(c).__name__
-                    elif layer is classifier and not c.classifier and model_why is None:
+                    elif layer is classifier and not all_cfgs["sdgp"].classifier and model_why is None:
                         r.skipped[kind] = "the model's last nn.Linear, taken as its classifier (classifier=False)"
                     elif model_why is not None:
                         r.skipped[kind] = model_why
@@ -213,10 +214,21 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
         warnings.warn(msg, SdgpConversionWarning, stacklevel=3)
     for i, name, conv, ok in todo:
         if isinstance(conv, nn.Linear):
-            sd = ok["sdgp"]
-            n, m = sd.n_m
-            conv._sdgp = _LinearState(name, i, _lib.parse_fn(sd.prune), n, m, _lib.SCOPE[sd.scope], sd.seed, sd.kernel,
-                                      type(conv), sd.mask_block)
+            sd = ok.get("sdgp")
+            if sd is not None:
+                n, m = sd.n_m
+                st = _LinearState(name, i, _lib.parse_fn(sd.prune), n, m, _lib.SCOPE[sd.scope], sd.seed, sd.kernel,
+                                  type(conv), sd.mask_block)
+            else:  # MVUE's weight gradient alone: dL/dX is torch's of the exact dL/dY
+                st = _LinearState(name, i, None, 1, 1, 0, 0, "plain", type(conv))
+            wg = ok.get("mvue_wgrad")
+            if wg is not None:
+                st.wg = wg
+                if wg.kernel == "dense" or _linear_wgrad_sparse_ineligible(wg):
+                    st.wg_kernel = "dense"
+                elif wg.kernel == "sparse":
+                    st.wg_kernel = "sparse"
+            conv._sdgp = st
             conv.__class__ = SdgpLinear  # the class swap, as for the convs below
             continue
         pad, _ = _resolve_padding(conv)
@@ -350,11 +362,17 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
         if isinstance(mod, nn.Linear):
             if isinstance(mod, SdgpLinear):
                 s = mod._sdgp
-                rows.append({"name": shown, "type": "Linear", "converted": True, "methods": ["sdgp"],
-                             "nm": "%d:%d" % (s.n, s.m), "prune": _lib.prune_fn_name(s.fn).decode(),
-                             "kernel": s.choice or ("fastest" if s.fastest else "auto"), "pruned": s.choice != "plain",
-                             "times_ms": s.times_ms, "mask_block": s.mask_block, "wgrad": "torch", "wgrad_times_ms": None,
-                             "steps": s.step})
+                r = {"name": shown, "type": "Linear", "converted": True,
+                     "methods": [k for k, on in (("sdgp", s.fn is not None), ("mvue_wgrad", s.wg is not None)) if on],
+                     "steps": s.step}
+                if s.fn is not None:
+                    r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(),
+                             kernel=s.choice or ("fastest" if s.fastest else "auto"), pruned=s.choice != "plain",
+                             times_ms=s.times_ms, mask_block=s.mask_block, wgrad="torch", wgrad_times_ms=None)
+                if s.wg is not None:
+                    r.update(wgrad_prune=s.wg.prune, wgrad_nm=s.wg.nm, wgrad_kernel=s.wg_kernel or "auto",
+                             wgrad_kernel_times_ms=s.wg_times_ms)
+                rows.append(r)
             elif shown in skipped:
                 rows.append({"name": shown, "type": "Linear", "converted": False, "reason": skipped[shown]})
             continue
