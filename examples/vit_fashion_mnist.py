@@ -58,14 +58,18 @@ def configs(method, prune, nm, mask_block=1):
     if method == "dense":
         return None
     sd = sdgp.torch.SDGP(prune=prune, nm=nm, modules=("conv", "linear"), mask_block=mask_block)
-    return sd if method == "sdgp" else [sd, sdgp.torch.MVUEWeightGrad(nm=nm)]  # sdgp+mvue: both gradients
+    if method == "sdgp":
+        return sd
+    both = [sd, sdgp.torch.MVUEWeightGrad(nm=nm)]  # both gradients
+    return both if method == "sdgp+mvue" else both + [sdgp.torch.SparseWeights(method="sste", nm=nm)]  # all three
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="directory of the idx .gz files")
-    ap.add_argument("--method", choices=("dense", "sdgp", "sdgp+mvue"), default="sdgp",
-                    help="plain PyTorch, SDGP on the MLPs' data gradients, or with MVUE on their weight gradients too")
+    ap.add_argument("--method", choices=("dense", "sdgp", "sdgp+mvue", "all"), default="sdgp",
+                    help="plain PyTorch, SDGP on the MLPs' data gradients, with MVUE on their weight gradients too, "
+                         "or also S-STE 2:4 weights (all)")
     ap.add_argument("--prune", default="rescaled", help="SDGP's pruning function (default rescaled)")
     ap.add_argument("--nm", default="2:4", help="N:M (default 2:4)")
     ap.add_argument("--mask-block", type=int, default=1,

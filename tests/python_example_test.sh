@@ -33,9 +33,9 @@ grep -q '^ViT (width 64, depth 2, 2 heads, 49 tokens) on Fashion-MNIST: SDGP res
 grep -q '^test accuracy: [0-9.]* % on 100 images' "$T/vit" || fail "ViT: no test accuracy"
 "$py" -c 'import json, sys; r = json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert r["step"] == 2 and 0 <= r["test_acc"] <= 1' \
   "$T/vit.jsonl" || fail "ViT: no JSON log line"
-# SDGP with MVUE on the MLPs' weight gradients, masks shared by 2 tokens
+# all three methods on the MLPs (SDGP, MVUE's weight gradient, S-STE weights), masks shared by 2 tokens
 SDGP_LIBRARY=$lib PYTHONPATH=$src/python "$py" "$src/examples/vit_fashion_mnist.py" --steps 2 --batch 16 --width 64 \
-    --depth 2 --heads 2 --eval-images 100 --threads 2 --method sdgp+mvue --mask-block 2 > "$T/vit2" 2>&1 ||
-  fail "the ViT example with sdgp+mvue: $(cat "$T/vit2")"
-grep -q '^ViT .*: SDGP+MVUE rescaled 2:4 mask_block 2, 4 converted layers' "$T/vit2" || fail "ViT sdgp+mvue: $(cat "$T/vit2")"
+    --depth 2 --heads 2 --eval-images 100 --threads 2 --method all --mask-block 2 > "$T/vit2" 2>&1 ||
+  fail "the ViT example with all three methods: $(cat "$T/vit2")"
+grep -q '^ViT .*: ALL rescaled 2:4 mask_block 2, 4 converted layers' "$T/vit2" || fail "ViT all: $(cat "$T/vit2")"
 echo "3 passed, 0 failed"

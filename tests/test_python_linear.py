@@ -17,6 +17,7 @@ import sdgp
 import sdgp.torch as st
 
 from python_harness import raises, run_tests
+from test_python_sparsify import project_ref
 
 torch.set_num_threads(2)
 LIN = ("linear",)
@@ -36,7 +37,13 @@ class HandLinear(nn.Linear):
         return self
 
     def forward(self, x):
-        y = _Hand.apply(x, self.weight, self.bias, self, self.step)
+        w = self.weight
+        sw = getattr(self, "sw", None)
+        if sw is not None:  # W~ by hand, straight-through to W
+            n, m = sw.n_m
+            wt = project_ref(w[:, :, None, None], sw.method, n, m, sw.groups, self.beta)[0].reshape(w.shape)
+            w = w + (wt - w).detach()
+        y = _Hand.apply(x, w, self.bias, self, self.step)
         if x.requires_grad:
             self.step += 1
         return y
@@ -172,6 +179,35 @@ def test_mvue_weight_grad_matches_hand_reference():
     assert rel(model[0].weight.grad, ref[0].weight.grad) < 2e-5
 
 
+def test_sparse_weights_match_hand_reference():
+    """SparseWeights (S-STE) on linear layers, with SDGP and alone (a dict), masks along in_features and
+    along out_features ("cout"), 2-d and 3-d inputs: W~ in the forward, dL/dX of W~, W's gradient W~'s."""
+    for shape in ((40, 24), (4, 10, 24)):
+        for groups in ("tap", "cout"):
+            for with_sdgp in (True, False):
+                torch.manual_seed(6)
+                plain = mlp(True)
+                x = torch.randn(shape)
+                sw = st.SparseWeights(method="sste", nm="2:4", groups=groups)
+                sd = st.SDGP(prune="magnitude", nm="2:4", kernel="sparse", seed=9, modules=LIN, classifier=True)
+                names = ["0", "2", "4"]
+                model = copy.deepcopy(plain)
+                rep = st.sparsify_(model, [sd, sw] if with_sdgp else {k: sw for k in names}, strict=True)
+                assert rep.converted == names, rep.converted
+                ref = hand(plain, sd if with_sdgp else None, names)
+                for k in names:
+                    ref[int(k)].sw, ref[int(k)].beta = sw, model[int(k)]._sdgp.sw_beta
+                a, b = grads(model, x), grads(ref, x)
+                worst = max(max(rel(ga[k], gb[k]) for k in ga) for (_, ga), (_, gb) in zip(a, b))
+                worst = max(worst, max(rel(ya, yb) for (ya, _), (yb, _) in zip(a, b)))
+                assert worst < 2e-5, (shape, groups, with_sdgp, worst)
+                rows = [r for r in st.layer_report(model) if r["type"] == "Linear"]
+                assert all("sparse_weights" in r["methods"] and r["weights_groups"] == groups for r in rows), rows
+                assert "weights=sste 2:4 %s" % groups in repr(model[0])
+    # the projection is real: the forward differs from the plain layer's
+    assert rel(a[0][0], grads(plain, x, 1)[0][0]) > 1e-3
+
+
 def test_auto_kernel_and_report():
     torch.manual_seed(2)
     plain = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 10))
@@ -217,14 +253,14 @@ def test_conversion_rules():
     assert any(issubclass(x.category, st.SdgpConversionWarning) and "out_features=30" in str(x.message) for x in w)
     assert [r.index for r in rep.layers] == [0, 1, 2, 3, 4] and m[5]._sdgp.layer == 3
     assert isinstance(m[1], st.SdgpConv2d) and isinstance(m[5], st.SdgpLinear) and type(m[6]) is nn.Linear
-    # linear only; MVUE in a list applies to the linears the SDGP config takes, sparse weights do not
+    # linear only; MVUE and sparse weights in a list apply to the linears the SDGP config takes
     m = copy.deepcopy(net)
     rep = st.sparsify_(m, [st.SDGP(modules=LIN, nm="1:2", classifier=True), st.MVUEWeightGrad()])
     assert rep.converted == ["1", "3", "5", "6"], rep.converted
     assert rep["1"].methods.keys() == {"mvue_wgrad"} and "modules" in rep["1"].skipped["sdgp"]
     assert rep["3"].methods.keys() == {"sdgp", "mvue_wgrad"}, rep["3"].methods
     rep = st.sparsify_(copy.deepcopy(net), [st.SDGP(modules=LIN, nm="1:2"), st.SparseWeights()])
-    assert "applies to nn.Conv2d layers only" in rep["3"].skipped["sparse_weights"]
+    assert rep["3"].methods.keys() == {"sdgp", "sparse_weights"} and "in_features=30" in rep["5"].skipped["sparse_weights"]
     x = torch.randn(2, 3, 4, 4)
     m(x).sum().backward()
     # filter_fn selects among them
@@ -236,7 +272,7 @@ def test_conversion_rules():
     assert rep.converted == ["1", "6"] and rep["6"].index == 4
     raises(TypeError, lambda: st.sparsify_(copy.deepcopy(net), {"5": st.SDGP()}), "modules")
     raises(ValueError, lambda: st.sparsify_(copy.deepcopy(net), {"3": st.SDGP(modules=LIN)}), "out_features=30")
-    raises(TypeError, lambda: st.sparsify_(copy.deepcopy(net), {"5": st.SparseWeights()}), "SparseWeights")
+    raises(ValueError, lambda: st.sparsify_(copy.deepcopy(net), {"5": st.SparseWeights()}), "in_features=30")
     raises(ValueError, lambda: st.sparsify_(copy.deepcopy(net), st.SDGP(modules=LIN), strict=True), "out_features=30")
     # mask_block: linear layers share masks along their sequences (test_matches_hand_reference)
     rep = st.sparsify_(copy.deepcopy(net), st.SDGP(modules=("conv", "linear"), mask_block=2))

@@ -1,5 +1,5 @@
-"""nn.Linear with SDGP's data gradient and MVUE's weight gradient (sdgp.torch's module docstring,
-"nn.Linear"): the layer, its autograd function and its eligibility. sdgp.torch re-exports SdgpLinear; sparsify_ (_sparsify.py) makes it."""
+"""nn.Linear with SDGP's data gradient, MVUE's weight gradient and S-STE / SR-STE weights (sdgp.torch's
+module docstring, "nn.Linear"): the layer, its autograd function and its eligibility. sdgp.torch re-exports SdgpLinear; sparsify_ (_sparsify.py) makes it."""
 import ctypes
 from typing import Optional
 
@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import _lib
-from .torch import _LayerState, _check_forward, _forward_saving, _relayout, _saved_fp32, _scratch
+from .torch import _LayerState, _ProjectFn, _check_forward, _forward_saving, _relayout, _saved_fp32, _scratch
 
 
 # ---- nn.Linear: SDGP's data gradient as a 1x1 convolution over the tokens ----
@@ -101,17 +101,19 @@ class _SdgpLinearFn(torch.autograd.Function):
 
 
 class SdgpLinear(nn.Linear):
-    """nn.Linear with SDGP's data gradient and/or MVUE's weight gradient (module docstring, "nn.Linear"). Made by
-    sparsify_, not constructed."""
+    """nn.Linear with any of the three methods (module docstring, "nn.Linear"). Made by sparsify_, not
+    constructed."""
     _sdgp: "_LinearState"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         st = self._sdgp
-        lowp = _check_forward(st, x, self.weight, "nn.Linear")
-        if torch.is_grad_enabled() and ((x.requires_grad and st.fn is not None) or
-                                        (self.weight.requires_grad and st.wg is not None)):
-            return _SdgpLinearFn.apply(x, self.weight, self.bias, st, lowp)
-        return F.linear(x, self.weight, self.bias)  # torch's own (autocast as for a plain layer)
+        w = self.weight
+        lowp = _check_forward(st, x, w, "nn.Linear")
+        if st.sw is not None:
+            w = _ProjectFn.apply(w, st)  # W~ (its gradient goes to W)
+        if torch.is_grad_enabled() and ((x.requires_grad and st.fn is not None) or (w.requires_grad and st.wg is not None)):
+            return _SdgpLinearFn.apply(x, w, self.bias, st, lowp)
+        return F.linear(x, w, self.bias)  # torch's own (autocast as for a plain layer)
 
     def extra_repr(self) -> str:
         s = self._sdgp
@@ -121,6 +123,8 @@ class SdgpLinear(nn.Linear):
                                                        s.choice or "auto (not measured yet)"))
         if s.wg is not None:
             parts.append("wgrad=%s %s kernel=%s" % (s.wg.prune, s.wg.nm, s.wg_kernel or "auto"))
+        if s.sw is not None:
+            parts.append("weights=%s %s %s" % (s.sw.method, s.sw.nm, s.sw.groups))
         return "%s, %s" % (super().extra_repr(), ", ".join(parts))
 
 

@@ -83,14 +83,18 @@ def _takes_linear(cfgs: Mapping[str, Any]) -> bool:
 
 def _linear_reason(kind: str, lin: nn.Module, c: Any, model_why: Optional[str]) -> Optional[str]:
     """Why config c (of kind) cannot convert this nn.Linear, or None."""
-    if kind == "sparse_weights":
-        return "%s is not an nn.Conv2d: %s applies to nn.Conv2d layers only (nn.Linear layers take SDGP and " \
-               "MVUEWeightGrad)" % (type(lin).__name__, type(c).__name__)
     if kind == "sdgp" and "linear" not in c.modules:
         return "%s is not an nn.Conv2d (SDGP(modules=%r); modules=(\"conv\", \"linear\") converts nn.Linear " \
                "layers)" % (type(lin).__name__, c.modules)
-    # SDGP prunes along the out_features; MVUE along the tokens (any out_features)
+    # SDGP prunes along the out_features; MVUE along the tokens (any out_features); sparse weights along the
+    # in_features (the out_features for groups "cout")
     why = _linear_ineligible(lin, c.n_m[1] if kind == "sdgp" else 1)
+    if why is None and kind == "sparse_weights":
+        width, what = (lin.out_features, "out_features") if c.groups == "cout" else (lin.in_features, "in_features")
+        if width % c.n_m[1]:
+            why = "%s=%d is not a multiple of m=%d (SparseWeights groups=%r)" % (what, width, c.n_m[1], c.groups)
+        elif c.groups.startswith("block") and lin.out_features % int(c.groups[5:]):
+            why = "out_features=%d is not a multiple of the %s block" % (lin.out_features, c.groups)
     if why:
         return why
     return model_why
@@ -115,7 +119,7 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
             if isinstance(mod, nn.Linear):  # SDGP(modules=(..., "linear")), MVUEWeightGrad: other reasons below
                 for kind in _KIND_ORDER:
                     c = layer_cfgs[k].get(kind)
-                    if c is not None and (kind == "sparse_weights" or (kind == "sdgp" and "linear" not in c.modules)):
+                    if c is not None and kind == "sdgp" and "linear" not in c.modules:
                         why = _linear_reason(kind, mod, c, None)
                         raise _error_class(why)("%s: layer %s, %s: %s" % (who, k, type(c).__name__, why))
                 continue
@@ -161,9 +165,7 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
             cfgs = {}
             for kind, c in all_cfgs.items():
                 if is_linear:  # (the SDGP config takes linear layers: with_linear)
-                    if kind == "sparse_weights":
-                        r.skipped[kind] = "nn.Linear: %s applies to nn.Conv2d layers only" % type(c).__name__
-                    elif layer is classifier and not all_cfgs["sdgp"].classifier and model_why is None:
+                    if layer is classifier and not all_cfgs["sdgp"].classifier and model_why is None:
                         r.skipped[kind] = "the model's last nn.Linear, taken as its classifier (classifier=False)"
                     elif model_why is not None:
                         r.skipped[kind] = model_why
@@ -228,6 +230,10 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
                     st.wg_kernel = "dense"
                 elif wg.kernel == "sparse":
                     st.wg_kernel = "sparse"
+            sw = ok.get("sparse_weights")
+            if sw is not None:  # its forward on W~ is torch's F.linear (the sparse-weight kernels are the convs')
+                st.sw = sw
+                st.set_beta(conv.weight)
             conv._sdgp = st
             conv.__class__ = SdgpLinear  # the class swap, as for the convs below
             continue
@@ -363,7 +369,8 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
             if isinstance(mod, SdgpLinear):
                 s = mod._sdgp
                 r = {"name": shown, "type": "Linear", "converted": True,
-                     "methods": [k for k, on in (("sdgp", s.fn is not None), ("mvue_wgrad", s.wg is not None)) if on],
+                     "methods": [k for k, on in (("sdgp", s.fn is not None), ("mvue_wgrad", s.wg is not None),
+                                                        ("sparse_weights", s.sw is not None)) if on],
                      "steps": s.step}
                 if s.fn is not None:
                     r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(),
@@ -372,6 +379,9 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
                 if s.wg is not None:
                     r.update(wgrad_prune=s.wg.prune, wgrad_nm=s.wg.nm, wgrad_kernel=s.wg_kernel or "auto",
                              wgrad_kernel_times_ms=s.wg_times_ms)
+                if s.sw is not None:
+                    r.update(weights=s.sw.method, weights_nm=s.sw.nm, weights_groups=s.sw.groups, beta=s.sw_beta,
+                             fwd_kernel="torch")
                 rows.append(r)
             elif shown in skipped:
                 rows.append({"name": shown, "type": "Linear", "converted": False, "reason": skipped[shown]})

@@ -1,4 +1,4 @@
-"""N:M sparsity for PyTorch models' nn.Conv2d layers (and SDGP, MVUE on nn.Linear layers), on libsdgp: SDGP (the data gradient), MVUE
+"""N:M sparsity for PyTorch models' nn.Conv2d and nn.Linear layers, on libsdgp: SDGP (the data gradient), MVUE
 (the weight gradient) and S-STE / SR-STE (sparse weights in the forward), one call for any of them.
 
     import sdgp.torch as st
@@ -19,13 +19,15 @@ cannot take (SDGP's geometry rules, channels that M does not divide) keeps the o
 (and a SdgpConversionWarning; strict=True: an exception) says why. With a dict, the named layers get
 their own configs and a layer a config cannot take is an error naming it.
 
-nn.Linear (SDGP and MVUE): SDGP(modules=("conv", "linear")) (or ("linear",)) also converts nn.Linear
+nn.Linear (all three methods): SDGP(modules=("conv", "linear")) (or ("linear",)) also converts nn.Linear
 layers into SdgpLinear (the same class swap; the default, ("conv",), leaves them alone and out of the report):
   forward      F.linear, bitwise the plain layer's;
   dL/dW, dL/db torch's, of the unpruned dL/dY (wgrad does not apply); with MVUEWeightGrad (in the
                same list, or a dict naming the layer, alone too) dL/dW of dL/dY pruned along the tokens
                (the conv's rows), on sdgp_sparse_wgrad or torch's product (its kernel rule), the exact
-               dL/dW in a step whose token count m does not divide (a last batch);
+               dL/dW in a step whose token count m does not divide (a last batch); with SparseWeights
+               the layer computes with W~ (groups along in_features, or out_features for "cout"),
+               its product torch's F.linear (the sparse-weight kernels are the convs'), dL/dX of W~;
   dL/dX        prune(dL/dY) x W, dL/dY flattened to tokens x out_features (any leading dimensions;
                dL/dX reshaped back), pruned along the out_features: the backward-data of a 1x1
                convolution whose samples are sequences (x of 3+ dimensions: x.shape[-2] tokens each,
@@ -38,8 +40,7 @@ Eligible: exactly nn.Linear (or NonDynamicallyQuantizableLinear, a marker subcla
 == 0, float32 CPU weights; others stay plain with the reason. The pruning key's `layer`
 is then the index among the model's nn.Conv2d and nn.Linear modules (model.modules() order). Without a
 dict, the model's last nn.Linear (normally the classifier) stays plain unless SDGP(classifier=True);
-a config dict naming it converts it. SparseWeights takes nn.Conv2d only (a report reason; a dict
-naming a Linear with it raises TypeError).
+a config dict naming it converts it.
 Transformers: nn.TransformerEncoderLayer's MLP, linear1 and linear2, are nn.Linear modules and convert
 (linear2 is the bare layer's last nn.Linear: classifier=True, or a model with a head after it).
 nn.MultiheadAttention's in-projection is a parameter (in_proj_weight, or q/k/v_proj_weight), not a
@@ -654,12 +655,12 @@ class _LayerState:
         n, m = c.n_m
         wc = w.detach().contiguous()
         out = torch.empty_like(wc)
-        cout, cin = wc.shape[0], wc.shape[1]
-        _lib.weights_project(out.data_ptr(), wc.data_ptr(), cout, cin, wc.shape[2] * wc.shape[3],
+        cout, cin = wc.shape[0], wc.shape[1]  # OIHW, or a linear layer's (out, in): one tap
+        _lib.weights_project(out.data_ptr(), wc.data_ptr(), cout, cin, wc[0, 0].numel(),
                              WEIGHT_METHODS[c.method], WEIGHT_GROUPS[c.groups], n, m,
                              self.sw_beta if scale is None else scale)
         self.wt_oihw = None
-        if not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last):
+        if w.dim() == 4 and not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last):
             self.wt_oihw = out  # the sparse forward packs from OIHW: no copy back (until the next projection)
             out = out.contiguous(memory_format=torch.channels_last)
         return out
