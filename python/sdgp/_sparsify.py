@@ -116,7 +116,7 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
         layer_cfgs = {k: normalize(v, who) for k, v in config.items()}
         for k in config:
             mod = modules[k]
-            if isinstance(mod, nn.Linear):  # SDGP(modules=(..., "linear")), MVUEWeightGrad: other reasons below
+            if isinstance(mod, nn.Linear):  # SDGP needs modules with "linear"; every method's other reasons below
                 for kind in _KIND_ORDER:
                     c = layer_cfgs[k].get(kind)
                     if c is not None and kind == "sdgp" and "linear" not in c.modules:
@@ -353,6 +353,15 @@ def sparse_weights(model: nn.Module) -> Dict[str, torch.Tensor]:
                 for name, mod in model.named_modules() if isinstance(mod, SdgpConv2d) and mod._sdgp.sw is not None}
 
 
+def _mvue_and_weights_fields(r: Dict[str, Any], s: Any) -> None:
+    """A converted layer's report fields of MVUEWeightGrad and SparseWeights (state s), into row r."""
+    if s.wg is not None:
+        r.update(wgrad_prune=s.wg.prune, wgrad_nm=s.wg.nm, wgrad_kernel=s.wg_kernel or "auto",
+                 wgrad_kernel_times_ms=s.wg_times_ms)
+    if s.sw is not None:
+        r.update(weights=s.sw.method, weights_nm=s.sw.nm, weights_groups=s.sw.groups, beta=s.sw_beta)
+
+
 def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
     """One dict per nn.Conv2d of model (and per nn.Linear that sparsify_ converted or gave a reason for,
     "type": "Linear"): name, type, converted, methods; for layers with SDGP the n:m, the pruning
@@ -376,12 +385,9 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
                     r.update(nm="%d:%d" % (s.n, s.m), prune=_lib.prune_fn_name(s.fn).decode(),
                              kernel=s.choice or ("fastest" if s.fastest else "auto"), pruned=s.choice != "plain",
                              times_ms=s.times_ms, mask_block=s.mask_block, wgrad="torch", wgrad_times_ms=None)
-                if s.wg is not None:
-                    r.update(wgrad_prune=s.wg.prune, wgrad_nm=s.wg.nm, wgrad_kernel=s.wg_kernel or "auto",
-                             wgrad_kernel_times_ms=s.wg_times_ms)
+                _mvue_and_weights_fields(r, s)
                 if s.sw is not None:
-                    r.update(weights=s.sw.method, weights_nm=s.sw.nm, weights_groups=s.sw.groups, beta=s.sw_beta,
-                             fwd_kernel="torch")
+                    r["fwd_kernel"] = "torch"
                 rows.append(r)
             elif shown in skipped:
                 rows.append({"name": shown, "type": "Linear", "converted": False, "reason": skipped[shown]})
@@ -399,13 +405,9 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
                          times_ms=s.times_ms, mask_block=s.mask_block, wgrad=s.wgrad or "auto",
                          wgrad_times_ms=s.wgrad_times_ms)
             r["steps"] = s.step
-            if s.wg is not None:
-                r.update(wgrad_prune=s.wg.prune, wgrad_nm=s.wg.nm, wgrad_kernel=s.wg_kernel or "auto",
-                         wgrad_kernel_times_ms=s.wg_times_ms)
-            if s.sw is not None:
-                r.update(weights=s.sw.method, weights_nm=s.sw.nm, weights_groups=s.sw.groups, beta=s.sw_beta)
-                if s.fwd is not None:
-                    r.update(s.fwd.report(s.fn is not None))
+            _mvue_and_weights_fields(r, s)
+            if s.sw is not None and s.fwd is not None:
+                r.update(s.fwd.report(s.fn is not None))
         else:
             why = skipped.get(r["name"]) or _ineligible(mod, m)
             r["reason"] = why or ("first layer (first_layer=False)" if first else "not converted")
