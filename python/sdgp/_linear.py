@@ -116,16 +116,7 @@ class SdgpLinear(nn.Linear):
         return F.linear(x, w, self.bias)  # torch's own (autocast as for a plain layer)
 
     def extra_repr(self) -> str:
-        s = self._sdgp
-        parts = []
-        if s.fn is not None:
-            parts.append("sdgp=%s %d:%d kernel=%s" % (_lib.prune_fn_name(s.fn).decode(), s.n, s.m,
-                                                       s.choice or "auto (not measured yet)"))
-        if s.wg is not None:
-            parts.append("wgrad=%s %s kernel=%s" % (s.wg.prune, s.wg.nm, s.wg_kernel or "auto"))
-        if s.sw is not None:
-            parts.append("weights=%s %s %s" % (s.sw.method, s.sw.nm, s.sw.groups))
-        return "%s, %s" % (super().extra_repr(), ", ".join(parts))
+        return "%s, %s" % (super().extra_repr(), self._sdgp.describe())
 
 
 def _linear_wgrad_sparse_ineligible(c) -> Optional[str]:

@@ -413,6 +413,19 @@ class _LayerState:
         self.plans = {}
         self.lock = threading.Lock()  # a plan's buffers serve one call at a time
 
+    def describe(self) -> str:
+        """The layer's methods, as its module's repr shows them."""
+        parts = []
+        if self.fn is not None:
+            parts.append("sdgp=%s %d:%d%s kernel=%s" % (
+                _lib.prune_fn_name(self.fn).decode(), self.n, self.m,
+                " mask_block=%d" % self.mask_block if self.mask_block > 1 else "", self.choice or "auto (not measured yet)"))
+        if self.wg is not None:
+            parts.append("wgrad=%s %s kernel=%s" % (self.wg.prune, self.wg.nm, self.wg_kernel or "auto"))
+        if self.sw is not None:
+            parts.append("weights=%s %s %s" % (self.sw.method, self.sw.nm, self.sw.groups))
+        return ", ".join(parts)
+
     # copies (deepcopy of the model, pickling) get the configuration, never the C plans
     def __deepcopy__(self, memo):
         new = copy.copy(self)
@@ -840,17 +853,7 @@ class SdgpConv2d(nn.Conv2d):
         return self._conv_forward(x, w, self.bias)  # torch's own (autocast as for a plain layer)
 
     def extra_repr(self) -> str:
-        s = self._sdgp
-        parts = []
-        if s.fn is not None:
-            parts.append("sdgp=%s %d:%d%s kernel=%s" % (
-                _lib.prune_fn_name(s.fn).decode(), s.n, s.m, " mask_block=%d" % s.mask_block if s.mask_block > 1 else "",
-                s.choice or "auto (not measured yet)"))
-        if s.wg is not None:
-            parts.append("wgrad=%s %s kernel=%s" % (s.wg.prune, s.wg.nm, s.wg_kernel or "auto"))
-        if s.sw is not None:
-            parts.append("weights=%s %s %s" % (s.sw.method, s.sw.nm, s.sw.groups))
-        return "%s, %s" % (super().extra_repr(), ", ".join(parts))
+        return "%s, %s" % (super().extra_repr(), self._sdgp.describe())
 
 
 # nn.Linear's layer lives in _linear.py; imported here, after the helpers it uses.
