@@ -1,5 +1,6 @@
 """nn.Linear with SDGP's data gradient, MVUE's weight gradient and S-STE / SR-STE weights (sdgp.torch's
-module docstring, "nn.Linear"): the layer, its autograd function and its eligibility. sdgp.torch re-exports SdgpLinear; sparsify_ (_sparsify.py) makes it."""
+module docstring, "nn.Linear"): the layer, its autograd function and its eligibility. sdgp.torch
+re-exports SdgpLinear; sparsify_ (_sparsify.py) makes it."""
 import ctypes
 from typing import Optional
 
