@@ -595,6 +595,14 @@ static void avx512_sums(const prune_job *j, int64_t b, double *dense, double *ke
         }
 }
 
+/* The keep mask of 16 channels of a block of len rows (x: its first row's, rows C apart), ranked on the
+ * rows' summed |x| (float, in row order): prune_block.c's decision for the magnitude rules. */
+static inline __mmask16 block_keep16(const rank16 *rp, const float *x, int64_t C, int64_t len, __mmask16 valid) {
+    __m512 sum = _mm512_abs_ps(mem_load_ps(valid, x));
+    for (int64_t t = 1; t < len; t++) sum = _mm512_add_ps(sum, _mm512_abs_ps(mem_load_ps(valid, x + t * C)));
+    return keep16(rp, key16(sum)) & valid;
+}
+
 /* Shared masks (prune_block.c's rules), the magnitude rules, m | 16: per block of the sample, 64
  * channels at a time, the block's summed |x| (float, row order) ranked in registers, then every row
  * of the block added to the double sums (row order per channel, as block_add_sums). */
@@ -610,17 +618,12 @@ static int avx512_block_sums(const prune_job *j, int64_t b, double *dense, doubl
         for (int q = 0; q < 4; q++) valid[q] = c0 + 16 * q < C ? tail_mask(C - c0 - 16 * q) : 0;
         for (int h = 0; h < 8; h++) d[h] = k[h] = _mm512_setzero_pd();
         for (int64_t r0 = rb, len; r0 < re; r0 += len) {
-            const int64_t rest = j->line - (r0 - rb) % j->line; /* blocks do not cross a line */
-            len = rest < j->block ? rest : j->block;
+            len = prune_block_rows(j, r0);
             const float *x = j->x + r0 * C + c0;
             __mmask16 kp[4];
             /* whole loops over the 4 vectors (lanes past C load zeros): the sums stay in registers */
 #pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) {
-                __m512 sum = _mm512_abs_ps(mem_load_ps(valid[q], x + 16 * q));
-                for (int64_t t = 1; t < len; t++) sum = _mm512_add_ps(sum, _mm512_abs_ps(mem_load_ps(valid[q], x + t * C + 16 * q)));
-                kp[q] = keep16(&rp, key16(sum)) & valid[q];
-            }
+            for (int q = 0; q < 4; q++) kp[q] = block_keep16(&rp, x + 16 * q, C, len, valid[q]);
             for (int64_t t = 0; t < len; t++)
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) {
@@ -655,18 +658,10 @@ static int avx512_block_prune(const prune_job *j, int64_t t0, int64_t t1) {
     if (!kw) return -1; /* the portable path needs no memory */
     rank16 rp;
     rank16_init(&rp, j->n, j->m);
-    /* the first block start at or after t0: blocks tile each line from its start */
-    const int64_t off = t0 % j->P % j->line, into = off % j->block;
-    int64_t r = t0;
-    if (into) r += j->block - into < j->line - off ? j->block - into : j->line - off;
-    for (int64_t len; r < t1; r += len) {
-        const int64_t rest = j->line - r % j->P % j->line;
-        len = rest < j->block ? rest : j->block;
+    for (int64_t r = prune_next_block_start(j, t0), len; r < t1; r += len) {
+        len = prune_block_rows(j, r);
         for (int64_t c = 0; c < C; c += 16) {
-            const __mmask16 valid = tail_mask(C - c);
-            __m512 sum = _mm512_abs_ps(mem_load_ps(valid, j->x + r * C + c));
-            for (int64_t t = 1; t < len; t++) sum = _mm512_add_ps(sum, _mm512_abs_ps(mem_load_ps(valid, j->x + (r + t) * C + c)));
-            const __mmask16 kp = keep16(&rp, key16(sum)) & valid;
+            const __mmask16 kp = block_keep16(&rp, j->x + r * C + c, C, len, tail_mask(C - c));
             for (int64_t t = 0; t < len; t++) kw[t * W + c / 16] = kp;
         }
         channel_vec(j, &rp, r, r + len, kw);

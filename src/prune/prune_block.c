@@ -13,20 +13,6 @@
 
 #include "prune/prune_internal.h"
 
-/* Rows of the block that starts at row r (the rest of the line when shorter than a block). */
-static int64_t block_rows(const prune_job *j, int64_t r) {
-    const int64_t rest = j->line - r % j->P % j->line;
-    return rest < j->block ? rest : j->block;
-}
-
-/* The first block start at or after row r. */
-static int64_t next_block_start(const prune_job *j, int64_t r) {
-    const int64_t off = r % j->P % j->line, k = off % j->block;
-    if (!k) return r;
-    const int64_t to_block = j->block - k, to_line = j->line - off;
-    return r + (to_block < to_line ? to_block : to_line);
-}
-
 /* Channels are handled in slices of whole groups (PRUNE_BLOCK_SLICE, prune_internal.h), and
  * blocks in batches of at most BATCH, so the workspace is a few tens of KiB on the stack (no
  * allocation in a kernel that runs per image), and the magnitude ranking runs once per batch: the
@@ -174,12 +160,12 @@ static int run_blocks(const prune_job *j, int64_t t0, int64_t t1, double *dense,
     int32_t first[SLICE];
     int64_t r0[BATCH], len[BATCH];
     int bad = 0;
-    for (int64_t r = next_block_start(j, t0); r < t1;) {
+    for (int64_t r = prune_next_block_start(j, t0); r < t1;) {
         int nb = 0;
         for (; nb < BATCH && r < t1; nb++) {
             r0[nb] = r;
-            len[nb] = block_rows(j, r);
-            r = next_block_start(j, r + len[nb]);
+            len[nb] = prune_block_rows(j, r);
+            r = prune_next_block_start(j, r + len[nb]);
         }
         for (int64_t c0 = 0, c1; c0 < j->C; c0 = c1) {
             c1 = c0 + sw < j->C ? c0 + sw : j->C;

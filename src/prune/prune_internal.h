@@ -128,6 +128,19 @@ struct prune_job {
     sdgp_layout layout;
 };
 
+/* Shared masks: the rows of the block that starts at row r (the rest of the line when shorter than
+ * a block), and the first block start at or after row r; blocks tile each line from its start. */
+static inline int64_t prune_block_rows(const prune_job *j, int64_t r) {
+    const int64_t rest = j->line - r % j->P % j->line;
+    return rest < j->block ? rest : j->block;
+}
+static inline int64_t prune_next_block_start(const prune_job *j, int64_t r) {
+    const int64_t off = r % j->P % j->line, k = off % j->block;
+    if (!k) return r;
+    const int64_t to_block = j->block - k, to_line = j->line - off;
+    return r + (to_block < to_line ? to_block : to_line);
+}
+
 struct prune_kernels {
     /* Prunes tiles [t0, t1): rows for the channel axis, row groups (m rows each) for the row
      * axis. Returns 1 when a MVUE group held a non-finite value (outputs then unspecified). */
