@@ -62,7 +62,10 @@ int cli_parse_float(const char *flag, const char *text, double lo, double hi, do
     return 1;
 }
 
-int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, long *out, int max) {
+/* A comma list of at most max items (`noun` in the message), each parsed by one(flag, token, index, ctx),
+ * which prints its own message and returns 0 on a bad token. Returns the count, or 0 (message printed). */
+static int parse_list(const char *flag, const char *text, int max, const char *noun,
+                      int (*one)(const char *flag, const char *tok, int i, void *ctx), void *ctx) {
     if (!text || !*text) {
         fprintf(stderr, "sdgp: %s needs a value\n", flag);
         return 0;
@@ -76,38 +79,43 @@ int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, lon
     int count = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (count == max) {
-            fprintf(stderr, "sdgp: %s: at most %d entries\n", flag, max);
+            fprintf(stderr, "sdgp: %s: at most %d %s\n", flag, max, noun);
             return 0;
         }
-        if (!cli_parse_int(flag, tok, lo, hi, &out[count])) return 0;
+        if (!one(flag, tok, count, ctx)) return 0;
         count++;
     }
     if (count == 0) fprintf(stderr, "sdgp: %s: empty list\n", flag);
     return count;
 }
 
+typedef struct {
+    long lo, hi, *out;
+} int_list;
+static int one_int(const char *flag, const char *tok, int i, void *ctx) {
+    const int_list *l = ctx;
+    return cli_parse_int(flag, tok, l->lo, l->hi, &l->out[i]);
+}
+
+int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, long *out, int max) {
+    int_list l = {lo, hi, out};
+    return parse_list(flag, text, max, "entries", one_int, &l);
+}
+
+typedef struct {
+    int *n, *m;
+} nm_list;
+static int one_nm(const char *flag, const char *tok, int i, void *ctx) {
+    const nm_list *l = ctx;
+    sdgp_error e;
+    if (sdgp_nm_parse(tok, &l->n[i], &l->m[i], &e) == SDGP_OK) return 1;
+    fprintf(stderr, "sdgp: %s: %s\n", flag, e.msg);
+    return 0;
+}
+
 int cli_parse_nm_list(const char *flag, const char *text, int *n, int *m, int max) {
-    char buf[256];
-    if (strlen(text) >= sizeof buf) {
-        fprintf(stderr, "sdgp: %s: list too long\n", flag);
-        return 0;
-    }
-    strcpy(buf, text);
-    int count = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        sdgp_error e;
-        if (count == max) {
-            fprintf(stderr, "sdgp: %s: at most %d patterns\n", flag, max);
-            return 0;
-        }
-        if (sdgp_nm_parse(tok, &n[count], &m[count], &e) != SDGP_OK) {
-            fprintf(stderr, "sdgp: %s: %s\n", flag, e.msg);
-            return 0;
-        }
-        count++;
-    }
-    if (!count) fprintf(stderr, "sdgp: %s: empty list\n", flag);
-    return count;
+    nm_list l = {n, m};
+    return parse_list(flag, text, max, "patterns", one_nm, &l);
 }
 
 float *cli_alloc_floats(size_t n) {
