@@ -484,8 +484,9 @@ class _LayerState:
         Cin, H, W = x_shape[1], x_shape[2], x_shape[3]
         p = self._plan(B, H, W, Cin, Cout, w.shape[2], w.shape[3], threads)
         cfg, err = self._cfg(threads, Wo, nchw), _lib.Error()
-        # shared masks on NHWC dL/dO: pruned inside the kernel's packing (sdgp_prune's block path is
-        # portable C, several times the fused cost); otherwise sdgp_prune into the compressed form
+        # shared masks on NHWC dL/dO: pruned inside the kernel's packing (one read of dL/dO, no compressed
+        # copy; sdgp_prune's block path is portable C for the sampled functions); otherwise sdgp_prune into
+        # the compressed form
         fused = self.mask_block > 1 and not nchw
         if not fused:
             values = _scratch("values", (p.rows * p.slots,))
