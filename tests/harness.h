@@ -76,6 +76,20 @@ static inline int test_finish(void) {
     return T_.failed ? 1 : 0;
 }
 
+/* FOR_EACH_ISA(isa) statement: runs the statement once for each kernel path this CPU supports
+ * (sdgp_isa_supported: ref always, then avx2 and avx512 where the CPU and OS run them), in enum
+ * order, with isa declared as an sdgp_isa; never SDGP_ISA_AUTO. FOR_EACH_VECTOR_ISA leaves out
+ * ref, for tests that compare the vector paths against it. break and continue act on this loop.
+ * The paths do not follow the SDGP_ISA variable: that picks what AUTO resolves to, and these tests
+ * name each path explicitly. Only the expansion names sdgp/isa.h's declarations, so this header
+ * stays usable by tests that do not include it. */
+#define TEST_FOR_EACH_ISA_FROM(isa, first)                                              \
+    for (sdgp_isa isa = (first); isa < SDGP_ISA_COUNT; isa = (sdgp_isa)(isa + 1))       \
+        if (!sdgp_isa_supported(isa)) {                                                 \
+        } else
+#define FOR_EACH_ISA(isa) TEST_FOR_EACH_ISA_FROM(isa, SDGP_ISA_REF)
+#define FOR_EACH_VECTOR_ISA(isa) TEST_FOR_EACH_ISA_FROM(isa, SDGP_ISA_AVX2)
+
 /* A small deterministic generator for test data (not the library's Philox). */
 static inline uint64_t test_rand_u64(uint64_t *s) {
     uint64_t x = (*s += 0x9E3779B97F4A7C15ull);

@@ -59,9 +59,8 @@ TEST_CASE(isa_selection) {
 TEST_CASE(transpose_paths) {
     const int64_t dims[] = {1, 7, 8, 16, 17, 40, 64, 1024};
     long compared = 0;
-    for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-        if (isa == SDGP_ISA_AUTO || !sdgp_isa_supported((sdgp_isa)isa)) continue;
-        const transpose_fn tr = transpose_for((sdgp_isa)isa);
+    FOR_EACH_ISA(isa) {
+        const transpose_fn tr = transpose_for(isa);
         for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
             for (size_t j = 0; j < sizeof dims / sizeof dims[0]; j++) {
                 const int64_t rows = dims[i], cols = dims[j], lds = cols + 3 * (int64_t)(j % 2), ldd = rows == 1024 ? 1024 : rows + 5;
@@ -73,7 +72,7 @@ TEST_CASE(transpose_paths) {
                 int ok = 1;
                 for (int64_t c = 0; c < cols; c++)
                     for (int64_t r = 0; r < ldd; r++) ok &= dst[c * ldd + r] == (r < rows ? src[r * lds + c] : -1.0f);
-                CHECK(ok, "%s transpose %lld x %lld (lds %lld, ldd %lld) is wrong", sdgp_isa_name((sdgp_isa)isa), (long long)rows,
+                CHECK(ok, "%s transpose %lld x %lld (lds %lld, ldd %lld) is wrong", sdgp_isa_name(isa), (long long)rows,
                       (long long)cols, (long long)lds, (long long)ldd);
                 compared++;
                 free(src);

@@ -462,9 +462,8 @@ TEST_CASE(shared_masks_match_oracle) {
                         cfg.mask_block = blocks[bi];
                         cfg.mask_line = li ? (sh.P % 7 == 0 ? 7 : sh.P / 2) : 0; /* lines shorter than P: blocks cut at their ends */
                         block_oracle(ref, x, sh.B, sh.P, sh.C, &cfg);
-                        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                            cfg.isa = (sdgp_isa)isa;
+                        FOR_EACH_ISA(isa) {
+                            cfg.isa = isa;
                             cfg.threads = 1 + isa % 2;
                             sdgp_nm_tensor nmt;
                             sdgp_error e;

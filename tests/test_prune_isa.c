@@ -71,11 +71,10 @@ TEST_CASE(paths_and_threads_bitwise) {
                     run(&ref, &cfg, x, B, P, C);
                     CHECK(ref.st == SDGP_OK, "%s %d:%d axis %d shape %lldx%lldx%lld: status %d", sdgp_prune_fn_name(cfg.fn), n, m, axis, (long long)B,
                           (long long)P, (long long)C, ref.st);
-                    for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                        if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                    FOR_EACH_ISA(isa) {
                         for (int threads = 1; threads <= 2; threads++) {
                             if (isa == SDGP_ISA_REF && threads == 1) continue;
-                            cfg.isa = (sdgp_isa)isa;
+                            cfg.isa = isa;
                             cfg.threads = threads;
                             result r;
                             run(&r, &cfg, x, B, P, C);
@@ -111,9 +110,8 @@ TEST_CASE(large_tensor_bitwise) {
                     cfg.threads = 1;
                     result ref;
                     run(&ref, &cfg, x, B, P, C);
-                    for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                        if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                        cfg.isa = (sdgp_isa)isa;
+                    FOR_EACH_ISA(isa) {
+                        cfg.isa = isa;
                         cfg.threads = 2;
                         result r;
                         run(&r, &cfg, x, B, P, C);
@@ -151,9 +149,8 @@ TEST_CASE(sparse_ties_bitwise) {
                 result ref;
                 run(&ref, &cfg, x, B, P, C);
                 CHECK(ref.st == SDGP_OK, "%s %d:%d: status %d", sdgp_prune_fn_name(cfg.fn), cfg.n, cfg.m, ref.st);
-                for (int isa = 1; isa < SDGP_ISA_COUNT; isa++) {
-                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                    cfg.isa = (sdgp_isa)isa;
+                FOR_EACH_VECTOR_ISA(isa) {
+                    cfg.isa = isa;
                     cfg.threads = 2;
                     result r;
                     run(&r, &cfg, x, B, P, C);
@@ -188,10 +185,9 @@ TEST_CASE(random_rejected_draw) {
         /* the first word would keep position (27 w) >> 32 = 4; the redraw keeps another (slot 1747 on both axes) */
         CHECK(ref.st == SDGP_OK && ref.nm.index[1747] != 4, "axis %d: the reference kept position %d of group 1747 (4 without the redraw)",
               axis, ref.nm.index[1747]);
-        for (int isa = 1; isa < SDGP_ISA_COUNT; isa++)
+        FOR_EACH_VECTOR_ISA(isa)
             for (int threads = 1; threads <= 2; threads++) {
-                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                cfg.isa = (sdgp_isa)isa;
+                cfg.isa = isa;
                 cfg.threads = threads;
                 result r;
                 run(&r, &cfg, x, B, P, C);
@@ -258,9 +254,8 @@ TEST_CASE(non_finite_every_path) {
                 run(&ref, &cfg, x, B, P, C);
                 int strict = fn == SDGP_PRUNE_MVUE || fn == SDGP_PRUNE_MVUE_APPROX || fn == SDGP_PRUNE_RESCALED;
                 CHECK(ref.st == (strict ? SDGP_ERR_NUMERIC : SDGP_OK), "%s: status %d", sdgp_prune_fn_name(cfg.fn), ref.st);
-                for (int isa = 1; isa < SDGP_ISA_COUNT; isa++) {
-                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                    cfg.isa = (sdgp_isa)isa;
+                FOR_EACH_VECTOR_ISA(isa) {
+                    cfg.isa = isa;
                     cfg.threads = 2;
                     result r;
                     run(&r, &cfg, x, B, P, C);

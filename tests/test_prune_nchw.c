@@ -80,9 +80,8 @@ TEST_CASE(nchw_equals_nhwc_copy) {
                         cfg.layer = 3;
                         cfg.mask_block = blocks[bi];
                         cfg.mask_line = blocks[bi] > 1 ? shapes[si].line : 0;
-                        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                            cfg.isa = (sdgp_isa)isa;
+                        FOR_EACH_ISA(isa) {
+                            cfg.isa = isa;
                             cfg.threads = 1;
                             cfg.layout = SDGP_LAYOUT_NHWC;
                             result ref;

@@ -146,13 +146,12 @@ TEST_CASE(sparse_matches_naive_every_isa_and_thread_count) {
         problem pb;
         REQUIRE(problem_make(&pb, shapes[si], 100 + (uint64_t)si), "shape %d: bad geometry", si);
         float *d1 = test_xmalloc((size_t)pb.nD * 4), *d2 = test_xmalloc((size_t)pb.nD * 4);
-        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-            if (!run_sparse(d1, &pb, (sdgp_isa)isa, 1, NULL) || !run_sparse(d2, &pb, (sdgp_isa)isa, 2, NULL)) continue;
+        FOR_EACH_ISA(isa) {
+            if (!run_sparse(d1, &pb, isa, 1, NULL) || !run_sparse(d2, &pb, isa, 2, NULL)) continue;
             double e1 = test_rel_err(d1, pb.ref, (size_t)pb.nD);
-            CHECK(e1 <= 1e-5, "shape %d isa %s: rel err %.3g", si, sdgp_isa_name((sdgp_isa)isa), e1);
+            CHECK(e1 <= 1e-5, "shape %d isa %s: rel err %.3g", si, sdgp_isa_name(isa), e1);
             CHECK(test_bitwise_equal(d1, d2, (size_t)pb.nD * 4), "shape %d isa %s: 1 and 2 threads differ", si,
-                  sdgp_isa_name((sdgp_isa)isa));
+                  sdgp_isa_name(isa));
         }
         free(d1);
         free(d2);
@@ -182,14 +181,13 @@ TEST_CASE(sparse_shared_masks_match_naive) {
             sdgp_error e;
             REQUIRE(sdgp_prune(&cfg, pb.dO, g->B, (int64_t)g->Ho * g->Wo, g->Cout, pb.pruned, &pb.nm, &e) == SDGP_OK, "%s", e.msg);
             sdgp_conv_backward_data_naive(pb.ref, pb.pruned, pb.w, g);
-            for (int isa = 0; isa < SDGP_ISA_COUNT; isa++)
+            FOR_EACH_ISA(isa)
                 for (int tgi = 0; tgi < 2; tgi++) {
-                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
                     float *out[2] = {d1, d2};
                     int ok = 1;
                     for (int th = 0; th < 2 && ok; th++) {
                         sdgp_sparse_bwd *p = NULL;
-                        ok = sdgp_sparse_bwd_create(&p, g, pb.n, pb.m, (sdgp_isa)isa, th + 1, &e) == SDGP_OK &&
+                        ok = sdgp_sparse_bwd_create(&p, g, pb.n, pb.m, isa, th + 1, &e) == SDGP_OK &&
                              sdgp_sparse_bwd_set_mask_block(p, blocks[bi], &e) == SDGP_OK;
                         if (ok && tgi) {
                             spconv_blocking b = p->blk;
@@ -203,10 +201,10 @@ TEST_CASE(sparse_shared_masks_match_naive) {
                     }
                     if (!ok) continue;
                     const double err = test_rel_err(d1, pb.ref, (size_t)pb.nD);
-                    CHECK(err <= 1e-5, "shape %d block %d isa %s tg %s: rel err %.3g", si, blocks[bi], sdgp_isa_name((sdgp_isa)isa),
+                    CHECK(err <= 1e-5, "shape %d block %d isa %s tg %s: rel err %.3g", si, blocks[bi], sdgp_isa_name(isa),
                           tgi ? "all" : "default", err);
                     CHECK(test_bitwise_equal(d1, d2, (size_t)pb.nD * 4), "shape %d block %d isa %s: 1 and 2 threads differ", si,
-                          blocks[bi], sdgp_isa_name((sdgp_isa)isa));
+                          blocks[bi], sdgp_isa_name(isa));
                 }
         }
         free(d1), free(d2);
@@ -233,13 +231,12 @@ TEST_CASE(sparse_nchw_output) {
         REQUIRE(problem_make(&pb, si < NSHAPES ? shapes[si] : many, 500 + (uint64_t)si), "shape %d", si);
         const sdgp_conv_geom *g = &pb.g;
         float *nhwc = test_xmalloc((size_t)pb.nD * 4), *nchw = test_xmalloc((size_t)pb.nD * 4), *want = test_xmalloc((size_t)pb.nD * 4);
-        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++)
+        FOR_EACH_ISA(isa)
             for (int variant = 0; variant < 4; variant++) { /* default, row bands, whole images, shared masks */
-                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
                 for (int threads = 1; threads <= 2; threads++) {
                     sdgp_sparse_bwd *p = NULL;
                     sdgp_error e;
-                    int ok = sdgp_sparse_bwd_create(&p, g, pb.n, pb.m, (sdgp_isa)isa, threads, &e) == SDGP_OK;
+                    int ok = sdgp_sparse_bwd_create(&p, g, pb.n, pb.m, isa, threads, &e) == SDGP_OK;
                     if (ok && (variant == 1 || variant == 2)) {
                         spconv_blocking b = p->blk;
                         b.tile_px = variant == 1 ? g->W : (int64_t)g->B * g->H * g->W;
@@ -260,7 +257,7 @@ TEST_CASE(sparse_nchw_output) {
                             for (int64_t c = 0; c < g->Cin; c++)
                                 want[(b * g->Cin + c) * g->H * g->W + px] = nhwc[(b * g->H * g->W + px) * g->Cin + c];
                     CHECK(test_bitwise_equal(want, nchw, (size_t)pb.nD * 4), "shape %d isa %s variant %d x%d: NCHW is not the NHWC result transposed",
-                          si, sdgp_isa_name((sdgp_isa)isa), variant, threads);
+                          si, sdgp_isa_name(isa), variant, threads);
                     compared++;
                 }
             }
@@ -287,19 +284,18 @@ TEST_CASE(sparse_blocking_variants) {
         float *d = test_xmalloc((size_t)pb.nD * 4), *d0 = test_xmalloc((size_t)pb.nD * 4);
         const spconv_blocking blks[] = {{16, 24, 0, 5}, {32, 24, 0, 1}, {48, 24, 0, 40}, {64, 48, 1, 1000},
                                         {64, 8, 3, 13}, {32, 16, 2, 3},  {128, 24, 1, 77}, {112, 40, 5, 9}};
-        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+        FOR_EACH_ISA(isa) {
             for (size_t b = 0; b < sizeof blks / sizeof blks[0]; b++) {
                 spconv_blocking blk = blks[b];
                 if (isa == SDGP_ISA_AVX2 && blk.nr > 32) blk.nr = 32;
                 if (isa == SDGP_ISA_REF && blk.nr > 64) blk.nr = 64;
-                if (!run_sparse(d, &pb, (sdgp_isa)isa, 2, &blk)) continue;
+                if (!run_sparse(d, &pb, isa, 2, &blk)) continue;
                 double e = test_rel_err(d, pb.ref, (size_t)pb.nD);
-                CHECK(e <= 1e-5, "shape %d isa %s blocking %zu: rel err %.3g", si, sdgp_isa_name((sdgp_isa)isa), b, e);
+                CHECK(e <= 1e-5, "shape %d isa %s blocking %zu: rel err %.3g", si, sdgp_isa_name(isa), b, e);
                 if (b == 0) memcpy(d0, d, (size_t)pb.nD * 4);
                 if (b == 1 || b == 2)
                     CHECK(test_bitwise_equal(d, d0, (size_t)pb.nD * 4), "shape %d isa %s: blocking %zu differs from 0 in bits", si,
-                          sdgp_isa_name((sdgp_isa)isa), b);
+                          sdgp_isa_name(isa), b);
             }
         }
         free(d);
@@ -336,15 +332,14 @@ TEST_CASE(sparse_matches_onednn_on_pruned_tensor) {
         if (ok) {
             sdgp_conv_backward_data_naive(ddn, dense, w, &g);
             CHECK(test_rel_err(ref, ddn, (size_t)nD) <= 1e-5, "shape %d: oneDNN vs naive %.3g", si, test_rel_err(ref, ddn, (size_t)nD));
-            for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+            FOR_EACH_ISA(isa) {
                 sdgp_sparse_bwd *p = NULL;
                 for (int64_t i = 0; i < nD; i++) dd[i] = NAN;
-                int k = sdgp_sparse_bwd_create(&p, &g, c.n, c.m, (sdgp_isa)isa, 2, &e) == SDGP_OK &&
+                int k = sdgp_sparse_bwd_create(&p, &g, c.n, c.m, isa, 2, &e) == SDGP_OK &&
                         sdgp_sparse_bwd_pack(p, w, &e) == SDGP_OK && sdgp_sparse_bwd_data(p, dd, &nm, &e) == SDGP_OK;
                 CHECK(k, "sparse: %s", e.msg);
                 double err = test_rel_err(dd, ref, (size_t)nD);
-                CHECK(k && err <= 1e-5, "shape %d isa %s vs oneDNN: rel err %.3g", si, sdgp_isa_name((sdgp_isa)isa), err);
+                CHECK(k && err <= 1e-5, "shape %d isa %s vs oneDNN: rel err %.3g", si, sdgp_isa_name(isa), err);
                 sdgp_sparse_bwd_destroy(p);
             }
         }

@@ -105,12 +105,11 @@ TEST_CASE(fused_pruning_is_bitwise_the_two_pass_product) {
         problem pb;
         REQUIRE(problem_make(&pb, &shapes[si], 500 + (uint64_t)si), "shape %d: bad geometry", si);
         float *d2 = test_xmalloc((size_t)pb.nD * 4), *df = test_xmalloc((size_t)pb.nD * 4);
-        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+        FOR_EACH_ISA(isa) {
             for (int threads = 1; threads <= 2; threads++)
                 /* default units, then row bands of one row (the halo rows pruned in two units) */
                 for (int64_t tile_px = 0; tile_px <= pb.g.W; tile_px += pb.g.W) {
-                    sdgp_sparse_bwd *p = plan_make(&pb, (sdgp_isa)isa, threads, tile_px);
+                    sdgp_sparse_bwd *p = plan_make(&pb, isa, threads, tile_px);
                     if (!p) continue;
                     for (int fi = 0; fi < NFNS; fi++)
                         for (int scope = 0; scope < 2; scope++) {
@@ -118,7 +117,7 @@ TEST_CASE(fused_pruning_is_bitwise_the_two_pass_product) {
                             if (fns[fi] == SDGP_PRUNE_MVUE_APPROX && !(pb.n == 2 && pb.m == 4)) continue;
                             sdgp_prune_cfg cfg = sdgp_prune_cfg_make(fns[fi], pb.n, pb.m);
                             cfg.scope = (sdgp_rescale_scope)scope;
-                            cfg.isa = (sdgp_isa)isa;
+                            cfg.isa = isa;
                             cfg.threads = threads;
                             cfg.seed = 7, cfg.step = 3, cfg.layer = (uint32_t)si;
                             for (int64_t i = 0; i < pb.nD; i++) d2[i] = df[i] = NAN;
@@ -128,7 +127,7 @@ TEST_CASE(fused_pruning_is_bitwise_the_two_pass_product) {
                             CHECK(ok, "shape %d %s: %s", si, sdgp_prune_fn_name(fns[fi]), e.msg);
                             CHECK(!ok || test_bitwise_equal(d2, df, (size_t)pb.nD * 4),
                                   "shape %d isa %s threads %d units %lld: %s (scope %d) fused differs from the two passes", si,
-                                  sdgp_isa_name((sdgp_isa)isa), threads, (long long)tile_px, sdgp_prune_fn_name(fns[fi]), scope);
+                                  sdgp_isa_name(isa), threads, (long long)tile_px, sdgp_prune_fn_name(fns[fi]), scope);
                         }
                     sdgp_sparse_bwd_destroy(p);
                 }
@@ -148,14 +147,13 @@ TEST_CASE(fused_shared_masks_are_bitwise_the_two_pass_product) {
         problem pb;
         REQUIRE(problem_make(&pb, &shapes[si], 700 + (uint64_t)si), "shape %d: bad geometry", si);
         float *d2 = test_xmalloc((size_t)pb.nD * 4), *df = test_xmalloc((size_t)pb.nD * 4);
-        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+        FOR_EACH_ISA(isa) {
             for (int threads = 1; threads <= 2; threads++)
                 for (int64_t tile_px = 0; tile_px <= pb.g.W; tile_px += pb.g.W)
                     for (int P = 2; P <= 4; P += 2)
                         for (int half = 0; half < 2; half++) {
                             if (half && pb.g.Wo % 2) continue;
-                            sdgp_sparse_bwd *p = plan_make(&pb, (sdgp_isa)isa, threads, tile_px);
+                            sdgp_sparse_bwd *p = plan_make(&pb, isa, threads, tile_px);
                             if (!p) continue;
                             sdgp_error e;
                             if (!half) CHECK(sdgp_sparse_bwd_set_mask_block(p, P, &e) == SDGP_OK, "set_mask_block: %s", e.msg);
@@ -164,7 +162,7 @@ TEST_CASE(fused_shared_masks_are_bitwise_the_two_pass_product) {
                                     if (scope && block_fns[fi] != SDGP_PRUNE_RESCALED) continue;
                                     sdgp_prune_cfg cfg = sdgp_prune_cfg_make(block_fns[fi], pb.n, pb.m);
                                     cfg.scope = (sdgp_rescale_scope)scope;
-                                    cfg.isa = (sdgp_isa)isa;
+                                    cfg.isa = isa;
                                     cfg.threads = threads;
                                     cfg.seed = 9, cfg.step = 2, cfg.layer = (uint32_t)si;
                                     cfg.mask_block = P;
@@ -176,7 +174,7 @@ TEST_CASE(fused_shared_masks_are_bitwise_the_two_pass_product) {
                                     CHECK(!ok || test_bitwise_equal(d2, df, (size_t)pb.nD * 4),
                                           "shape %d isa %s threads %d units %lld P %d line %lld: %s (scope %d) fused differs from "
                                           "the two passes",
-                                          si, sdgp_isa_name((sdgp_isa)isa), threads, (long long)tile_px, P, (long long)cfg.mask_line,
+                                          si, sdgp_isa_name(isa), threads, (long long)tile_px, P, (long long)cfg.mask_line,
                                           sdgp_prune_fn_name(block_fns[fi]), scope);
                                     runs += ok;
                                 }

@@ -75,10 +75,9 @@ TEST_CASE(sparse_fwd_matches_naive_every_isa_and_thread_count) {
             /* the transforms round: F(2x2) adds only, F(4x4)'s matrices hold 4, 5, 8 and 1/6 */
             const double tol = wtile == 4 ? 2e-5 : wtile ? 4e-6 : 2e-6;
             int have_ref = run_fwd(yref, x, w, &g, s, SDGP_ISA_REF, 1, wtile);
-            for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                const char *in = sdgp_isa_name((sdgp_isa)isa);
-                if (!run_fwd(y1, x, w, &g, s, (sdgp_isa)isa, 1, wtile) || !run_fwd(y2, x, w, &g, s, (sdgp_isa)isa, 2, wtile)) continue;
+            FOR_EACH_ISA(isa) {
+                const char *in = sdgp_isa_name(isa);
+                if (!run_fwd(y1, x, w, &g, s, isa, 1, wtile) || !run_fwd(y2, x, w, &g, s, isa, 2, wtile)) continue;
                 double err = test_rel_err(y1, want, ny);
                 CHECK(err <= tol, "shape %d %s isa %s: rel err %.3g against the naive convolution", si, algo, in, err);
                 if (getenv("SDGP_TEST_VERBOSE")) fprintf(stderr, "shape %d %s isa %s: rel err %.3g\n", si, algo, in, err);

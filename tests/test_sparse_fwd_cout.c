@@ -84,10 +84,9 @@ TEST_CASE(sparse_fwd_cout_matches_naive_every_isa_and_thread_count) {
                              SDGP_WGROUP_COUT, s->n, s->m, 1.0f);
         sdgp_conv_forward_naive(want, x, w, &g);
         int have_ref = run_cout(yref, x, w, &g, s, SDGP_ISA_REF, 1);
-        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-            const char *in = sdgp_isa_name((sdgp_isa)isa);
-            if (!run_cout(y1, x, w, &g, s, (sdgp_isa)isa, 1) || !run_cout(y2, x, w, &g, s, (sdgp_isa)isa, 2)) continue;
+        FOR_EACH_ISA(isa) {
+            const char *in = sdgp_isa_name(isa);
+            if (!run_cout(y1, x, w, &g, s, isa, 1) || !run_cout(y2, x, w, &g, s, isa, 2)) continue;
             double err = test_rel_err(y1, want, ny);
             CHECK(err <= 2e-6, "shape %d isa %s: rel err %.3g against the naive convolution", si, in, err);
             CHECK(test_bitwise_equal(y1, y2, ny * 4), "shape %d isa %s: 1 and 2 threads differ", si, in);

@@ -93,10 +93,9 @@ TEST_CASE(sparse_wdata_matches_naive_every_isa_and_thread_count) {
             /* the transforms round: F(2x2) adds only, F(4x4)'s matrices hold 4, 5, 8 and 1/6 */
             const double tol = tile == 4 ? 2e-5 : 4e-6;
             int have_ref = run_wdata(dxref, dy, w, &g, s, SDGP_ISA_REF, 1, tile);
-            for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                const char *in = sdgp_isa_name((sdgp_isa)isa);
-                if (!run_wdata(dx1, dy, w, &g, s, (sdgp_isa)isa, 1, tile) || !run_wdata(dx2, dy, w, &g, s, (sdgp_isa)isa, 2, tile))
+            FOR_EACH_ISA(isa) {
+                const char *in = sdgp_isa_name(isa);
+                if (!run_wdata(dx1, dy, w, &g, s, isa, 1, tile) || !run_wdata(dx2, dy, w, &g, s, isa, 2, tile))
                     continue;
                 double err = test_rel_err(dx1, want, nx);
                 CHECK(err <= tol, "shape %d (B%d %dx%d Cin %d Cout %d pad %d %d:%d block %d) %s isa %s: rel err %.3g against the naive backward-data",

@@ -152,25 +152,24 @@ TEST_CASE(sparse_wgrad_matches_naive_every_isa_and_thread_count) {
         snprintf(what, sizeof what, "shape %d (B%d %dx%d Cin %d Cout %d k%dx%d s%d p%d %s %d:%d rows %lld)", si, s.B, s.H, s.W,
                  s.Cin, s.Cout, s.kh, s.kw, s.stride, s.pad, sdgp_prune_fn_name(s.fn), s.n, s.m, (long long)rows);
         int have_first = 0;
-        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+        FOR_EACH_ISA(isa) {
             /* threads 1-3 as the plan chooses its form, then 1-2 with the permute form forced */
             for (int run = 0; run < 5; run++) {
                 const int threads = run < 3 ? run + 1 : run - 2, permute = run >= 3;
-                if (!run_wgrad(dw, x, &t, &g, s.n, s.m, (sdgp_isa)isa, threads, permute)) continue;
+                if (!run_wgrad(dw, x, &t, &g, s.n, s.m, isa, threads, permute)) continue;
                 int co;
                 const double err = worst_channel_err(dw, want, &g, &co);
                 CHECK(err <= TOL, "%s isa %s, %d threads%s: rel L2 err %.3g in output channel %d against the naive loop",
-                      what, sdgp_isa_name((sdgp_isa)isa), threads, permute ? " (permute form)" : "", err, co);
+                      what, sdgp_isa_name(isa), threads, permute ? " (permute form)" : "", err, co);
                 if (getenv("SDGP_TEST_VERBOSE"))
-                    fprintf(stderr, "%s isa %s %d threads: worst channel rel err %.3g\n", what, sdgp_isa_name((sdgp_isa)isa),
+                    fprintf(stderr, "%s isa %s %d threads: worst channel rel err %.3g\n", what, sdgp_isa_name(isa),
                             threads, err);
                 if (!have_first) {
                     memcpy(first, dw, nw * 4), have_first = 1;
                     continue;
                 }
                 CHECK(test_bitwise_equal(dw, first, nw * 4), "%s isa %s, %d threads%s: differs from ref 1 thread (rel %.3g)",
-                      what, sdgp_isa_name((sdgp_isa)isa), threads, permute ? " (permute form)" : "", rel_l2(dw, first, nw));
+                      what, sdgp_isa_name(isa), threads, permute ? " (permute form)" : "", rel_l2(dw, first, nw));
             }
         }
         /* AUTO runs what sdgp_isa_resolve picks, with the same bits */
@@ -272,22 +271,21 @@ TEST_CASE(sparse_wgrad_zero_slots_and_big_values) {
         CHECK(sdgp_nm_decompress(&t, dyp, &e) == SDGP_OK, "decompress: %s", e.msg);
         test_wgrad_naive(want, x, dyp, &g);
         int have_first = 0;
-        for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-            if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+        FOR_EACH_ISA(isa) {
             for (int threads = 1; threads <= 2; threads++) {
-                if (!run_wgrad(dw, x, &t, &g, 2, 4, (sdgp_isa)isa, threads, 0)) continue;
+                if (!run_wgrad(dw, x, &t, &g, 2, 4, isa, threads, 0)) continue;
                 int co;
                 const double err = worst_channel_err(dw, want, &g, &co);
                 CHECK(err <= TOL, "%s, isa %s, %d threads: rel err %.3g in output channel %d", names[variant],
-                      sdgp_isa_name((sdgp_isa)isa), threads, err, co);
+                      sdgp_isa_name(isa), threads, err, co);
                 if (variant == 1) {
                     int zero = 1;
                     for (size_t k = 0; k < nw; k++) zero &= dw[k] == 0.0f;
-                    CHECK(zero, "all-zero dy, isa %s, %d threads: dw must be exactly 0", sdgp_isa_name((sdgp_isa)isa), threads);
+                    CHECK(zero, "all-zero dy, isa %s, %d threads: dw must be exactly 0", sdgp_isa_name(isa), threads);
                 }
                 if (have_first)
                     CHECK(test_bitwise_equal(dw, first, nw * 4), "%s, isa %s, %d threads: other bits than the first run",
-                          names[variant], sdgp_isa_name((sdgp_isa)isa), threads);
+                          names[variant], sdgp_isa_name(isa), threads);
                 else
                     memcpy(first, dw, nw * 4), have_first = 1;
             }

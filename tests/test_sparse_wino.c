@@ -146,14 +146,13 @@ TEST_CASE(wino_matches_unfused_oracle_every_function_isa_and_thread_count) {
             cfg.step = 3 + (uint64_t)si;
             cfg.layer = 2;
             if (!oracle(ref, dO, w, &g, &cfg)) continue;
-            for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
-                if (!run_wino(d1, nD, dO, w, &g, &cfg, (sdgp_isa)isa, 1) || !run_wino(d2, nD, dO, w, &g, &cfg, (sdgp_isa)isa, 2)) continue;
+            FOR_EACH_ISA(isa) {
+                if (!run_wino(d1, nD, dO, w, &g, &cfg, isa, 1) || !run_wino(d2, nD, dO, w, &g, &cfg, isa, 2)) continue;
                 double e = test_rel_err(d1, ref, nD);
                 CHECK(e <= 2e-5, "shape %d %s scope %d block %d isa %s: rel err %.3g", si, sdgp_prune_fn_name(cfg.fn), cfg.scope, mb,
-                      sdgp_isa_name((sdgp_isa)isa), e);
+                      sdgp_isa_name(isa), e);
                 CHECK(test_bitwise_equal(d1, d2, nD * 4), "shape %d %s block %d isa %s: 1 and 2 threads differ", si,
-                      sdgp_prune_fn_name(cfg.fn), mb, sdgp_isa_name((sdgp_isa)isa));
+                      sdgp_prune_fn_name(cfg.fn), mb, sdgp_isa_name(isa));
             }
         }
         free(dO), free(w), free(ref), free(d1), free(d2);
@@ -290,8 +289,7 @@ TEST_CASE(wino_block_entries_equal_compressed_rows_bitwise) {
         for (int64_t s = 0; s < slots; s++) base[s] = (int32_t)(s / n * m);
         for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++)
             for (int block = 2; block <= 4; block++)
-                for (int isa = 0; isa < SDGP_ISA_COUNT; isa++) {
-                    if (!sdgp_isa_supported((sdgp_isa)isa)) continue;
+                FOR_EACH_ISA(isa) {
                     prune_job j;
                     memset(&j, 0, sizeof j);
                     j.fn = fns[f];
@@ -303,7 +301,7 @@ TEST_CASE(wino_block_entries_equal_compressed_rows_bitwise) {
                     j.scale = fns[f] == SDGP_PRUNE_RESCALED ? scale : NULL;
                     j.scale_bstride = C;
                     j.block = block, j.line = line;
-                    j.rank = prune_kernels_for((sdgp_isa)isa);
+                    j.rank = prune_kernels_for(isa);
                     j.vals = vals, j.idx = idx;
                     int bad = prune_kernels_block.prune(&j, 0, rows);
                     spconv_entries_from_slots(want, vals, idx, base, rows, slots, slots, row_bytes);
@@ -315,7 +313,7 @@ TEST_CASE(wino_block_entries_equal_compressed_rows_bitwise) {
                     bad |= prune_kernels_block.prune(&j, 0, rows);
                     CHECK(!bad, "%d:%d C %d %s block %d: non-finite", n, m, (int)C, sdgp_prune_fn_name(fns[f]), block);
                     CHECK(test_bitwise_equal(want, got, (size_t)(rows * slots) * 8), "%d:%d C %d %s block %d isa %s: entries differ", n, m,
-                          (int)C, sdgp_prune_fn_name(fns[f]), block, sdgp_isa_name((sdgp_isa)isa));
+                          (int)C, sdgp_prune_fn_name(fns[f]), block, sdgp_isa_name(isa));
                 }
         free(x), free(vals), free(scale), free(idx), free(base), free(want), free(got);
     }
