@@ -209,6 +209,7 @@ typedef struct {
     int sparse_wgrad;      /* --prune-wgrad: its weight gradient runs the N:M kernel (sdgp_sparse_wgrad_*) */
     sdgp_conv_pass_plan plan[3]; /* how each pass runs (indexed by sdgp_conv_pass) */
     double rel_l2, cosine; /* pruned-path dL/dD vs dense dL/dD (valid when stats were enabled) */
+    sdgp_conv_geom geom;   /* its shape: batch, input, channels, kernel, stride, padding, groups */
 } sdgp_layer_info;
 SDGP_API void sdgp_model_enable_grad_stats(sdgp_model *m, int on);
 SDGP_API int sdgp_model_conv_count(const sdgp_model *m);
@@ -240,6 +241,23 @@ typedef struct {
 SDGP_API int sdgp_impl_count(void);
 /* Fills *out for entry i (threads: the plans' thread count; 0: 1); SDGP_ERR_INVALID for i out of range. */
 SDGP_API sdgp_status sdgp_impl_describe(int i, int threads, sdgp_impl_info *out, sdgp_error *err);
+
+/* For benchmarks (`sdgp bench impls`): conv layer i's pass ("fwd", "bwd_data", "bwd_weights") run
+ * by every implementation of its list the model could hand that layer under its configuration
+ * (whether or not the configuration lets the tuner pick it), and first by oneDNN's product on the
+ * exact tensors (name "onednn", code 0: the dense baseline, with the algorithm --conv-algo gave
+ * the pass), each as a step runs it (pruning and packing included) on random tensors in the
+ * layer's buffers, reps interleaved rounds, the best of each. chosen marks what the layer runs.
+ * The layer keeps its choice. *n results (none for the data gradient of a conv on the image);
+ * SDGP_ERR_INVALID when they do not fit max. Not between a forward and its backward. */
+typedef struct {
+    const char *name;    /* as sdgp_impl_info names it; "onednn" for the baseline */
+    char code;           /* its letter in the kernel-choice text; 0 for the baseline */
+    int sparse, chosen;
+    double ms;
+} sdgp_impl_time;
+SDGP_API sdgp_status sdgp_model_time_impls(sdgp_model *m, int i, const char *pass, int reps, sdgp_impl_time *out, int max,
+                                           int *n, sdgp_error *err);
 
 /* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'w'
  * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, 'u' left unpruned by

@@ -396,6 +396,7 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
                                  o->name, o->geom.Cout, q);
         }
         o->info.layer = o->name;
+        o->info.geom = o->geom;
         o->info.pruned = o->prune;
         o->info.pruned_wgrad = model_wgrad_pruned(m, o);
         o->info.bwd_kernel = o->info.fwd_kernel = o->info.bwd_weights_kernel = "dense";

@@ -151,9 +151,7 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
         }
         st = model_impl_default(m, o, MODEL_FWD, err);
         if (st == SDGP_OK && tune) {
-            model_fill_random(m->slots[o->in].act, m->slots[o->in].count, 0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
-            model_args a = {.out = o->z_fwd, .x = m->slots[o->in].act};
-            st = model_tune_pass(m, o, MODEL_FWD, &a, NULL, err);
+            st = model_tune_pass(m, o, MODEL_FWD, NULL, err);
         }
         if (st == SDGP_OK) model_fwd_pack(m, o);
     }

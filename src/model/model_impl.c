@@ -4,6 +4,7 @@
  * pass: model_fwd.c, model_bwd.c, model_wgrad.c. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cache.h"
@@ -107,53 +108,170 @@ sdgp_status model_time_interleaved(model_timed_fn run, void *ctx, int n, const i
     return SDGP_OK;
 }
 
-/* ---- the tuner ---- */
-#define MAX_CANDIDATES 8
+/* ---- timing a layer's pass: the tuners and sdgp_model_time_impls ---- */
 
+/* Random tensors in layer o's own buffers (free before the first step; the image gets a buffer of
+ * its own) for timing one of its passes as a step runs it: the arguments and the step's pruning
+ * (step 0). */
+typedef struct {
+    model_args a;
+    sdgp_prune_cfg pc;
+    float *image;
+} timing_data;
+
+static sdgp_status timing_make(sdgp_model *m, op *o, model_pass pass, timing_data *t, sdgp_error *err) {
+    memset(t, 0, sizeof *t);
+    const uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(o->conv_index + 1) + (uint64_t)pass;
+    float *x = m->slots[o->in].act;
+    if (pass != MODEL_BWD_DATA && !x) { /* the image: no buffer of the model's before a forward */
+        x = t->image = calloc(m->slots[o->in].count, sizeof(float));
+        if (!x) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory timing %s", o->name);
+    }
+    /* any values will do: the kernels' times and the masks' cost do not depend on them */
+    if (pass == MODEL_FWD) model_fill_random(x, m->slots[o->in].count, seed);
+    else model_fill_random(m->slots[o->out].act, m->slots[o->out].count, seed);
+    if (pass == MODEL_BWD_DATA)
+        t->pc = o->prune ? model_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, 0) : m->cfg.prune;
+    else if (pass == MODEL_BWD_WEIGHTS)
+        t->pc = model_prune_cfg(m, o, m->cfg.prune_wgrad, SDGP_AXIS_ROW, m->cfg.seed ^ MODEL_WGRAD_SEED, 0);
+    float *out = pass == MODEL_FWD ? o->z_fwd : pass == MODEL_BWD_DATA ? m->slots[o->in].act : m->params[o->p_w].grad;
+    t->a = (model_args){.out = out, .x = x, .dz = m->slots[o->out].act, .pc = &t->pc};
+    return SDGP_OK;
+}
+
+static void timing_free(timing_data *t) { free(t->image); }
+
+#define MAX_CANDIDATES 9
+
+/* The candidates of one layer's pass, each with its own plan; NULL: oneDNN's product on the exact
+ * tensors (the benchmarks' baseline). */
 typedef struct {
     sdgp_model *m;
     op *o;
     model_pass pass;
     model_args *a;
+    int n;
     const model_impl *cand[MAX_CANDIDATES];
     void *plans[MAX_CANDIDATES];
 } tune_ctx;
 
-/* Candidate c with its own plan (the plans stay owned by the tuner while it times). */
+/* oneDNN on the layer's weights and the exact tensors, the algorithm --conv-algo gave this pass */
+static sdgp_status run_onednn(sdgp_model *m, op *o, model_pass pass, const model_args *a, sdgp_error *err) {
+    const float *w = model_op_weights(m, o);
+    if (pass == MODEL_FWD) return sdgp_conv_forward(o->dnnl, a->out, a->x, w, NULL, err);
+    if (pass == MODEL_BWD_DATA) return sdgp_conv_backward_data(o->dnnl, a->out, a->dz, w, err);
+    return sdgp_conv_backward_weights(o->dnnl, a->out, NULL, a->x, a->dz, err);
+}
+
+/* Candidate c with its own plan (the plans stay the timer's while it times). */
 static sdgp_status run_candidate(void *ctx, int c, sdgp_error *err) {
     tune_ctx *t = ctx;
+    if (!t->cand[c]) return run_onednn(t->m, t->o, t->pass, t->a, err);
     t->o->impl[t->pass] = t->cand[c];
     t->o->plan[t->pass] = t->plans[c];
     return model_impl_run(t->m, t->o, t->pass, t->a, err);
 }
 
-sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, model_args *a, double *best_ms, sdgp_error *err) {
-    tune_ctx t = {.m = m, .o = o, .pass = pass, .a = a};
-    int nc = 0;
-    for (const model_impl *const *l = model_impls[pass]; *l && nc < MAX_CANDIDATES; l++)
-        if (model_impl_allowed(m, o, *l)) t.cand[nc++] = *l;
-    if (nc < 2) return SDGP_OK;
-    /* every candidate's plan, the layer's current one reused */
-    const model_impl *held = o->impl[pass];
-    void *held_plan = o->plan[pass];
+/* Every candidate's plan, the layer's current one taken over by its entry (*held: the layer's
+ * entry, which is among the candidates or had its plan destroyed); the layer holds none after. */
+static sdgp_status plans_make(tune_ctx *t, const model_impl **held, sdgp_error *err) {
+    *held = t->o->impl[t->pass];
+    void *held_plan = t->o->plan[t->pass];
     sdgp_status st = SDGP_OK;
-    for (int c = 0; c < nc; c++) {
-        if (t.cand[c] == held) t.plans[c] = held_plan, held_plan = NULL;
-        else if (st == SDGP_OK && t.cand[c]->create) st = t.cand[c]->create(m, o, &t.plans[c], err);
+    for (int c = 0; c < t->n; c++) {
+        if (t->cand[c] && t->cand[c] == *held) t->plans[c] = held_plan, held_plan = NULL;
+        else if (st == SDGP_OK && t->cand[c] && t->cand[c]->create) st = t->cand[c]->create(t->m, t->o, &t->plans[c], err);
     }
-    if (held_plan && held && held->destroy) held->destroy(held_plan); /* the current one is no candidate */
+    if (held_plan && *held && (*held)->destroy) (*held)->destroy(held_plan); /* the current one is no candidate */
+    t->o->impl[t->pass] = NULL;
+    t->o->plan[t->pass] = NULL;
+    return st;
+}
+
+/* Every candidate's plan destroyed but keep's (-1: all); the layer holds none (the timer left it the
+ * last candidate's). */
+static void plans_release(tune_ctx *t, int keep) {
+    t->o->impl[t->pass] = NULL;
+    t->o->plan[t->pass] = NULL;
+    for (int c = 0; c < t->n; c++)
+        if (c != keep && t->cand[c] && t->cand[c]->destroy) t->cand[c]->destroy(t->plans[c]);
+}
+
+sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, double *best_ms, sdgp_error *err) {
+    tune_ctx t = {.m = m, .o = o, .pass = pass};
+    for (const model_impl *const *l = model_impls[pass]; *l && t.n < MAX_CANDIDATES; l++)
+        if (model_impl_allowed(m, o, *l)) t.cand[t.n++] = *l;
+    if (t.n < 2) return SDGP_OK;
+    timing_data td;
+    sdgp_status st = timing_make(m, o, pass, &td, err);
+    if (st != SDGP_OK) return st;
+    t.a = &td.a;
+    const model_impl *held;
+    st = plans_make(&t, &held, err);
     double best[MAX_CANDIDATES];
-    if (st == SDGP_OK) st = model_time_interleaved(run_candidate, &t, nc, NULL, TUNE_REPS, best, err);
+    if (st == SDGP_OK) st = model_time_interleaved(run_candidate, &t, t.n, NULL, TUNE_REPS, best, err);
+    timing_free(&td);
     int win = 0;
-    for (int c = 1; c < nc; c++)
+    for (int c = 1; c < t.n; c++)
         if (best[c] < best[win]) win = c;
-    o->impl[pass] = NULL; /* the plans are the tuner's until one is adopted */
-    o->plan[pass] = NULL;
-    for (int c = 0; c < nc; c++)
-        if ((c != win || st != SDGP_OK) && t.cand[c]->destroy) t.cand[c]->destroy(t.plans[c]);
+    plans_release(&t, st == SDGP_OK ? win : -1);
     if (st != SDGP_OK) return st;
     model_impl_adopt(m, o, pass, t.cand[win], t.plans[win]);
     if (best_ms) *best_ms = 1e3 * best[win];
+    return SDGP_OK;
+}
+
+/* Whether the model could hand layer o this entry at all: it supports the layer, and (data
+ * gradient) the layer has one and prunes if the entry does (the kernel-choice text's rule). */
+static int entry_reachable(const sdgp_model *m, const op *o, const model_impl *impl) {
+    if (impl->unsupported(m, o)) return 0;
+    return impl->pass != MODEL_BWD_DATA || (o->in != 0 && impl->prunes <= o->prune);
+}
+
+sdgp_status sdgp_model_time_impls(sdgp_model *m, int conv, const char *pass_name, int reps, sdgp_impl_time *out, int max,
+                                  int *n, sdgp_error *err) {
+    if (!m || !pass_name || !out || !n) return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: NULL argument");
+    *n = 0;
+    if (conv < 0 || conv >= m->n_convs)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: conv layer %d out of range [0, %d)", conv, m->n_convs);
+    if (reps < 1) return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: %d repetitions (at least 1)", reps);
+    int pass = 0;
+    while (pass < MODEL_NPASS && strcmp(pass_name, model_pass_name((model_pass)pass))) pass++;
+    if (pass == MODEL_NPASS)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: pass '%s' is not fwd, bwd_data or bwd_weights", pass_name);
+    op *o = &m->ops[m->conv_ops[conv]];
+    if (pass == MODEL_BWD_DATA && o->in == 0) return SDGP_OK; /* a conv on the image has no data gradient */
+    tune_ctx t = {.m = m, .o = o, .pass = (model_pass)pass};
+    t.cand[t.n++] = NULL;
+    for (const model_impl *const *l = model_impls[pass]; *l && t.n < MAX_CANDIDATES; l++)
+        if (entry_reachable(m, o, *l)) t.cand[t.n++] = *l;
+    if (t.n > max) return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: %d results do not fit %d", t.n, max);
+    timing_data td;
+    sdgp_status st = timing_make(m, o, (model_pass)pass, &td, err);
+    if (st != SDGP_OK) return st;
+    t.a = &td.a;
+    const int timing = m->timing;
+    m->timing = 0;
+    const model_impl *held;
+    st = plans_make(&t, &held, err);
+    double best[MAX_CANDIDATES];
+    if (st == SDGP_OK) st = model_time_interleaved(run_candidate, &t, t.n, NULL, reps, best, err);
+    int keep = -1; /* the layer gets its entry back, with its plan */
+    for (int c = 1; c < t.n; c++)
+        if (t.cand[c] == held) keep = c;
+    plans_release(&t, keep);
+    if (keep >= 0) {
+        model_impl_adopt(m, o, (model_pass)pass, held, t.plans[keep]);
+        if (pass == MODEL_FWD) model_fwd_pack(m, o);
+    }
+    m->timing = timing;
+    timing_free(&td);
+    if (st != SDGP_OK) return st;
+    for (int c = 0; c < t.n; c++)
+        out[c] = (sdgp_impl_time){.name = t.cand[c] ? t.cand[c]->name : "onednn", .code = t.cand[c] ? t.cand[c]->code : 0,
+                                  .sparse = t.cand[c] && t.cand[c]->sparse, .chosen = t.cand[c] == held,
+                                  .ms = 1e3 * best[c]};
+    *n = t.n;
     return SDGP_OK;
 }
 

@@ -260,10 +260,11 @@ sdgp_status model_impl_set(sdgp_model *m, op *o, model_pass pass, const model_im
 sdgp_status model_impl_default(sdgp_model *m, op *o, model_pass pass, sdgp_error *err);
 /* One pass of layer o with its implementation on a: its pack (forward) and run. */
 sdgp_status model_impl_run(sdgp_model *m, op *o, model_pass pass, model_args *a, sdgp_error *err);
-/* The tuner: every allowed implementation of the pass (plans made, the held one reused), run on a
- * interleaved for reps repetitions, the fastest adopted (ties to the earlier in the list), the
+/* The tuner: every allowed implementation of the pass (plans made, the held one reused), run as a
+ * step runs it on random tensors in the layer's own buffers (before the first step they are free),
+ * interleaved for a few repetitions, the fastest adopted (ties to the earlier in the list), the
  * others' plans destroyed; *best_ms its time. Fewer than two candidates: nothing happens. */
-sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, model_args *a, double *best_ms, sdgp_error *err);
+sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, double *best_ms, sdgp_error *err);
 /* The interleaved timer under every tuner: reps rounds of run(ctx, c) for each c < n with
  * wanted[c] (NULL: all), best[c] the shortest time of each (seconds; INFINITY where not run). */
 typedef sdgp_status (*model_timed_fn)(void *ctx, int c, sdgp_error *err);
@@ -329,6 +330,8 @@ sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err);
 sdgp_status model_memory_plan(sdgp_model *m, sdgp_error *err);
 
 /* model_run.c */
+/* The weight gradient's masks: seed ^ "wgra", independent of the data gradient's. */
+#define MODEL_WGRAD_SEED 0x77677261ull
 /* The pruning of conv op o at a step: base's function and n:m along axis, its randomness keyed by
  * (seed, step, layer) (model_run.c). */
 sdgp_prune_cfg model_prune_cfg(const sdgp_model *m, const op *o, sdgp_prune_cfg base, sdgp_axis axis, uint64_t seed,

@@ -11,17 +11,6 @@
 
 #include "model/model_internal.h"
 
-/* One layer: dL/dO random in the output slot, dL/dD into the input slot (before the first step the
- * activations are free; the input is not the image, in_mode says so). */
-static sdgp_status tune_layer(sdgp_model *m, op *o, int index, sdgp_error *err) {
-    float *dz = m->slots[o->out].act;
-    /* any dense gradient will do: the masks' cost is data independent */
-    model_fill_random(dz, m->slots[o->out].count, 0x9E3779B97F4A7C15ull * (uint64_t)(index + 1));
-    sdgp_prune_cfg pc = o->prune ? model_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, 0) : m->cfg.prune;
-    model_args a = {.out = m->slots[o->in].act, .dz = dz, .pc = &pc};
-    return model_tune_pass(m, o, MODEL_BWD_DATA, &a, &o->times.bwd_data_ms, err);
-}
-
 sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
     if (m->n_grad_pool < 1) return SDGP_OK;
     int stats = m->grad_stats, timing = m->timing;
@@ -29,7 +18,8 @@ sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        if (o->impl[MODEL_BWD_DATA] && o->in_mode != GRAD_NONE) st = tune_layer(m, o, i, err);
+        if (o->impl[MODEL_BWD_DATA] && o->in_mode != GRAD_NONE)
+            st = model_tune_pass(m, o, MODEL_BWD_DATA, &o->times.bwd_data_ms, err);
     }
     m->grad_stats = stats;
     m->timing = timing;

@@ -90,36 +90,18 @@ int model_wgrad_allowed(const sdgp_model *m, const op *o, const model_impl *impl
 sdgp_status model_conv_backward_weights(sdgp_model *m, op *o, float *dw, const float *x, const float *dz, uint64_t step,
                                         sdgp_error *err) {
     if (!o->impl[MODEL_BWD_WEIGHTS]) return sdgp_conv_backward_weights(o->dnnl, dw, NULL, x, dz, err);
-    /* seed ^ "wgra": masks independent of the data gradient's */
-    sdgp_prune_cfg pc = model_prune_cfg(m, o, m->cfg.prune_wgrad, SDGP_AXIS_ROW, m->cfg.seed ^ 0x77677261ull, step);
+    sdgp_prune_cfg pc = model_prune_cfg(m, o, m->cfg.prune_wgrad, SDGP_AXIS_ROW, m->cfg.seed ^ MODEL_WGRAD_SEED, step);
     model_args a = {.out = dw, .x = x, .dz = dz, .pc = &pc};
     return model_impl_run(m, o, MODEL_BWD_WEIGHTS, &a, err);
 }
 
-/* One layer: oneDNN on the dense pruned tensor against the kernel on the compressed one, pruning
- * included (model_tune_pass). Before the first step the activations are free (model_tune.c): the
- * output slot holds a random dL/dO; the input slot is read as it is (the times do not depend on its
- * values). */
-static sdgp_status tune_layer(sdgp_model *m, op *o, int index, sdgp_error *err) {
-    float *dz = m->slots[o->out].act, *image = NULL;
-    const float *x = m->slots[o->in].act;
-    if (!x) { /* the image: no buffer of the model's before a forward */
-        x = image = calloc(m->slots[o->in].count, sizeof(float));
-        if (!image) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory timing %s's weight gradient", o->name);
-    }
-    model_fill_random(dz, m->slots[o->out].count, 0x7767726164ull * (uint64_t)(index + 1));
-    sdgp_prune_cfg pc = model_prune_cfg(m, o, m->cfg.prune_wgrad, SDGP_AXIS_ROW, m->cfg.seed ^ 0x77677261ull, 0);
-    model_args a = {.out = m->params[o->p_w].grad, .x = x, .dz = dz, .pc = &pc};
-    sdgp_status st = model_tune_pass(m, o, MODEL_BWD_WEIGHTS, &a, NULL, err);
-    free(image);
-    return st;
-}
-
+/* Per layer: oneDNN on the dense pruned tensor against the kernel on the compressed one, pruning
+ * included (model_tune_pass). */
 sdgp_status model_wgrad_tune(sdgp_model *m, sdgp_error *err) {
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        if (o->impl[MODEL_BWD_WEIGHTS]) st = tune_layer(m, o, i, err);
+        if (o->impl[MODEL_BWD_WEIGHTS]) st = model_tune_pass(m, o, MODEL_BWD_WEIGHTS, NULL, err);
     }
     return st == SDGP_OK ? model_conv_share_workspace(m, err) : st;
 }
