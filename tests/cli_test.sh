@@ -142,6 +142,37 @@ for text, isa in ((sys.argv[1], None), (sys.argv[2], "ref")):
         else:
             assert r["isa"] in ("ref", "avx2", "avx512") and (isa is None or r["isa"] == isa), r
 ' "$out" "$out_ref" 2>/dev/null; then ok; else bad "sdgp kernels --json: $out / $out_ref"; fi
+# bench impls: every list entry a layer could run, against oneDNN on the same layer: per (layer, pass) the
+# baseline first, one choice marked, names from `sdgp kernels`, no data gradient for the conv on the image,
+# per-pass totals; the recipe through sdgp train's flags
+kernels_json=$("$SDGP" kernels --json 2>&1)
+out=$("$SDGP" bench impls --model smallcnn --batch-size 8 --threads 2 --prune magnitude --nm 2:4 --sparse-weights sste \
+  --weight-groups cout --prune-wgrad mvue --reps 1 --json 2>&1)
+if python3 -c '
+import json, sys
+lines = [json.loads(l) for l in sys.argv[1].splitlines()]
+head, rows, totals = lines[0], [l for l in lines if "impl" in l], [l for l in lines if "total" in l]
+assert {"host", "isa", "onednn_isa", "l1d_kib", "l2_kib", "threads", "fma_ceiling_gflops", "model", "batch"} <= set(head), head
+assert head["model"] == "smallcnn" and head["batch"] == 8 and head["threads"] == 2, head
+names = {(k["pass"], k["name"]) for k in map(json.loads, sys.argv[2].splitlines())}
+cases = {}
+for r in rows:
+    cases.setdefault((r["layer"], r["pass"]), []).append(r)
+    assert r["impl"] == "onednn" or (r["pass"], r["impl"]) in names, r
+    assert r["ms"] > 0 and abs(r["speedup"] - r["onednn_ms"] / r["ms"]) < 0.01 * r["speedup"] + 0.002, r
+for (layer, p), rs in cases.items():
+    assert rs[0]["impl"] == "onednn" and sum(r["chosen"] for r in rs) == 1, rs
+assert ("conv0", "bwd_data") not in cases and ("conv0", "fwd") in cases
+impls = {(r["pass"], r["impl"]) for r in rows}
+assert {("bwd_data", "sparse-fused"), ("fwd", "sparse-weights-cout"), ("bwd_weights", "sparse")} <= impls, impls
+assert {t["total"] for t in totals} == {"fwd", "bwd_data", "bwd_weights"}, totals
+' "$out" "$kernels_json" 2>/dev/null; then ok; else bad "bench impls --json: $out"; fi
+expect 2 "--pass: 'bogus' is not fwd, bwd_data or bwd_weights" -- "$SDGP" bench impls --model smallcnn --pass fwd,bogus
+expect 2 "--input: '32x32' is not HxWxC" -- "$SDGP" bench impls --input 32x32
+expect 2 "unknown option '--yaml'" -- "$SDGP" bench impls --yaml
+# bench conv --model: the registry's layers (no tables of shapes); an unknown name says what it takes
+expect 0 "smallcnn/conv1 " -- "$SDGP" bench conv --model smallcnn --nm 2:4 --threads 1 --repeat 1
+expect 2 "--model: 'foo' is not w1, w0.25, all, r18, r50, rx or a registry model" -- "$SDGP" bench conv --model foo
 # bench layers --interleave: both models in one process; the sums object adds up the layers from conv1 on
 out=$("$SDGP" bench layers --model smallcnn --batch 8 --steps 2 --interleave --nm 2:4 --json 2>&1)
 if python3 -c '

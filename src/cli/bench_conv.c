@@ -42,7 +42,7 @@
 #include "sdgp/sparse.h"
 #include "sdgp/prune.h"
 
-#define MAX_LAYERS 16
+#define MAX_LAYERS 64
 #define MAX_NM 8
 #define MAX_THREADS 8
 #define MAX_REPEAT 1000
@@ -74,13 +74,12 @@ static void usage(FILE *f) {
             "oneDNN's dense backward-data (direct, or Winograd within training's 48 MB workspace limit) on\n"
             "a model's pruned conv layers, with pruning time beside it.\n\n"
             "options:\n"
-            "  --model w1|w0.25|all|r18|rx   ResNet-9 width 1 (batch 64, 32x32x3) and/or width 0.25 (batch 128,\n"
-            "                       28x28x1) (default all = both); r18: ResNet-18's 3x3 convs after the stem\n"
-            "                       (batch 32, 32x32x3, 3x3 stem, no max pool), a model the kernels were not\n"
-            "                       tuned on. Its totals weight each shape by its count in ResNet-18 (column\n"
-            "                       cnt): 64->64 x4; 128->128, 256->256, 512->512 x3; the stride-2 ones x1;\n"
-            "                       rx: RegNetX-400MF's grouped 3x3 convs (group width 16, batch 32, 224x224x3)\n"
-            "  --shape B,H,W,Cin,Cout,k,stride,pad   one layer instead of a model\n"
+            "  --model LIST         the distinct conv layers of registry models (src/cli/bench_shapes.c), each\n"
+            "                       shape once with its count in the model (column cnt, its weight in the\n"
+            "                       totals): w1 ResNet-9 width 1 (batch 64, 32x32x3), w0.25 width 0.25 (batch\n"
+            "                       128, 28x28x1), all = both (default); r18 ResNet-18 (batch 32, 32x32x3, 3x3\n"
+            "                       stem), r50 ResNet-50 and rx RegNetX-400MF (batch 32, 224x224x3); any other\n"
+            "                       registry name: width 1, batch 32, its own input\n"            "  --shape B,H,W,Cin,Cout,k,stride,pad   one layer instead of a model\n"
             "  --sdgp-domain pixel|winograd|auto|all   where dO is pruned: per pixel (pixel), in the Winograd\n"
             "                       domain with pruning fused (winograd: 3x3 stride-1 layers only), per layer\n"
             "                       the faster of the two (auto), or a row for each (all; default)\n"
@@ -131,12 +130,13 @@ static int parse_domain(const char *text, int *out) {
 }
 
 static int add_models(options *o, const char *model) {
-    const char *list[MAX_MODELS] = {model, NULL};
-    if (!strcmp(model, "all")) list[0] = "w1", list[1] = "w0.25"; /* r18, rx are held out: asked for by name */
-    for (int i = 0; i < MAX_MODELS && list[i]; i++) {
-        int k = bench_model_layers(o->layers + o->nlayers, MAX_LAYERS - o->nlayers, list[i]);
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", !strcmp(model, "all") ? "w1,w0.25" : model); /* the others: asked for by name */
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = bench_model_layers(o->layers + o->nlayers, MAX_LAYERS - o->nlayers, t);
         if (!k) {
-            fprintf(stderr, "sdgp: --model: '%s' is not w1, w0.25, all, r18 or rx\n", model);
+            fprintf(stderr, "sdgp: --model: '%s' is not w1, w0.25, all, r18, r50, rx or a registry model (or has more than %d"
+                            " distinct layers in all)\n", t, MAX_LAYERS);
             return 0;
         }
         o->nlayers += k;
@@ -482,7 +482,7 @@ static void print_row(const options *o, const layer_times *t, int i, int domain,
     }
     /* The ceiling bounds FMAs actually done; Winograd does fewer than the direct-terms count. */
     const char *label = domain != DOM_AUTO ? domain_name(domain) : pick_wino ? "auto>wino" : "auto>pixel";
-    printf("%-13s %3d %5d:%-3d %3d %-10s %8.2f %8s %8.2f %8.2f %7.2f %7.2fx %6.2fx %6.1f %4s %8s %8s %8s\n", l->name,
+    printf("%-26s %3d %5d:%-3d %3d %-10s %8.2f %8s %8.2f %8.2f %7.2f %7.2fx %6.2fx %6.1f %4s %8s %8s %8s\n", l->name,
            l->count, o->n[i], o->m[i], t->threads, label, t->direct_ms, num_or(b1, sizeof b1, "%.2f", t->wino_ms, "-"),
            t->best_ms, d->sparse_ms, d->prune_ms, vs_best, vs_direct, gf,
            pick_wino || domain == DOM_WINO ? "-" : num_or(b2, sizeof b2, "%.0f%%", 100 * gf / t->ceiling, "-"),
@@ -621,7 +621,7 @@ static void print_total(const options *o, const total *t, const char *isa) {
     else if (t->layers < all) snprintf(note, sizeof note, "(%d of %d layers)", t->layers, all);
     char name[24];
     snprintf(name, sizeof name, "%s/total", t->model);
-    printf("%-13s %3d %5d:%-3d %3d %-10s %8.2f %8s %8.2f %8.2f %7.2f %7.2fx %6.2fx%s%s\n", name, t->layers, t->n, t->m,
+    printf("%-26s %3d %5d:%-3d %3d %-10s %8.2f %8s %8.2f %8.2f %7.2f %7.2fx %6.2fx%s%s\n", name, t->layers, t->n, t->m,
            t->threads, domain_name(t->domain), t->direct, num_or(b1, sizeof b1, "%.2f", wino, "-"), t->best, t->sparse,
            t->prune, vs_best, vs_direct, note[0] ? "  " : "", note);
 }
@@ -657,7 +657,7 @@ static void print_header(const options *o, int threads, double ceiling, const ch
            "# GF/s: useful FLOPs in direct terms; ceil: of the FMA ceiling (pixel); relL2: vs oneDNN direct (pixel: pruned"
            " dO; winograd: unpruned)\n"
            "# cnt: occurrences in the model, the layer's weight in the totals\n"
-           "%-13s %3s %9s %3s %-10s %8s %8s %8s %8s %7s %8s %7s %6s %4s %8s %8s %8s\n",
+           "%-26s %3s %9s %3s %-10s %8s %8s %8s %8s %7s %8s %7s %6s %4s %8s %8s %8s\n",
            threads, ceiling, isa, o->repeat, (int)(WINO_WORKSPACE >> 20), "layer", "cnt", "n:m  ", "thr", "domain", "direct",
            "wino", "best", "sparse", "prune", "vs_best", "vs_dir", "GF/s", "ceil", "relL2", "fused", "vs_best_f");
 }

@@ -541,27 +541,9 @@ static int run_shape(const options *o, const shape *s, int threads, double ceili
     return rc;
 }
 
-/* "AMD EPYC ... (family 26 model 2)" from /proc/cpuinfo, or "unknown CPU". */
-static void cpu_model(char *out, size_t size) {
-    char line[256], name[128] = "unknown CPU", fam[16] = "?", model[16] = "?";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    int seen = 0;
-    while (f && seen < 3 && fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (!colon) continue;
-        char *val = colon + 1 + (colon[1] == ' ');
-        val[strcspn(val, "\n")] = 0;
-        if (!strncmp(line, "model name", 10)) snprintf(name, sizeof name, "%s", val), seen++;
-        else if (!strncmp(line, "cpu family", 10)) snprintf(fam, sizeof fam, "%s", val), seen++;
-        else if (!strncmp(line, "model\t", 6)) snprintf(model, sizeof model, "%s", val), seen++;
-    }
-    if (f) fclose(f);
-    snprintf(out, size, "%s (family %s model %s)", name, fam, model);
-}
-
 static void print_header(const options *o, int threads, double ceiling, const char *isa) {
     char cpu[200];
-    cpu_model(cpu, sizeof cpu);
+    cli_cpu_model(cpu, sizeof cpu);
     const sdgp_cache_info *ci = sdgp_caches();
     if (o->json) {
         printf("{\"host\":\"%s\",\"isa\":\"%s\",\"onednn_isa\":\"%s\",\"l1d_kib\":%lld,\"l2_kib\":%lld,\"threads\":%d,"

@@ -16,6 +16,7 @@ int sdgp_cmd_bench_layers(int argc, char **argv);
 int sdgp_cmd_bench_prune(int argc, char **argv);
 int sdgp_cmd_bench_conv(int argc, char **argv);
 int sdgp_cmd_bench_linear(int argc, char **argv);
+int sdgp_cmd_bench_impls(int argc, char **argv);
 int sdgp_cmd_sweep(int argc, char **argv);
 int sdgp_cmd_report(int argc, char **argv);
 int sdgp_cmd_kernels(int argc, char **argv);
@@ -50,6 +51,10 @@ int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, lon
 /* n:m patterns from a comma list such as "2:4,1:4" (at most max); returns the count, or 0 after
  * printing "sdgp: <flag>: <why>". */
 int cli_parse_nm_list(const char *flag, const char *text, int *n, int *m, int max);
+
+/* The host for benchmark records: "AMD EPYC ... (family 26 model 2)" from /proc/cpuinfo, or
+ * "unknown CPU". */
+void cli_cpu_model(char *out, size_t size);
 
 /* Memory a buffer of n floats, 64-byte aligned, filled with zeros; NULL on failure. */
 float *cli_alloc_floats(size_t n);

@@ -137,3 +137,21 @@ int cli_write_file_atomic(const char *path, const char *text) {
     remove(tmp); /* nothing half-written stays behind */
     return 0;
 }
+
+/* "AMD EPYC ... (family 26 model 2)" from /proc/cpuinfo, or "unknown CPU". */
+void cli_cpu_model(char *out, size_t size) {
+    char line[256], name[128] = "unknown CPU", fam[16] = "?", model[16] = "?";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    int seen = 0;
+    while (f && seen < 3 && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *val = colon + 1 + (colon[1] == ' ');
+        val[strcspn(val, "\n")] = 0;
+        if (!strncmp(line, "model name", 10)) snprintf(name, sizeof name, "%s", val), seen++;
+        else if (!strncmp(line, "cpu family", 10)) snprintf(fam, sizeof fam, "%s", val), seen++;
+        else if (!strncmp(line, "model\t", 6)) snprintf(model, sizeof model, "%s", val), seen++;
+    }
+    if (f) fclose(f);
+    snprintf(out, size, "%s (family %s model %s)", name, fam, model);
+}

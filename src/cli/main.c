@@ -17,6 +17,7 @@ static const command bench_commands[] = {
     {"linear", sdgp_cmd_bench_linear, "a linear layer's three N:M products against oneDNN's matmul and 1x1 conv"},
     {"step", sdgp_cmd_bench_step, "one training step, ours (dense and SDGP) against PyTorch"},
     {"layers", sdgp_cmd_bench_layers, "per-layer conv times: forward, backward-data dense/sparse, backward-weights"},
+    {"impls", sdgp_cmd_bench_impls, "every implementation of every conv pass on a model's layers against oneDNN"},
 };
 
 static const command top_commands[] = {
