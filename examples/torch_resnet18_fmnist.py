@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """torchvision's ResNet-18 (3x3 stem, no max-pool, 1 input channel) on Fashion-MNIST, trained with
-SDGP: sdgp.torch.convert_model prunes each conv's dL/dO to N:M for its data gradient.
+SDGP (sdgp.torch.SDGP prunes each conv's dL/dO to N:M for its data gradient) or with all three methods
+(with MVUEWeightGrad on the weight gradients and SparseWeights, S-STE N:M weights).
 
     PYTHONPATH=python python3 examples/torch_resnet18_fmnist.py --epochs 1
     PYTHONPATH=python python3 examples/torch_resnet18_fmnist.py --steps 50      # a quick smoke run
-    PYTHONPATH=python python3 examples/torch_resnet18_fmnist.py --no-sdgp      # plain PyTorch, to compare
+    PYTHONPATH=python python3 examples/torch_resnet18_fmnist.py --method plain  # plain PyTorch, to compare
+    PYTHONPATH=python python3 examples/torch_resnet18_fmnist.py --method all    # the three methods
 
 Data: the idx .gz files of /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist),
 read with numpy. Needs python3-torchvision. One epoch is 469 steps of 128 images; on 2 cores a
@@ -12,6 +14,7 @@ step takes seconds, so a full epoch is tens of minutes.
 """
 import argparse
 import gzip
+import json
 import os
 import sys
 import time
@@ -89,16 +92,28 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05, help="peak learning rate (SGD Nesterov, linear warm-up and decay)")
     ap.add_argument("--prune", default="rescaled", help="pruning function (default rescaled)")
     ap.add_argument("--nm", default="2:4", help="N:M (default 2:4)")
-    ap.add_argument("--no-sdgp", action="store_true", help="plain PyTorch, no conversion")
+    ap.add_argument("--method", choices=("plain", "sdgp", "all"), default="sdgp",
+                    help="plain PyTorch, SDGP alone, or all three methods (default sdgp)")
+    ap.add_argument("--no-sdgp", action="store_true", help="the same as --method plain")
+    ap.add_argument("--groups", default="block32", help="SparseWeights' groups under --method all (default block32)")
+    ap.add_argument("--channels-last", action="store_true", help="the model and its inputs in channels_last")
+    ap.add_argument("--log", help="append a JSON line per evaluation (the end of the run) to this file")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     ap.add_argument("--eval-images", type=int, default=10000, help="test images to evaluate on (default all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=20)
     a = ap.parse_args()
+    if a.no_sdgp:
+        a.method = "plain"
     gen, xtr, ytr, xte, yte = setup(a)
     model = resnet18(num_classes=10, in_channels=1)
-    if not a.no_sdgp:
-        sdgp.torch.convert_model(model, prune=a.prune, nm=a.nm)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    if a.method != "plain":
+        cfg = [sdgp.torch.SDGP(prune=a.prune, nm=a.nm)]
+        if a.method == "all":
+            cfg += [sdgp.torch.MVUEWeightGrad(nm=a.nm), sdgp.torch.SparseWeights(method="sste", nm=a.nm, groups=a.groups)]
+        sdgp.torch.sparsify_(model, cfg)
     per_epoch = len(xtr) // a.batch
     total = a.steps if a.steps > 0 else per_epoch * a.epochs
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
@@ -106,7 +121,9 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
     print("ResNet-18 on Fashion-MNIST: %s, %d steps of %d images, %d threads" %
-          ("plain PyTorch" if a.no_sdgp else "SDGP %s %s" % (a.prune, a.nm), total, a.batch, torch.get_num_threads()),
+          ("plain PyTorch" if a.method == "plain" else "%s %s %s" % ("SDGP" if a.method == "sdgp" else
+                                                                      "all three (+ MVUE, S-STE %s)" % a.groups, a.prune, a.nm),
+           total, a.batch, torch.get_num_threads()),
           flush=True)
     step, t0, seen, loss_sum, losses = 0, time.time(), 0, 0.0, 0
     while step < total:
@@ -115,7 +132,7 @@ def main():
             if step >= total:
                 break
             idx = perm[i * a.batch:(i + 1) * a.batch]
-            loss = F.cross_entropy(model(augment(xtr[idx], gen)), ytr[idx])
+            loss = F.cross_entropy(model(augment(xtr[idx], gen).to(memory_format=fmt)), ytr[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -128,12 +145,19 @@ def main():
                 print("step %d/%d  epoch %.2f  loss %.4f  %.1f img/s  %.0f s" %
                       (step, total, step / per_epoch, loss_sum / losses, seen / el, el), flush=True)
                 loss_sum, losses = 0.0, 0
-    if not a.no_sdgp:
+    if a.method != "plain":
         rep = [r for r in sdgp.torch.layer_report(model) if r["converted"]]
         print("sparse kernel on %d of %d converted conv layers (dense on the rest: measured faster there)" %
               (sum(r["kernel"] == "sparse" for r in rep), len(rep)))
-    acc = evaluate(model, xte, yte, 500)
-    print("test accuracy: %.2f %% on %d images (%.0f s total)" % (100 * acc, len(xte), time.time() - t0), flush=True)
+    acc = evaluate(model, xte.to(memory_format=fmt), yte, 500)
+    el = time.time() - t0
+    print("test accuracy: %.2f %% on %d images (%.0f s total)" % (100 * acc, len(xte), el), flush=True)
+    if a.log:
+        with open(a.log, "a") as log:
+            log.write(json.dumps({"method": a.method, "prune": a.prune, "nm": a.nm, "groups": a.groups, "seed": a.seed,
+                                  "steps": step, "epochs": step / per_epoch, "batch": a.batch, "test_acc": acc,
+                                  "eval_images": len(xte), "seconds": el, "img_per_s": seen / el,
+                                  "channels_last": a.channels_last}) + "\n")
     return 0
 
 

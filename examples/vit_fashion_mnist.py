@@ -53,15 +53,17 @@ class ViT(nn.Module):
         return self.head(self.norm(x[:, 0]))
 
 
-def configs(method, prune, nm, mask_block=1):
-    """sparsify_'s configs of a --method: None for plain PyTorch."""
+def configs(method, prune, nm, mask_block=1, groups="tap"):
+    """sparsify_'s configs of a --method: None for plain PyTorch. groups: the S-STE masks' (tap: per output
+    feature along the inputs; block16 / block32: shared by 16 / 32 output features, which libsdgp's sparse
+    forward kernels skip; cout: along the output features)."""
     if method == "dense":
         return None
     sd = sdgp.torch.SDGP(prune=prune, nm=nm, modules=("conv", "linear"), mask_block=mask_block)
     if method == "sdgp":
         return sd
     both = [sd, sdgp.torch.MVUEWeightGrad(nm=nm)]  # both gradients
-    return both if method == "sdgp+mvue" else both + [sdgp.torch.SparseWeights(method="sste", nm=nm)]  # all three
+    return both if method == "sdgp+mvue" else both + [sdgp.torch.SparseWeights(method="sste", nm=nm, groups=groups)]
 
 
 def main():
@@ -74,6 +76,8 @@ def main():
     ap.add_argument("--nm", default="2:4", help="N:M (default 2:4)")
     ap.add_argument("--mask-block", type=int, default=1,
                     help="P > 1: P consecutive tokens of an image share SDGP's masks (default 1: a mask per token)")
+    ap.add_argument("--groups", default="tap", help="the S-STE weights' mask groups under --method all: tap (per "
+                    "output feature), block16, block32 (the sparse forward kernels' forms) or cout (default tap)")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--steps", type=int, default=0, help="train this many steps instead of --epochs")
     ap.add_argument("--batch", type=int, default=128)
@@ -89,7 +93,7 @@ def main():
     a = ap.parse_args()
     gen, xtr, ytr, xte, yte = setup(a)
     model = ViT(a.width, a.depth, a.heads)
-    cfg = configs(a.method, a.prune, a.nm, a.mask_block)
+    cfg = configs(a.method, a.prune, a.nm, a.mask_block, a.groups)
     converted = []
     if cfg is not None:
         converted = sdgp.torch.sparsify_(model, cfg).converted
@@ -102,8 +106,9 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm))))
     print("ViT (width %d, depth %d, %d heads, 49 tokens) on Fashion-MNIST: %s, %d converted layers, %d steps of %d images, "
-          "%d threads" % (a.width, a.depth, a.heads, "plain PyTorch" if cfg is None else "%s %s %s%s" % (
-                              a.method.upper(), a.prune, a.nm, " mask_block %d" % a.mask_block if a.mask_block > 1 else ""),
+          "%d threads" % (a.width, a.depth, a.heads, "plain PyTorch" if cfg is None else "%s %s %s%s%s" % (
+                              a.method.upper(), a.prune, a.nm, " mask_block %d" % a.mask_block if a.mask_block > 1 else "",
+                              " weights %s" % a.groups if a.method == "all" and a.groups != "tap" else ""),
                           len(converted), total, a.batch, torch.get_num_threads()), flush=True)
     log = open(a.log, "w") if a.log else None
     step, t0, seen, loss_sum, losses, train_s = 0, time.time(), 0, 0.0, 0, 0.0

@@ -208,6 +208,38 @@ def test_sparse_weights_match_hand_reference():
     assert rel(a[0][0], grads(plain, x, 1)[0][0]) > 1e-3
 
 
+def test_sparse_weights_forward_kernels():
+    """SparseWeights on linear layers with a forward kernel (block32, cout; kernel "on"): libsdgp's
+    sparse-weight product on the tokens, against the hand reference's F.linear on W~ (rounding only), with
+    and without gradients, 2-d and 3-d inputs and a token count with no divisor near 256."""
+    torch.manual_seed(7)
+    plain = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 64), nn.Tanh(), nn.Linear(64, 8))
+    names = ["0", "2"]
+    for groups, kernel in (("block32", "direct"), ("cout", "cout")):
+        for shape in ((3, 20, 64), (37, 64)):
+            sw = st.SparseWeights(method="sste", nm="2:4", groups=groups, kernel="on")
+            model = copy.deepcopy(plain)
+            assert st.sparsify_(model, {k: sw for k in names}, strict=True).converted == names
+            ref = hand(plain, None, names)
+            for k in names:
+                ref[int(k)].sw, ref[int(k)].beta = sw, model[int(k)]._sdgp.sw_beta
+            x = torch.randn(shape)
+            a, b = grads(model, x), grads(ref, x)
+            worst = max(max(rel(ga[k], gb[k]) for k in ga) for (_, ga), (_, gb) in zip(a, b))
+            worst = max(worst, max(rel(ya, yb) for (ya, _), (yb, _) in zip(a, b)))
+            assert worst < 2e-5, (groups, shape, worst)
+            rows = {r["name"]: r for r in st.layer_report(model)}
+            assert all(rows[k]["fwd_kernel"] == kernel for k in names), rows
+            with torch.no_grad():  # inference runs the same kernel
+                assert rel(model(x), ref(x)) < 2e-5
+    # "auto" times the kernel against torch's F.linear and keeps one; the result is right either way
+    model = copy.deepcopy(plain)
+    st.sparsify_(model, {k: st.SparseWeights(nm="2:4", groups="block32") for k in names})
+    grads(model, torch.randn(4, 16, 64), 1)
+    for r in st.layer_report(model)[:2]:
+        assert r["fwd_kernel"] in ("direct", "dense") and set(r["fwd_times_ms"]) == {"dense", "direct"}, r
+
+
 def test_auto_kernel_and_report():
     torch.manual_seed(2)
     plain = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 10))

@@ -9,7 +9,39 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import _lib
-from .torch import _LayerState, _ProjectFn, _check_forward, _forward_saving, _relayout, _saved_fp32, _scratch
+from .torch import (_LayerState, _ProjectFn, _check_forward, _forward_saving, _relayout, _saved_fp32, _scratch,
+                    _sparse_forward)
+
+
+def _row_tokens(T: int) -> int:
+    """Tokens per image row of the 1x1 view of a linear forward: the largest divisor of T up to 256 (the
+    tokens are independent there; rows of many tokens fill the kernels' tiles, as `sdgp bench linear`'s)."""
+    for L in range(min(T, 256), 0, -1):
+        if T % L == 0:
+            return L
+    return 1
+
+
+def _linear_product(fwd):
+    """product(x, w, b) of a linear layer with SparseWeights: Y = x W~^T (+ b) by the layer's forward
+    kernel (_sparse_fwd.SparseFwdState: libsdgp's sparse-weight kernel on the tokens as the NHWC pixels of
+    a 1x1 convolution, or torch's F.linear, measured per layer under kernel="auto")."""
+    def product(x, w, b):
+        cin, cout = w.shape[1], w.shape[0]
+        x2 = x.reshape(-1, cin)
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        T = x2.shape[0]
+        if T == 0:
+            return F.linear(x, w, b)
+        L = _row_tokens(T)
+        x4 = x2.view(T // L, 1, L, cin).permute(0, 3, 1, 2)  # NCHW view of the tokens x features memory
+
+        def dense(xx, ww, bb):  # torch's product, as the plain layer runs it, in the same 4-d view
+            return F.linear(x2, w, bb).view(T // L, 1, L, cout).permute(0, 3, 1, 2)
+        y4 = fwd.forward(x4, w[:, :, None, None], b, dense)
+        return y4.permute(0, 2, 3, 1).reshape(*x.shape[:-1], cout)
+    return product
 
 
 # ---- nn.Linear: SDGP's data gradient as a 1x1 convolution over the tokens ----
@@ -68,7 +100,8 @@ class _LinearState(_LayerState):
 class _SdgpLinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, state, lowp):
-        return _forward_saving(ctx, x, weight, bias, state, lowp, F.linear)
+        fwd = _sparse_forward(state, lowp)
+        return _forward_saving(ctx, x, weight, bias, state, lowp, F.linear if fwd is None else _linear_product(fwd))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -112,8 +145,13 @@ class SdgpLinear(nn.Linear):
         lowp = _check_forward(st, x, w, "nn.Linear")
         if st.sw is not None:
             w = _ProjectFn.apply(w, st)  # W~ (its gradient goes to W)
-        if torch.is_grad_enabled() and ((x.requires_grad and st.fn is not None) or (w.requires_grad and st.wg is not None)):
+        fwd = _sparse_forward(st, lowp)
+        if torch.is_grad_enabled() and ((x.requires_grad and st.fn is not None) or (w.requires_grad and st.wg is not None)
+                                        or (fwd is not None and (x.requires_grad or w.requires_grad or (
+                                            self.bias is not None and self.bias.requires_grad)))):
             return _SdgpLinearFn.apply(x, w, self.bias, st, lowp)
+        if fwd is not None:  # no gradient to keep (inference): libsdgp's sparse-weight product where chosen
+            return _linear_product(fwd)(x, w, self.bias)
         return F.linear(x, w, self.bias)  # torch's own (autocast as for a plain layer)
 
     def extra_repr(self) -> str:

@@ -231,9 +231,11 @@ def _sparsify(model: nn.Module, config: Any, filter_fn: Optional[Callable[[nn.Mo
                 elif wg.kernel == "sparse":
                     st.wg_kernel = "sparse"
             sw = ok.get("sparse_weights")
-            if sw is not None:  # its forward on W~ is torch's F.linear (the sparse-weight kernels are the convs')
+            if sw is not None:  # its forward: the sparse-weight kernels as a 1x1 conv over the tokens (_linear.py)
                 st.sw = sw
                 st.set_beta(conv.weight)
+                n, m = sw.n_m
+                st.fwd = _sparse_fwd.SparseFwdState(sw.kernel, sw.groups, n, m, 1, 0, 1, (1, 1))
             conv._sdgp = st
             conv.__class__ = SdgpLinear  # the class swap, as for the convs below
             continue
@@ -386,8 +388,9 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
                              kernel=s.choice or ("fastest" if s.fastest else "auto"), pruned=s.choice != "plain",
                              times_ms=s.times_ms, mask_block=s.mask_block, wgrad="torch", wgrad_times_ms=None)
                 _mvue_and_weights_fields(r, s)
-                if s.sw is not None:
-                    r["fwd_kernel"] = "torch"
+                if s.sw is not None and s.fwd is not None:
+                    r.update(s.fwd.report(True))  # its dL/dX is torch's or SDGP's: no wdata on linear layers
+                    r.pop("weights_dgrad", None), r.pop("weights_dgrad_times_ms", None)
                 rows.append(r)
             elif shown in skipped:
                 rows.append({"name": shown, "type": "Linear", "converted": False, "reason": skipped[shown]})

@@ -21,13 +21,15 @@ their own configs and a layer a config cannot take is an error naming it.
 
 nn.Linear (all three methods): SDGP(modules=("conv", "linear")) (or ("linear",)) also converts nn.Linear
 layers into SdgpLinear (the same class swap; the default, ("conv",), leaves them alone and out of the report):
-  forward      F.linear, bitwise the plain layer's;
+  forward      F.linear, bitwise the plain layer's (SparseWeights: below);
   dL/dW, dL/db torch's, of the unpruned dL/dY (wgrad does not apply); with MVUEWeightGrad (in the
                same list, or a dict naming the layer, alone too) dL/dW of dL/dY pruned along the tokens
                (the conv's rows), on sdgp_sparse_wgrad or torch's product (its kernel rule), the exact
                dL/dW in a step whose token count m does not divide (a last batch); with SparseWeights
                the layer computes with W~ (groups along in_features, or out_features for "cout"),
-               its product torch's F.linear (the sparse-weight kernels are the convs'), dL/dX of W~;
+               its forward on libsdgp's sparse-weight kernels where they run (block16 / block32 / cout:
+               the tokens as the pixels of a 1x1 convolution, kernel "auto" timed against torch's
+               F.linear at the first forward, as for convs), else F.linear; dL/dX of W~;
   dL/dX        prune(dL/dY) x W, dL/dY flattened to tokens x out_features (any leading dimensions;
                dL/dX reshaped back), pruned along the out_features: the backward-data of a 1x1
                convolution whose samples are sequences (x of 3+ dimensions: x.shape[-2] tokens each,
