@@ -18,6 +18,13 @@ grep -q '^ResNet-18 on Fashion-MNIST: SDGP rescaled 2:4' "$T/out" || fail "no he
 [ "$(grep -c '^step [0-9]*/4 .*loss [0-9.]* ' "$T/out")" -eq 2 ] || fail "expected 2 progress lines"
 grep -q '^sparse kernel on [0-9]* of 19 converted conv layers' "$T/out" || fail "no kernel report for 19 layers"
 grep -q '^test accuracy: [0-9.]* % on 100 images' "$T/out" || fail "no test accuracy"
+# all three methods, channels_last, a JSON line at the end
+SDGP_LIBRARY=$lib PYTHONPATH=$src/python "$py" "$src/examples/torch_resnet18_fmnist.py" --steps 2 --batch 16 \
+    --eval-images 100 --threads 2 --method all --channels-last --log "$T/r18.jsonl" > "$T/all" 2>&1 ||
+  fail "the example with all three methods: $(cat "$T/all")"
+grep -q '^ResNet-18 on Fashion-MNIST: all three (+ MVUE, S-STE block32) rescaled 2:4' "$T/all" || fail "all: $(cat "$T/all")"
+"$py" -c 'import json, sys; r = json.loads(open(sys.argv[1]).read()); assert r["method"] == "all" and r["steps"] == 2 and r["channels_last"]' \
+  "$T/r18.jsonl" || fail "all: no JSON line"
 # bad input is an error message, not a traceback
 SDGP_LIBRARY=$lib PYTHONPATH=$src/python "$py" "$src/examples/torch_resnet18_fmnist.py" --data "$T/none" \
     > "$T/bad" 2>&1 && fail "a missing data directory did not fail"
