@@ -23,34 +23,13 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_resnet18_fmnist import augment, evaluate, setup  # noqa: E402  (the same data and loop helpers)
 
 import sdgp.torch  # noqa: E402
-
-
-class ViT(nn.Module):
-    def __init__(self, width=192, depth=6, heads=3, patch=4, image=28, channels=1, classes=10, dropout=0.0):
-        super().__init__()
-        tokens = (image // patch) ** 2
-        self.patch_embed = nn.Conv2d(channels, width, patch, stride=patch)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, width))
-        self.pos_embed = nn.Parameter(torch.randn(1, tokens + 1, width) * 0.02)
-        self.blocks = nn.ModuleList(
-            nn.TransformerEncoderLayer(width, heads, 4 * width, dropout, activation="gelu", batch_first=True,
-                                       norm_first=True) for _ in range(depth))
-        self.norm = nn.LayerNorm(width)
-        self.head = nn.Linear(width, classes)
-
-    def forward(self, x):
-        x = self.patch_embed(x).flatten(2).transpose(1, 2)  # B x tokens x width
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1) + self.pos_embed
-        for b in self.blocks:
-            x = b(x)
-        return self.head(self.norm(x[:, 0]))
+from sdgp.models import ViT  # noqa: E402  (the model, shared with python3 -m sdgp.bench)
 
 
 def configs(method, prune, nm, mask_block=1, groups="tap"):

@@ -121,6 +121,13 @@ def test_methods_mode():
               and r["host"]["sdgp_isa"] and r["host"]["cpu"], "--methods row: %s" % r)
         check(r["fwd_sparse_layers"].endswith("/7" if r["method"] == "all" else "/0"),
               "--methods: the sparse-weight layers counted: %s" % r)
+    # the ViT: every method on its 12 MLP linears (MVUE and the weights alone too, by name)
+    rc, rows = run_bench("--methods", "plain,mvue,weights,all", "--models", "vit", "--batch", "2", "--formats", "nchw",
+                         "--steps", "1", "--warmup", "1", "--threads", "1")
+    check(rc == 0 and [r["method"] for r in rows] == ["mvue", "weights", "all"], "--models vit: %s" % rows)
+    for r in rows:
+        check(r["layers"] == 12 and r["fwd_sparse_layers"].endswith("/0" if r["method"] == "mvue" else "/12"),
+              "--models vit: the MLPs' 12 linears converted: %s" % r)
     with contextlib.redirect_stderr(io.StringIO()):
         for bad in (["--methods", "plain,fast"], ["--methods", "sdgp", "--formats", "nhwc"]):
             try:

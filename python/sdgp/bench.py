@@ -22,7 +22,7 @@ libsdgp's prune/pack/sparse kernel, plus torch_ms, torch's convolution_backward)
 library's and python_ms the interpreter, ctypes and allocation; probe_ms: the timers' own share. Then a
 summary row per (model, n:m) (layer "(all)": sums of the layers' medians, overhead_pct of the sums,
 max_layer_pct, layers_over_goal against goal_pct, the issue's 2 %).
---methods plain,sdgp,all (the three methods, issue 55's goals): instead, per model, memory format
+--methods plain,sdgp,all (the three methods, issues 55 and 56's goals): instead, per model, memory format
 (--formats, default both) and n:m (default 2:4), plain PyTorch and the models converted by
 sdgp.torch.sparsify_ with each method: "sdgp" SDGP(prune, nm, kernel) alone, "mvue"
 MVUEWeightGrad(nm) alone, "weights" SparseWeights(method, nm, groups, kernel=--fwd-kernel) alone,
@@ -31,7 +31,8 @@ row per converted model gives its speed against the plain model of its own forma
   {"mode": "methods", "model", "method", "format", "size", "nm", "batch", "threads", "torch_ms", "ms",
    "speedup", "groups", "fwd_kernel", "fwd_sparse_layers", "host", ...}
 fwd_sparse_layers: layers whose forward runs a libsdgp sparse-weight kernel / layers with sparse
-weights. The host (CPU model, sdgp's ISA path, oneDNN's) heads stderr's table and is in each row.
+weights. --models vit: the ViT example's model (sdgp.models.ViT, width 192, 6 blocks, 28x28x1 inputs, 50
+tokens an image), each method on its MLPs' nn.Linear layers (linear1, linear2 of every block). The host (CPU model, sdgp's ISA path, oneDNN's) heads stderr's table and is in each row.
 Progress goes to stderr.
 """
 import argparse
@@ -53,7 +54,10 @@ from . import torch as sdgp_torch
 from . import isa as _isa
 from . import onednn_isa as _onednn_isa
 
-MODELS = {"resnet18": lambda: models.resnet18(10, 3), "resnet9": lambda: models.resnet9(10, 3, 1.0)}
+MODELS = {"resnet18": lambda: models.resnet18(10, 3), "resnet9": lambda: models.resnet9(10, 3, 1.0),
+          "vit": lambda: models.ViT(192, 6, 3)}  # the ViT example's model (width 192, 6 blocks) on 28x28x1
+INPUTS = {"vit": (1, 28)}  # (channels, size) of a model whose input is fixed; the others: 3 x --size x --size
+LINEAR_MODELS = {"vit"}  # models whose converted layers are their MLPs' nn.Linear (_method_config)
 METHODS = ("plain", "sdgp", "mvue", "weights", "all")
 FORMATS = {"nchw": torch.contiguous_format, "channels_last": torch.channels_last}
 
@@ -148,7 +152,7 @@ def main(argv=None):
     for name in names:
         torch.manual_seed(0)
         base = MODELS[name]().to(memory_format=fmt)
-        x = torch.randn(a.batch, 3, a.size, a.size).contiguous(memory_format=fmt)
+        x = _input(name, a).contiguous(memory_format=fmt)
         y = torch.randint(0, 10, (a.batch,))
         runners = {}  # (n:m, mask block, wgrad) -> runner
         for nm in a.nm.split(","):
@@ -197,12 +201,23 @@ def main(argv=None):
     return 0
 
 
-def _method_config(method: str, a: argparse.Namespace, nm: str) -> List[Any]:
-    """sparsify_'s config list for a --methods name."""
-    sd = sdgp_torch.SDGP(prune=a.prune, nm=nm, kernel=a.kernel, wgrad=a.wgrad.split(",")[0])
+def _input(name: str, a: argparse.Namespace) -> torch.Tensor:
+    """A random batch for the model: batch x channels x size x size."""
+    c, size = INPUTS.get(name, (3, a.size))
+    return torch.randn(a.batch, c, size, size)
+
+
+def _method_config(method: str, a: argparse.Namespace, nm: str, name: str, model: nn.Module) -> Any:
+    """sparsify_'s config for a --methods name: a list for the conv models; for a transformer a dict naming its
+    MLPs' nn.Linear layers (linear1, linear2 of each block), which MVUE or SparseWeights alone take only by name."""
+    modules = ("linear",) if name in LINEAR_MODELS else ("conv",)
+    sd = sdgp_torch.SDGP(prune=a.prune, nm=nm, kernel=a.kernel, wgrad=a.wgrad.split(",")[0], modules=modules)
     mv = sdgp_torch.MVUEWeightGrad(nm=nm)
     sw = sdgp_torch.SparseWeights(method=a.weights, nm=nm, groups=a.groups, kernel=a.fwd_kernel)
-    return {"sdgp": [sd], "mvue": [mv], "weights": [sw], "all": [sd, mv, sw]}[method]
+    cfg = {"sdgp": [sd], "mvue": [mv], "weights": [sw], "all": [sd, mv, sw]}[method]
+    if name not in LINEAR_MODELS:
+        return cfg
+    return {n: cfg for n, mod in model.named_modules() if isinstance(mod, nn.Linear) and n.endswith(("linear1", "linear2"))}
 
 
 def _methods(ap: argparse.ArgumentParser, a: argparse.Namespace, names: List[str], h: Dict[str, Any]) -> int:
@@ -221,7 +236,7 @@ def _methods(ap: argparse.ArgumentParser, a: argparse.Namespace, names: List[str
         for f in fmts:
             torch.manual_seed(0)
             base = MODELS[name]().to(memory_format=FORMATS[f])
-            x = torch.randn(a.batch, 3, a.size, a.size).contiguous(memory_format=FORMATS[f])
+            x = _input(name, a).contiguous(memory_format=FORMATS[f])
             y = torch.randint(0, 10, (a.batch,))
             runners[(f, "plain", "")] = _Runner(copy.deepcopy(base), x, y)
             for nm in nms:
@@ -230,7 +245,7 @@ def _methods(ap: argparse.ArgumentParser, a: argparse.Namespace, names: List[str
                         continue
                     model = copy.deepcopy(base)
                     try:  # strict: a benchmark of a model with layers left plain would mislead
-                        sdgp_torch.sparsify_(model, _method_config(mt, a, nm), strict=True)
+                        sdgp_torch.sparsify_(model, _method_config(mt, a, nm, name, model), strict=True)
                     except (ValueError, TypeError) as e:
                         ap.error("%s, %s: %s" % (name, mt, e))
                     runners[(f, mt, nm)] = _Runner(model, x, y)

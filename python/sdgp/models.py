@@ -3,6 +3,7 @@ and the PyTorch twins of sdgp's own models (src/model/model_build.c).
 
     resnet18(num_classes, in_channels)          torchvision's ResNet-18 for small images
     resnet9(num_classes, in_channels, width)    sdgp's ResNet-9 (a ResNet9)
+    ViT(width, depth, heads, ...)               a small Vision Transformer (examples/vit_fashion_mnist.py)
     ResNet9, SmallCNN                           the twins; named_tensors() gives sdgp's parameter names
 
 The twins are the only definition of these architectures in Python: the golden tests
@@ -19,6 +20,31 @@ from sdgp (pruned dL/dO = factor * dL/dO), which replays sdgp's masks exactly (t
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+class ViT(nn.Module):
+    """A small Vision Transformer: patch x patch patches embedded by a stride-patch conv, a class token and
+    learned position embeddings, depth pre-norm nn.TransformerEncoderLayer blocks (MLP ratio 4, GELU), a
+    LayerNorm and a linear head on the class token."""
+
+    def __init__(self, width=192, depth=6, heads=3, patch=4, image=28, channels=1, classes=10, dropout=0.0):
+        super().__init__()
+        tokens = (image // patch) ** 2
+        self.patch_embed = nn.Conv2d(channels, width, patch, stride=patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, width))
+        self.pos_embed = nn.Parameter(torch.randn(1, tokens + 1, width) * 0.02)
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderLayer(width, heads, 4 * width, dropout, activation="gelu", batch_first=True,
+                                       norm_first=True) for _ in range(depth))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)  # B x tokens x width
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1) + self.pos_embed
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.norm(x[:, 0]))
 
 
 def resnet18(num_classes=10, in_channels=3):
