@@ -32,7 +32,8 @@ row per converted model gives its speed against the plain model of its own forma
    "speedup", "groups", "fwd_kernel", "fwd_sparse_layers", "host", ...}
 fwd_sparse_layers: layers whose forward runs a libsdgp sparse-weight kernel / layers with sparse
 weights. --models vit: the ViT example's model (sdgp.models.ViT, width 192, 6 blocks, 28x28x1 inputs, 50
-tokens an image), each method on its MLPs' nn.Linear layers (linear1, linear2 of every block). The host (CPU model, sdgp's ISA path, oneDNN's) heads stderr's table and is in each row.
+tokens an image), each method on its MLPs' nn.Linear layers (linear1, linear2 of every block). The host (CPU model, sdgp's ISA path, oneDNN's, the peer's torch.mm GFLOP/s and OPENBLAS_CORETYPE) heads
+stderr's table and is in each row.
 Progress goes to stderr.
 """
 import argparse
@@ -74,8 +75,22 @@ def host() -> Dict[str, Any]:
                                                     fields.get("model", "?"))
     except OSError:
         pass
-    info.update(sdgp_isa=_isa(), onednn_isa=_onednn_isa(), torch=torch.__version__)
+    info.update(sdgp_isa=_isa(), onednn_isa=_onednn_isa(), torch=torch.__version__,
+                openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", ""), torch_mm_gflops=round(_mm_gflops(), 1))
     return info
+
+
+def _mm_gflops(t: int = 6272, k: int = 192, n: int = 768) -> float:
+    """The peer's GEMM speed: torch.mm of t x k by k x n (the ViT example's MLP at batch 128) on torch's
+    threads, best of 5, GFLOP/s. torch runs nn.Linear on its BLAS (OpenBLAS here; OPENBLAS_CORETYPE can
+    name a closer core type than OpenBLAS detects), so a ratio against a slow BLAS would flatter us."""
+    a, b = torch.randn(t, k), torch.randn(k, n)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        a.mm(b)
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * t * k * n / best * 1e-9
 
 
 class _Runner:
@@ -142,9 +157,11 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     h = host()
-    print("sdgp.bench: %s, %d CPUs; torch %s, %d threads, sdgp ISA %s, oneDNN %s; batch %d, %dx%d, %d+%d steps" %
-          (h["cpu"], h["cpus"], torch.__version__, torch.get_num_threads(), h["sdgp_isa"], h["onednn_isa"], a.batch,
-           a.size, a.size, a.warmup, a.steps), file=sys.stderr)
+    print("sdgp.bench: %s, %d CPUs; torch %s, %d threads, torch.mm %.0f GFLOP/s%s, sdgp ISA %s, oneDNN %s; batch %d, "
+          "%dx%d, %d+%d steps" % (h["cpu"], h["cpus"], torch.__version__, torch.get_num_threads(), h["torch_mm_gflops"],
+                                  " (OPENBLAS_CORETYPE=%s)" % h["openblas_coretype"] if h["openblas_coretype"] else "",
+                                  h["sdgp_isa"], h["onednn_isa"], a.batch, a.size, a.size, a.warmup, a.steps),
+          file=sys.stderr)
     if a.methods is not None:
         if a.overhead:
             ap.error("--methods and --overhead are separate modes")
