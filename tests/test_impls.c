@@ -179,14 +179,6 @@ static void layer_free(layer_data *d) {
         free(d->dw_ref);
 }
 
-/* Whether the model could hand layer o this entry: it supports the layer, and (data gradient) the
- * layer has one (not a conv on the image) and prunes if the entry does (parse_letter's rule,
- * src/model/model_tune.c). */
-static int reachable(const sdgp_model *m, const op *o, const model_impl *impl) {
-    if (impl->unsupported(m, o)) return 0;
-    if (impl->pass == MODEL_BWD_DATA) return o->in != 0 && impl->prunes <= o->prune;
-    return 1;
-}
 
 static double cosine(const float *a, const float *b, size_t n) {
     double ab = 0, aa = 0, bb = 0;
@@ -268,7 +260,7 @@ static void check_model(const model_shape *s, const model_setup *u, const sdgp_i
                  g->groups, g->H, g->W, g->Cin, g->Cout, u->label);
         int any = 0;
         for (int p = 0; p < MODEL_NPASS; p++)
-            for (const model_impl *const *l = model_impls[p]; *l; l++) any |= reachable(m, o, *l);
+            for (const model_impl *const *l = model_impls[p]; *l; l++) any |= model_impl_reachable(m, o, *l);
         if (!any) continue;
         if (!layer_setup(m, o, i, &d)) {
             CHECK(0, "%s: references", where);
@@ -281,7 +273,7 @@ static void check_model(const model_shape *s, const model_setup *u, const sdgp_i
             prune_cfgs(m, o, &d); /* the entries prune on this ISA's path */
             for (int p = 0; p < MODEL_NPASS; p++)
                 for (const model_impl *const *l = model_impls[p]; *l; l++)
-                    if (reachable(m, o, *l) && check_entry(m, o, (model_pass)p, *l, &d, where))
+                    if (model_impl_reachable(m, o, *l) && check_entry(m, o, (model_pass)p, *l, &d, where))
                         checked[p][entry_index((model_pass)p, *l)][isas[k]]++;
         }
         unsetenv("SDGP_ISA");

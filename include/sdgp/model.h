@@ -249,7 +249,9 @@ SDGP_API sdgp_status sdgp_impl_describe(int i, int threads, sdgp_impl_info *out,
  * the pass), each as a step runs it (pruning and packing included) on random tensors in the
  * layer's buffers, reps interleaved rounds, the best of each. chosen marks what the layer runs.
  * The layer keeps its choice. *n results (none for the data gradient of a conv on the image);
- * SDGP_ERR_INVALID when they do not fit max. Not between a forward and its backward. */
+ * SDGP_ERR_INVALID when they do not fit max. It overwrites the layer's activation buffers and its
+ * weight gradient: call it before a step or between steps, not between a forward and its backward
+ * nor between a backward and the update. */
 typedef struct {
     const char *name;    /* as sdgp_impl_info names it; "onednn" for the baseline */
     char code;           /* its letter in the kernel-choice text; 0 for the baseline */

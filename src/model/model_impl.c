@@ -221,9 +221,7 @@ sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, double *best_
     return SDGP_OK;
 }
 
-/* Whether the model could hand layer o this entry at all: it supports the layer, and (data
- * gradient) the layer has one and prunes if the entry does (the kernel-choice text's rule). */
-static int entry_reachable(const sdgp_model *m, const op *o, const model_impl *impl) {
+int model_impl_reachable(const sdgp_model *m, const op *o, const model_impl *impl) {
     if (impl->unsupported(m, o)) return 0;
     return impl->pass != MODEL_BWD_DATA || (o->in != 0 && impl->prunes <= o->prune);
 }
@@ -244,7 +242,7 @@ sdgp_status sdgp_model_time_impls(sdgp_model *m, int conv, const char *pass_name
     tune_ctx t = {.m = m, .o = o, .pass = (model_pass)pass};
     t.cand[t.n++] = NULL;
     for (const model_impl *const *l = model_impls[pass]; *l && t.n < MAX_CANDIDATES; l++)
-        if (entry_reachable(m, o, *l)) t.cand[t.n++] = *l;
+        if (model_impl_reachable(m, o, *l)) t.cand[t.n++] = *l;
     if (t.n > max) return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: %d results do not fit %d", t.n, max);
     timing_data td;
     sdgp_status st = timing_make(m, o, (model_pass)pass, &td, err);

@@ -249,6 +249,10 @@ struct model_impl {
 extern const model_impl *const *const model_impls[MODEL_NPASS]; /* per pass, NULL-terminated, in order of preference */
 const char *model_pass_name(model_pass pass);                      /* "fwd", "bwd_data", "bwd_weights" */
 const model_impl *model_impl_find(model_pass pass, char code);
+/* Whether the model could hand layer o this entry at all, whatever the configuration's rules: it supports
+ * the layer, and (data gradient) the layer has one and prunes if the entry does (the kernel-choice text's
+ * rule); what sdgp_model_time_impls and tests/test_impls.c run. */
+int model_impl_reachable(const sdgp_model *m, const op *o, const model_impl *impl);
 /* Whether the configuration lets layer o use impl (the pass's rule: model_fwd_allowed & co.). */
 int model_impl_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
 /* Makes impl (with its ready plan) the layer's implementation of impl's pass, destroying the
