@@ -1,9 +1,8 @@
 /* sdgp bench conv: the N:M sparse backward-data convolution against the best dense one.
  *
- * For every pruned conv layer of a model (bench_shapes.h: ResNet-9 width 1 at batch 64 on 32x32x3,
- * width 0.25 at batch 128 on 28x28x1, ResNet-18's 3x3 shapes at batch 32 on 32x32x3, a model
- * the kernels were not tuned on, and RegNetX-400MF's grouped 3x3 convs) or one --shape, for every
- * thread count and n:m:
+ * For every distinct conv layer with a data gradient of the --model list (bench_shapes.c: the
+ * registry's models, e.g. ResNet-9 width 1 at batch 64 on 32x32x3, width 0.25 at batch 128 on
+ * 28x28x1, ResNet-18, ResNet-50, RegNetX-400MF) or one --shape, for every thread count and n:m:
  *   dense_direct_ms   : oneDNN's direct backward-data on the dense dO (includes its weight reorder);
  *   dense_winograd_ms : the Winograd backward-data under training's default 48 MB workspace limit:
  *                       oneDNN's, or sdgp's where oneDNN has none (AVX2: the header says
@@ -46,7 +45,7 @@
 #define MAX_NM 8
 #define MAX_THREADS 8
 #define MAX_REPEAT 1000
-#define MAX_MODELS 2
+#define MAX_MODELS 8 /* models in --model (their totals) */
 /* Training's default --conv-workspace: the dense Winograd baseline runs as training would. */
 #define WINO_WORKSPACE ((size_t)48 << 20)
 /* The unpruned Winograd-domain product differs from oneDNN by fp32 rounding (~1e-6); an error
@@ -79,7 +78,8 @@ static void usage(FILE *f) {
             "                       totals): w1 ResNet-9 width 1 (batch 64, 32x32x3), w0.25 width 0.25 (batch\n"
             "                       128, 28x28x1), all = both (default); r18 ResNet-18 (batch 32, 32x32x3, 3x3\n"
             "                       stem), r50 ResNet-50 and rx RegNetX-400MF (batch 32, 224x224x3); any other\n"
-            "                       registry name: width 1, batch 32, its own input\n"            "  --shape B,H,W,Cin,Cout,k,stride,pad   one layer instead of a model\n"
+            "                       registry name: width 1, batch 32, its own input\n"
+            "  --shape B,H,W,Cin,Cout,k,stride,pad   one layer instead of a model\n"
             "  --sdgp-domain pixel|winograd|auto|all   where dO is pruned: per pixel (pixel), in the Winograd\n"
             "                       domain with pruning fused (winograd: 3x3 stride-1 layers only), per layer\n"
             "                       the faster of the two (auto), or a row for each (all; default)\n"
@@ -97,7 +97,7 @@ static void usage(FILE *f) {
 
 typedef struct {
     bench_layer layers[MAX_LAYERS];
-    int nlayers;
+    int nlayers, nmodels;
     int n[MAX_NM], m[MAX_NM], nnm;
     long threads[MAX_THREADS];
     int nthreads, repeat, json, check, domains, mask_block;
@@ -133,6 +133,11 @@ static int add_models(options *o, const char *model) {
     char buf[128];
     snprintf(buf, sizeof buf, "%s", !strcmp(model, "all") ? "w1,w0.25" : model); /* the others: asked for by name */
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->nmodels == MAX_MODELS) {
+            fprintf(stderr, "sdgp: --model: at most %d models\n", MAX_MODELS);
+            return 0;
+        }
+        o->nmodels++;
         int k = bench_model_layers(o->layers + o->nlayers, MAX_LAYERS - o->nlayers, t);
         if (!k) {
             fprintf(stderr, "sdgp: --model: '%s' is not w1, w0.25, all, r18, r50, rx or a registry model (or has more than %d"
