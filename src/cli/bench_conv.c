@@ -97,7 +97,7 @@ static void usage(FILE *f) {
 
 typedef struct {
     bench_layer layers[MAX_LAYERS];
-    int nlayers, nmodels;
+    int nlayers;
     int n[MAX_NM], m[MAX_NM], nnm;
     long threads[MAX_THREADS];
     int nthreads, repeat, json, check, domains, mask_block;
@@ -129,24 +129,22 @@ static int parse_domain(const char *text, int *out) {
     return 0;
 }
 
-static int add_models(options *o, const char *model) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", !strcmp(model, "all") ? "w1,w0.25" : model); /* the others: asked for by name */
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o->nmodels == MAX_MODELS) {
-            fprintf(stderr, "sdgp: --model: at most %d models\n", MAX_MODELS);
-            return 0;
-        }
-        o->nmodels++;
-        int k = bench_model_layers(o->layers + o->nlayers, MAX_LAYERS - o->nlayers, t);
-        if (!k) {
-            fprintf(stderr, "sdgp: --model: '%s' is not w1, w0.25, all, r18, r50, rx or a registry model (or has more than %d"
-                            " distinct layers in all)\n", t, MAX_LAYERS);
-            return 0;
-        }
-        o->nlayers += k;
+/* cli_parse_list's item of --model: a model's layers appended to o->layers */
+static int one_model(const char *flag, const char *name, int i, void *ctx) {
+    (void)i;
+    options *o = ctx;
+    int k = bench_model_layers(o->layers + o->nlayers, MAX_LAYERS - o->nlayers, name);
+    if (!k) {
+        fprintf(stderr, "sdgp: %s: '%s' is not w1, w0.25, all, r18, r50, rx or a registry model (or has more than %d"
+                        " distinct layers in all)\n", flag, name, MAX_LAYERS);
+        return 0;
     }
+    o->nlayers += k;
     return 1;
+}
+
+static int add_models(options *o, const char *model) { /* all = w1,w0.25; the others: asked for by name */
+    return cli_parse_list("--model", !strcmp(model, "all") ? "w1,w0.25" : model, MAX_MODELS, "models", one_model, o) > 0;
 }
 
 static sdgp_status layer_geom(sdgp_conv_geom *g, const bench_layer *l, sdgp_error *e) {

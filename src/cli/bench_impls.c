@@ -45,43 +45,18 @@ static void usage(FILE *f) {
             "  --json          one JSON object per line (a header with the host, then a row per implementation)\n");
 }
 
-static int parse_pass_list(const char *text, int *wanted) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", text);
-    memset(wanted, 0, 3 * sizeof *wanted);
-    int any = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int p = 0;
-        while (p < 3 && strcmp(t, pass_names[p])) p++;
-        if (p == 3) {
-            fprintf(stderr, "sdgp: --pass: '%s' is not fwd, bwd_data or bwd_weights\n", t);
-            return 0;
-        }
-        wanted[p] = any = 1;
-    }
-    if (!any) fprintf(stderr, "sdgp: --pass: empty list\n");
-    return any;
+/* cli_parse_name_list's parse of --pass and --isa */
+static sdgp_status parse_pass(const char *name, int *out, sdgp_error *err) {
+    for (*out = 0; *out < 3; ++*out)
+        if (!strcmp(name, pass_names[*out])) return SDGP_OK;
+    return sdgp_fail(err, SDGP_ERR_INVALID, "'%s' is not fwd, bwd_data or bwd_weights", name);
 }
-
-static int parse_isa_list(const char *text, options *o) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", text);
-    o->n_isa = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        sdgp_isa isa;
-        sdgp_error err;
-        if (o->n_isa == MAX_ISAS) {
-            fprintf(stderr, "sdgp: --isa: at most %d paths\n", MAX_ISAS);
-            return 0;
-        }
-        if (sdgp_isa_parse(t, &isa, &err) != SDGP_OK || sdgp_isa_resolve(isa, &isa, &err) != SDGP_OK) {
-            fprintf(stderr, "sdgp: --isa: %s\n", err.msg);
-            return 0;
-        }
-        o->isas[o->n_isa++] = isa;
-    }
-    if (!o->n_isa) fprintf(stderr, "sdgp: --isa: empty list\n");
-    return o->n_isa > 0;
+static sdgp_status parse_isa(const char *name, int *out, sdgp_error *err) {
+    sdgp_isa isa;
+    sdgp_status st = sdgp_isa_parse(name, &isa, err);
+    if (st == SDGP_OK) st = sdgp_isa_resolve(isa, &isa, err); /* the path that will run */
+    *out = (int)isa;
+    return st;
 }
 
 /* Returns 1 to run, 0 after --help, -1 after a message. */
@@ -112,9 +87,15 @@ static int parse_options(int argc, char **argv, options *o) {
                 ok = cli_parse_int(a, v, 1, 1000, &x);
                 o->reps = (int)x;
             } else if (!strcmp(a, "--pass")) {
-                ok = parse_pass_list(v, o->passes);
+                int p[3], n = cli_parse_name_list(a, v, parse_pass, 3, p);
+                memset(o->passes, 0, sizeof o->passes);
+                for (int k = 0; k < n; k++) o->passes[p[k]] = 1;
+                ok = n > 0;
             } else if (!strcmp(a, "--isa")) {
-                ok = parse_isa_list(v, o);
+                int isas[MAX_ISAS];
+                o->n_isa = cli_parse_name_list(a, v, parse_isa, MAX_ISAS, isas);
+                for (int k = 0; k < o->n_isa; k++) o->isas[k] = (sdgp_isa)isas[k];
+                ok = o->n_isa > 0;
             } else {
                 char tail;
                 ok = sscanf(v, "%dx%dx%d%c", &o->h, &o->w, &o->c, &tail) == 3 && o->h > 0 && o->w > 0 && o->c > 0 &&

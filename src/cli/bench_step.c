@@ -386,9 +386,7 @@ static int add_models(options *o, const char *item) {
     return 1;
 }
 
-/* A comma list of enum names (--sdgp-domain, --conv-algo): each parsed by parse into vals, at
- * most max of them; 0 after a message naming the flag on a bad or empty list. */
-typedef sdgp_status (*name_parse_fn)(const char *name, int *out, sdgp_error *err);
+/* The enum names of --sdgp-domain, --conv-algo, --recompute lists (cli_parse_name_list's parse). */
 static sdgp_status parse_domain(const char *name, int *out, sdgp_error *err) {
     sdgp_prune_domain d = SDGP_DOMAIN_PIXEL;
     sdgp_status st = sdgp_prune_domain_parse(name, &d, err);
@@ -412,25 +410,6 @@ static sdgp_status parse_recompute(const char *name, int *out, sdgp_error *err) 
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? (sdgp_recompute_names[i + 1] ? ", " : " or ") : "",
                  sdgp_recompute_names[i]);
     return sdgp_fail(err, SDGP_ERR_INVALID, "'%s' is not %s", name, list);
-}
-static int parse_name_list(const char *flag, const char *text, name_parse_fn parse, int max, int *vals, int *n) {
-    char buf[128];
-    sdgp_error err;
-    snprintf(buf, sizeof buf, "%s", text);
-    *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*n == max) {
-            fprintf(stderr, "sdgp: %s: at most %d values\n", flag, max);
-            return 0;
-        }
-        if (parse(tok, &vals[*n], &err) != SDGP_OK) {
-            fprintf(stderr, "sdgp: %s: %s\n", flag, err.msg);
-            return 0;
-        }
-        (*n)++;
-    }
-    if (!*n) fprintf(stderr, "sdgp: %s: empty list\n", flag);
-    return *n > 0;
 }
 
 static int parse_options(options *o, int argc, char **argv, int layers) {
@@ -491,17 +470,17 @@ static int parse_options(options *o, int argc, char **argv, int layers) {
         }
         else if (!strcmp(a, "--sdgp-domain")) {
             int vals[SDGP_DOMAIN_AUTO + 1];
-            if (!parse_name_list(a, v, parse_domain, SDGP_DOMAIN_AUTO + 1, vals, &o->n_domains)) return 0;
+            if (!(o->n_domains = cli_parse_name_list(a, v, parse_domain, SDGP_DOMAIN_AUTO + 1, vals))) return 0;
             for (int k = 0; k < o->n_domains; k++) o->domains[k] = (sdgp_prune_domain)vals[k];
             i++;
         } else if (!strcmp(a, "--recompute")) {
             int vals[SDGP_RECOMPUTE_BLOCKS + 1];
-            if (!parse_name_list(a, v, parse_recompute, SDGP_RECOMPUTE_BLOCKS + 1, vals, &o->n_rec)) return 0;
+            if (!(o->n_rec = cli_parse_name_list(a, v, parse_recompute, SDGP_RECOMPUTE_BLOCKS + 1, vals))) return 0;
             for (int k = 0; k < o->n_rec; k++) o->recomputes[k] = (sdgp_recompute)vals[k];
             i++;
         } else if (!strcmp(a, "--conv-algo")) {
             int vals[SDGP_CONV_MEASURED + 1];
-            if (!parse_name_list(a, v, parse_conv_algo, SDGP_CONV_MEASURED + 1, vals, &o->n_algos)) return 0;
+            if (!(o->n_algos = cli_parse_name_list(a, v, parse_conv_algo, SDGP_CONV_MEASURED + 1, vals))) return 0;
             for (int k = 0; k < o->n_algos; k++) o->conv_algos[k] = (sdgp_conv_algo)vals[k];
             o->conv_algo = o->conv_algos[0];
             i++;

@@ -45,6 +45,11 @@ double cli_median(double *v, int n);
 int cli_parse_int(const char *flag, const char *text, long lo, long hi, long *out);
 int cli_parse_float(const char *flag, const char *text, double lo, double hi, double *out);
 
+/* A comma list of at most max items (`noun` in the message), each parsed by one(flag, token, index, ctx),
+ * which prints its own message and returns 0 on a bad token. Returns the count, or 0 (message printed). */
+int cli_parse_list(const char *flag, const char *text, int max, const char *noun,
+                   int (*one)(const char *flag, const char *tok, int i, void *ctx), void *ctx);
+
 /* Thread counts from a comma list such as "1,2" (at most 8 entries); returns the count or 0. */
 int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, long *out, int max);
 
@@ -55,6 +60,11 @@ int cli_parse_nm_list(const char *flag, const char *text, int *n, int *m, int ma
 /* The host for benchmark records: "AMD EPYC ... (family 26 model 2)" from /proc/cpuinfo, or
  * "unknown CPU". */
 void cli_cpu_model(char *out, size_t size);
+
+/* Names from a comma list (e.g. "pixel,auto"), each parsed by parse into vals[i] (at most max);
+ * returns the count, or 0 after printing "sdgp: <flag>: <why>". */
+typedef sdgp_status (*cli_name_parse_fn)(const char *name, int *out, sdgp_error *err);
+int cli_parse_name_list(const char *flag, const char *text, cli_name_parse_fn parse, int max, int *vals);
 
 /* Memory a buffer of n floats, 64-byte aligned, filled with zeros; NULL on failure. */
 float *cli_alloc_floats(size_t n);

@@ -62,10 +62,8 @@ int cli_parse_float(const char *flag, const char *text, double lo, double hi, do
     return 1;
 }
 
-/* A comma list of at most max items (`noun` in the message), each parsed by one(flag, token, index, ctx),
- * which prints its own message and returns 0 on a bad token. Returns the count, or 0 (message printed). */
-static int parse_list(const char *flag, const char *text, int max, const char *noun,
-                      int (*one)(const char *flag, const char *tok, int i, void *ctx), void *ctx) {
+int cli_parse_list(const char *flag, const char *text, int max, const char *noun,
+                   int (*one)(const char *flag, const char *tok, int i, void *ctx), void *ctx) {
     if (!text || !*text) {
         fprintf(stderr, "sdgp: %s needs a value\n", flag);
         return 0;
@@ -99,7 +97,7 @@ static int one_int(const char *flag, const char *tok, int i, void *ctx) {
 
 int cli_parse_int_list(const char *flag, const char *text, long lo, long hi, long *out, int max) {
     int_list l = {lo, hi, out};
-    return parse_list(flag, text, max, "entries", one_int, &l);
+    return cli_parse_list(flag, text, max, "entries", one_int, &l);
 }
 
 typedef struct {
@@ -115,7 +113,24 @@ static int one_nm(const char *flag, const char *tok, int i, void *ctx) {
 
 int cli_parse_nm_list(const char *flag, const char *text, int *n, int *m, int max) {
     nm_list l = {n, m};
-    return parse_list(flag, text, max, "patterns", one_nm, &l);
+    return cli_parse_list(flag, text, max, "patterns", one_nm, &l);
+}
+
+typedef struct {
+    cli_name_parse_fn parse;
+    int *vals;
+} name_list;
+static int one_name(const char *flag, const char *tok, int i, void *ctx) {
+    const name_list *l = ctx;
+    sdgp_error e;
+    if (l->parse(tok, &l->vals[i], &e) == SDGP_OK) return 1;
+    fprintf(stderr, "sdgp: %s: %s\n", flag, e.msg);
+    return 0;
+}
+
+int cli_parse_name_list(const char *flag, const char *text, cli_name_parse_fn parse, int max, int *vals) {
+    name_list l = {parse, vals};
+    return cli_parse_list(flag, text, max, "values", one_name, &l);
 }
 
 float *cli_alloc_floats(size_t n) {
