@@ -83,9 +83,18 @@ sdgp_status model_impl_default(sdgp_model *m, op *o, model_pass pass, sdgp_error
     return sdgp_fail(err, SDGP_ERR_INTERNAL, "model: no %s implementation for %s", model_pass_name(pass), o->name);
 }
 
+/* oneDNN on the layer's weights and the exact tensors, the algorithm --conv-algo gave this pass */
+static sdgp_status run_onednn(sdgp_model *m, op *o, model_pass pass, const model_args *a, sdgp_error *err) {
+    const float *w = model_op_weights(m, o);
+    if (pass == MODEL_FWD) return sdgp_conv_forward(o->dnnl, a->out, a->x, w, NULL, err);
+    if (pass == MODEL_BWD_DATA) return sdgp_conv_backward_data(o->dnnl, a->out, a->dz, w, err);
+    return sdgp_conv_backward_weights(o->dnnl, a->out, NULL, a->x, a->dz, err);
+}
+
 sdgp_status model_impl_run(sdgp_model *m, op *o, model_pass pass, model_args *a, sdgp_error *err) {
     const model_impl *impl = o->impl[pass];
     a->prune_ms = 0;
+    if (!impl) return run_onednn(m, o, pass, a, err);
     if (impl->pack) {
         sdgp_status st = impl->pack(m, o, err);
         if (st != SDGP_OK) return st;
@@ -155,19 +164,10 @@ typedef struct {
     void *plans[MAX_CANDIDATES];
 } tune_ctx;
 
-/* oneDNN on the layer's weights and the exact tensors, the algorithm --conv-algo gave this pass */
-static sdgp_status run_onednn(sdgp_model *m, op *o, model_pass pass, const model_args *a, sdgp_error *err) {
-    const float *w = model_op_weights(m, o);
-    if (pass == MODEL_FWD) return sdgp_conv_forward(o->dnnl, a->out, a->x, w, NULL, err);
-    if (pass == MODEL_BWD_DATA) return sdgp_conv_backward_data(o->dnnl, a->out, a->dz, w, err);
-    return sdgp_conv_backward_weights(o->dnnl, a->out, NULL, a->x, a->dz, err);
-}
-
 /* Candidate c with its own plan (the plans stay the timer's while it times). */
 static sdgp_status run_candidate(void *ctx, int c, sdgp_error *err) {
     tune_ctx *t = ctx;
-    if (!t->cand[c]) return run_onednn(t->m, t->o, t->pass, t->a, err);
-    t->o->impl[t->pass] = t->cand[c];
+    t->o->impl[t->pass] = t->cand[c]; /* NULL: oneDNN on the exact tensors */
     t->o->plan[t->pass] = t->plans[c];
     return model_impl_run(t->m, t->o, t->pass, t->a, err);
 }

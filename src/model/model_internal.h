@@ -262,7 +262,8 @@ void model_impl_adopt(sdgp_model *m, op *o, model_pass pass, const model_impl *i
 sdgp_status model_impl_set(sdgp_model *m, op *o, model_pass pass, const model_impl *impl, sdgp_error *err);
 /* The first allowed implementation of the pass in list order. */
 sdgp_status model_impl_default(sdgp_model *m, op *o, model_pass pass, sdgp_error *err);
-/* One pass of layer o with its implementation on a: its pack (forward) and run. */
+/* One pass of layer o with its implementation on a: its pack (forward) and run; without one (NULL),
+ * oneDNN's product on the layer's weights and the exact tensors. */
 sdgp_status model_impl_run(sdgp_model *m, op *o, model_pass pass, model_args *a, sdgp_error *err);
 /* The tuner: every allowed implementation of the pass (plans made, the held one reused), run as a
  * step runs it on random tensors in the layer's own buffers (before the first step they are free),

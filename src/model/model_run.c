@@ -185,8 +185,7 @@ sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const floa
     model_args a = {.out = dx, .dz = dz, .pc = &m->cfg.prune};
     if (!o->prune) {
         if (m->dz_hook) m->dz_hook(m->dz_hook_ctx, o->conv_index, dz, dz, rows, o->geom.Cout);
-        return o->impl[MODEL_BWD_DATA] ? model_impl_run(m, o, MODEL_BWD_DATA, &a, err)
-                                       : sdgp_conv_backward_data(o->dnnl, dx, dz, model_op_weights(m, o), err);
+        return model_impl_run(m, o, MODEL_BWD_DATA, &a, err);
     }
     sdgp_prune_cfg pc = model_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, step);
     a.pc = &pc;
