@@ -67,6 +67,20 @@ def evaluate(model, x, y, batch):
     return correct / len(x)
 
 
+def configs(method, prune, nm, modules=("conv",), mask_block=1, groups="tap"):
+    """sparsify_'s configs of a --method: None for plain PyTorch ("plain" or "dense"), SDGP alone ("sdgp"), with
+    MVUE's weight gradient ("sdgp+mvue"), or all three with S-STE weights ("all"). groups: the S-STE masks' (tap:
+    per output channel or feature along the inputs; block16 / block32: shared by 16 / 32 outputs, which libsdgp's
+    sparse forward kernels skip; cout: along the outputs)."""
+    if method in ("plain", "dense"):
+        return None
+    sd = sdgp.torch.SDGP(prune=prune, nm=nm, modules=modules, mask_block=mask_block)
+    if method == "sdgp":
+        return sd
+    both = [sd, sdgp.torch.MVUEWeightGrad(nm=nm)]  # both gradients
+    return both if method == "sdgp+mvue" else both + [sdgp.torch.SparseWeights(method="sste", nm=nm, groups=groups)]
+
+
 def setup(a):
     """The flags every example shares (--threads, --seed, --data, --eval-images): threads and seeds set, the
     augmentation's generator, the training split and the evaluated part of the test split. A missing data
@@ -109,10 +123,8 @@ def main():
     model = resnet18(num_classes=10, in_channels=1)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = model.to(memory_format=fmt)
-    if a.method != "plain":
-        cfg = [sdgp.torch.SDGP(prune=a.prune, nm=a.nm)]
-        if a.method == "all":
-            cfg += [sdgp.torch.MVUEWeightGrad(nm=a.nm), sdgp.torch.SparseWeights(method="sste", nm=a.nm, groups=a.groups)]
+    cfg = configs(a.method, a.prune, a.nm, groups=a.groups)
+    if cfg is not None:
         sdgp.torch.sparsify_(model, cfg)
     per_epoch = len(xtr) // a.batch
     total = a.steps if a.steps > 0 else per_epoch * a.epochs

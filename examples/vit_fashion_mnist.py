@@ -26,23 +26,10 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_resnet18_fmnist import augment, evaluate, setup  # noqa: E402  (the same data and loop helpers)
+from torch_resnet18_fmnist import augment, configs, evaluate, setup  # noqa: E402  (the same data, loop, configs)
 
 import sdgp.torch  # noqa: E402
 from sdgp.models import ViT  # noqa: E402  (the model, shared with python3 -m sdgp.bench)
-
-
-def configs(method, prune, nm, mask_block=1, groups="tap"):
-    """sparsify_'s configs of a --method: None for plain PyTorch. groups: the S-STE masks' (tap: per output
-    feature along the inputs; block16 / block32: shared by 16 / 32 output features, which libsdgp's sparse
-    forward kernels skip; cout: along the output features)."""
-    if method == "dense":
-        return None
-    sd = sdgp.torch.SDGP(prune=prune, nm=nm, modules=("conv", "linear"), mask_block=mask_block)
-    if method == "sdgp":
-        return sd
-    both = [sd, sdgp.torch.MVUEWeightGrad(nm=nm)]  # both gradients
-    return both if method == "sdgp+mvue" else both + [sdgp.torch.SparseWeights(method="sste", nm=nm, groups=groups)]
 
 
 def main():
@@ -72,7 +59,7 @@ def main():
     a = ap.parse_args()
     gen, xtr, ytr, xte, yte = setup(a)
     model = ViT(a.width, a.depth, a.heads)
-    cfg = configs(a.method, a.prune, a.nm, a.mask_block, a.groups)
+    cfg = configs(a.method, a.prune, a.nm, ("conv", "linear"), a.mask_block, a.groups)
     converted = []
     if cfg is not None:
         converted = sdgp.torch.sparsify_(model, cfg).converted

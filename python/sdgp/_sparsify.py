@@ -389,8 +389,7 @@ def layer_report(model: nn.Module) -> List[Dict[str, Any]]:
                              times_ms=s.times_ms, mask_block=s.mask_block, wgrad="torch", wgrad_times_ms=None)
                 _mvue_and_weights_fields(r, s)
                 if s.sw is not None and s.fwd is not None:
-                    r.update(s.fwd.report(True))  # its dL/dX is torch's or SDGP's: no wdata on linear layers
-                    r.pop("weights_dgrad", None), r.pop("weights_dgrad_times_ms", None)
+                    r.update(s.fwd.report(s.fn is not None))  # dL/dX: SDGP's, else torch's ("dense": no wdata here)
                 rows.append(r)
             elif shown in skipped:
                 rows.append({"name": shown, "type": "Linear", "converted": False, "reason": skipped[shown]})
