@@ -484,13 +484,13 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         m->nm.n = cfg->prune.n;
         m->nm.m = cfg->prune.m;
         m->nm.axis = SDGP_AXIS_CHANNEL;
-        /* the dense convs first: the data-gradient tuner measures the dense kernel they give */
-        if (cfg->conv_algo == SDGP_CONV_MEASURED && !cfg->conv_choice[0]) st = sdgp_model_tune_conv(m, err);
-        const int given = cfg->sparse_choice[0] != '\0'; /* the kernels as given: nothing to measure */
-        if (st == SDGP_OK && !given) st = sdgp_model_tune_sparse(m, err);
-        if (st == SDGP_OK && !given) st = model_wgrad_tune(m, err);
-        if (st == SDGP_OK) st = model_fwd_setup(m, err);
+        /* the kernels as given (a checkpoint's) are not measured, nor oneDNN's algorithms as given */
+        const int given = cfg->sparse_choice[0] != '\0';
+        const int measure = cfg->conv_algo == SDGP_CONV_MEASURED && !cfg->conv_choice[0];
+        const int entries[MODEL_NPASS] = {!given, !given, !given};
+        st = model_fwd_setup(m, err);
         if (st == SDGP_OK && given) st = apply_sparse_choice(m, cfg->sparse_choice, err);
+        if (st == SDGP_OK && (measure || !given)) st = model_tune(m, entries, measure, err);
     }
     if (st != SDGP_OK) {
         sdgp_model_destroy(m);

@@ -217,7 +217,7 @@ static sdgp_status wdata_describe(const sdgp_conv_geom *g, int threads, sdgp_imp
 }
 
 #define ENTRY .pass = MODEL_BWD_DATA /* .domain: SDGP_DOMAIN_PIXEL (0) unless said */
-static const model_impl impl_dense = {ENTRY, .code = 'd', .name = "dense", .prunes = 1, .unsupported = any_layer,
+static const model_impl impl_dense = {ENTRY, .code = 'd', .name = "dense", .prunes = 1, .onednn = 1, .unsupported = any_layer,
                                       .run = dense_run, .pruned_dz = dense_pruned};
 static const model_impl impl_sparse = {ENTRY, .code = 's', .name = "sparse", .sparse = 1, .prunes = 1,
                                        .unsupported = nm_within_groups, .create = sparse_create, .run = sparse_run,
@@ -236,7 +236,7 @@ static const model_impl impl_wdata_pruned = {ENTRY, .code = 'v', .name = "pruned
 static const model_impl impl_wdata = {ENTRY, .code = 'x', .name = "sparse-weights", .sparse = 1, .wsparse = 1,
                                       .unsupported = wdata_unsupported, .create = wdata_create, .run = wdata_run,
                                       .pruned_dz = unpruned_dz, .destroy = wdata_destroy, .describe = wdata_describe};
-static const model_impl impl_unpruned = {ENTRY, .code = 'u', .name = "unpruned", .unsupported = any_layer,
+static const model_impl impl_unpruned = {ENTRY, .code = 'u', .name = "unpruned", .onednn = 1, .unsupported = any_layer,
                                          .run = unpruned_run, .pruned_dz = unpruned_dz};
 #undef ENTRY
 

@@ -104,8 +104,8 @@ static const model_impl impl_wino = {SPARSE, .code = 'w', .name = "sparse-weight
 static const model_impl impl_direct = {SPARSE, .code = 's', .name = "sparse-weights", .unsupported = block_unsupported,
                                        .create = direct_create, .describe = direct_describe};
 #undef SPARSE
-static const model_impl impl_dense = {.pass = MODEL_FWD, .code = 'd', .name = "dense", .unsupported = dense_unsupported,
-                                      .run = dense_run};
+static const model_impl impl_dense = {.pass = MODEL_FWD, .code = 'd', .name = "dense", .onednn = 1,
+                                      .unsupported = dense_unsupported, .run = dense_run};
 
 /* In order of preference: under --sparse-kernel on the first sparse entry a layer supports runs
  * (the fewest multiplies: Winograd where the layer has it, by 2.25x). */
@@ -133,29 +133,17 @@ void model_fwd_pack(sdgp_model *m, op *o) {
 }
 
 /* Every supported layer gets its implementation: the first allowed (on: the sparse kernel with the
- * fewest multiplies; off: dense), or under auto and fastest the fastest, timed on random input in
- * the layer's own buffers (free before the first step), packing included. The image slot is the
- * caller's: a conv on it stays dense under auto. */
+ * fewest multiplies; off: dense); under auto and fastest model_tune times the others. The image
+ * slot is the caller's: a conv on it stays dense under auto. */
 sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err) {
-    int timing = m->timing;
-    m->timing = 0;
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
         o->fwd_ok = model_fwd_supported(m, o);
         if (!o->fwd_ok) continue;
         const int tune = m->cfg.sparse != SDGP_SPARSE_ON && m->cfg.sparse != SDGP_SPARSE_OFF;
-        if (tune && o->in == 0) {
-            st = model_impl_set(m, o, MODEL_FWD, &impl_dense, err);
-            continue;
-        }
-        st = model_impl_default(m, o, MODEL_FWD, err);
-        if (st == SDGP_OK && tune) {
-            st = model_tune_pass(m, o, MODEL_FWD, NULL, err);
-        }
+        st = tune && o->in == 0 ? model_impl_set(m, o, MODEL_FWD, &impl_dense, err) : model_impl_default(m, o, MODEL_FWD, err);
         if (st == SDGP_OK) model_fwd_pack(m, o);
     }
-    m->timing = timing;
-    /* sized to the plans that stayed */
     return st == SDGP_OK ? model_conv_share_workspace(m, err) : st;
 }

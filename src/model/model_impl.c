@@ -150,25 +150,36 @@ static sdgp_status timing_make(sdgp_model *m, op *o, model_pass pass, timing_dat
 
 static void timing_free(timing_data *t) { free(t->image); }
 
-#define MAX_CANDIDATES 9
+#define MAX_CANDIDATES 16
 
-/* The candidates of one layer's pass, each with its own plan; NULL: oneDNN's product on the exact
- * tensors (the benchmarks' baseline). */
+/* The candidates of one layer's pass, each with its own plan, and for those that run oneDNN's
+ * product the convolution they run it on: the layer's with this pass direct (conv[0]) or Winograd
+ * (conv[1], NULL when not a candidate). An entry NULL: oneDNN's product on the exact tensors. */
 typedef struct {
     sdgp_model *m;
     op *o;
     model_pass pass;
     model_args *a;
+    sdgp_conv *conv[2];
     int n;
     const model_impl *cand[MAX_CANDIDATES];
+    int algo[MAX_CANDIDATES]; /* 1: on conv[1] */
     void *plans[MAX_CANDIDATES];
 } tune_ctx;
 
-/* Candidate c with its own plan (the plans stay the timer's while it times). */
+/* impl as a candidate, twice (direct, then Winograd: ties go to direct, NHWC in place) where it
+ * runs oneDNN's product and conv[1] is there. */
+static void add_candidate(tune_ctx *t, const model_impl *impl) {
+    const int algos = 1 + (t->conv[1] && (!impl || impl->onednn));
+    for (int a = 0; a < algos && t->n < MAX_CANDIDATES; a++) t->cand[t->n] = impl, t->algo[t->n++] = a;
+}
+
+/* Candidate c with its own plan and convolution (the plans stay the timer's while it times). */
 static sdgp_status run_candidate(void *ctx, int c, sdgp_error *err) {
     tune_ctx *t = ctx;
-    t->o->impl[t->pass] = t->cand[c]; /* NULL: oneDNN on the exact tensors */
+    t->o->impl[t->pass] = t->cand[c];
     t->o->plan[t->pass] = t->plans[c];
+    t->o->dnnl = t->conv[t->algo[c]];
     return model_impl_run(t->m, t->o, t->pass, t->a, err);
 }
 
@@ -179,7 +190,7 @@ static sdgp_status plans_make(tune_ctx *t, const model_impl **held, sdgp_error *
     void *held_plan = t->o->plan[t->pass];
     sdgp_status st = SDGP_OK;
     for (int c = 0; c < t->n; c++) {
-        if (t->cand[c] && t->cand[c] == *held) t->plans[c] = held_plan, held_plan = NULL;
+        if (t->cand[c] && t->cand[c] == *held && held_plan) t->plans[c] = held_plan, held_plan = NULL;
         else if (st == SDGP_OK && t->cand[c] && t->cand[c]->create) st = t->cand[c]->create(t->m, t->o, &t->plans[c], err);
     }
     if (held_plan && *held && (*held)->destroy) (*held)->destroy(held_plan); /* the current one is no candidate */
@@ -188,8 +199,8 @@ static sdgp_status plans_make(tune_ctx *t, const model_impl **held, sdgp_error *
     return st;
 }
 
-/* Every candidate's plan destroyed but keep's (-1: all); the layer holds none (the timer left it the
- * last candidate's). */
+/* Every candidate's plan destroyed but keep's (-1: all); the layer holds none (the timer left it
+ * the last candidate's). */
 static void plans_release(tune_ctx *t, int keep) {
     t->o->impl[t->pass] = NULL;
     t->o->plan[t->pass] = NULL;
@@ -197,27 +208,49 @@ static void plans_release(tune_ctx *t, int keep) {
         if (c != keep && t->cand[c] && t->cand[c]->destroy) t->cand[c]->destroy(t->plans[c]);
 }
 
-sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, double *best_ms, sdgp_error *err) {
-    tune_ctx t = {.m = m, .o = o, .pass = pass};
-    for (const model_impl *const *l = model_impls[pass]; *l && t.n < MAX_CANDIDATES; l++)
-        if (model_impl_allowed(m, o, *l)) t.cand[t.n++] = *l;
-    if (t.n < 2) return SDGP_OK;
+/* The candidates timed interleaved, reps rounds, best[c] each one's shortest time; the layer's
+ * entry and plan are taken for the time and given back to the caller in *held / t->plans. */
+static sdgp_status time_candidates(tune_ctx *t, const model_impl **held, int reps, double *best, sdgp_error *err) {
     timing_data td;
-    sdgp_status st = timing_make(m, o, pass, &td, err);
+    sdgp_status st = timing_make(t->m, t->o, t->pass, &td, err);
     if (st != SDGP_OK) return st;
-    t.a = &td.a;
-    const model_impl *held;
-    st = plans_make(&t, &held, err);
-    double best[MAX_CANDIDATES];
-    if (st == SDGP_OK) st = model_time_interleaved(run_candidate, &t, t.n, NULL, TUNE_REPS, best, err);
+    t->a = &td.a;
+    const int timing = t->m->timing, stats = t->m->grad_stats;
+    sdgp_conv *own = t->o->dnnl;
+    t->m->timing = t->m->grad_stats = 0;
+    st = plans_make(t, held, err);
+    if (st == SDGP_OK) st = model_time_interleaved(run_candidate, t, t->n, NULL, reps, best, err);
+    t->m->timing = timing;
+    t->m->grad_stats = stats;
+    t->o->dnnl = own;
     timing_free(&td);
+    return st;
+}
+
+sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, int entries, sdgp_conv *const conv[2], int *algo,
+                            sdgp_error *err) {
+    tune_ctx t = {.m = m, .o = o, .pass = pass, .conv = {conv[0], conv[1]}};
+    *algo = 0;
+    if (entries) {
+        for (const model_impl *const *l = model_impls[pass]; *l; l++)
+            if (model_impl_allowed(m, o, *l)) add_candidate(&t, *l);
+    } else {
+        add_candidate(&t, o->impl[pass]);
+    }
+    if (t.n < 2) return SDGP_OK;
+    const model_impl *held;
+    double best[MAX_CANDIDATES];
+    sdgp_status st = time_candidates(&t, &held, TUNE_REPS, best, err);
     int win = 0;
     for (int c = 1; c < t.n; c++)
         if (best[c] < best[win]) win = c;
     plans_release(&t, st == SDGP_OK ? win : -1);
     if (st != SDGP_OK) return st;
     model_impl_adopt(m, o, pass, t.cand[win], t.plans[win]);
-    if (best_ms) *best_ms = 1e3 * best[win];
+    if (pass == MODEL_FWD) model_fwd_pack(m, o);
+    *algo = t.algo[win];
+    double *ms[MODEL_NPASS] = {&o->times.fwd_ms, &o->times.bwd_data_ms, &o->times.bwd_weights_ms};
+    *ms[pass] = 1e3 * best[win];
     return SDGP_OK;
 }
 
@@ -239,21 +272,14 @@ sdgp_status sdgp_model_time_impls(sdgp_model *m, int conv, const char *pass_name
         return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: pass '%s' is not fwd, bwd_data or bwd_weights", pass_name);
     op *o = &m->ops[m->conv_ops[conv]];
     if (pass == MODEL_BWD_DATA && o->in == 0) return SDGP_OK; /* a conv on the image has no data gradient */
-    tune_ctx t = {.m = m, .o = o, .pass = (model_pass)pass};
-    t.cand[t.n++] = NULL;
-    for (const model_impl *const *l = model_impls[pass]; *l && t.n < MAX_CANDIDATES; l++)
-        if (model_impl_reachable(m, o, *l)) t.cand[t.n++] = *l;
+    tune_ctx t = {.m = m, .o = o, .pass = (model_pass)pass, .conv = {o->dnnl, NULL}};
+    add_candidate(&t, NULL);
+    for (const model_impl *const *l = model_impls[pass]; *l; l++)
+        if (model_impl_reachable(m, o, *l)) add_candidate(&t, *l);
     if (t.n > max) return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: %d results do not fit %d", t.n, max);
-    timing_data td;
-    sdgp_status st = timing_make(m, o, (model_pass)pass, &td, err);
-    if (st != SDGP_OK) return st;
-    t.a = &td.a;
-    const int timing = m->timing;
-    m->timing = 0;
     const model_impl *held;
-    st = plans_make(&t, &held, err);
     double best[MAX_CANDIDATES];
-    if (st == SDGP_OK) st = model_time_interleaved(run_candidate, &t, t.n, NULL, reps, best, err);
+    sdgp_status st = time_candidates(&t, &held, reps, best, err);
     int keep = -1; /* the layer gets its entry back, with its plan */
     for (int c = 1; c < t.n; c++)
         if (t.cand[c] == held) keep = c;
@@ -262,8 +288,6 @@ sdgp_status sdgp_model_time_impls(sdgp_model *m, int conv, const char *pass_name
         model_impl_adopt(m, o, (model_pass)pass, held, t.plans[keep]);
         if (pass == MODEL_FWD) model_fwd_pack(m, o);
     }
-    m->timing = timing;
-    timing_free(&td);
     if (st != SDGP_OK) return st;
     for (int c = 0; c < t.n; c++)
         out[c] = (sdgp_impl_time){.name = t.cand[c] ? t.cand[c]->name : "onednn", .code = t.cand[c] ? t.cand[c]->code : 0,

@@ -225,6 +225,8 @@ struct model_impl {
     int sparse;         /* skips pruned work or W~'s zeros (--sparse-kernel on / off select by this) */
     int prunes;         /* gradients: prunes dL/dO (0: the exact dL/dO) */
     int wsparse;        /* data gradient: the sparse-weight kernel (block-masked W~) */
+    int onednn;         /* runs oneDNN's product of its pass on the layer's conv (o->dnnl): under
+                           --conv-algo measured the tuner times it with each algorithm the pass has */
     sdgp_prune_domain domain; /* data gradient: where it prunes (--sdgp-domain selects by this) */
     /* NULL when it can run conv op o under the model's configuration, else why not */
     const char *(*unsupported)(const sdgp_model *m, const op *o);
@@ -265,11 +267,19 @@ sdgp_status model_impl_default(sdgp_model *m, op *o, model_pass pass, sdgp_error
 /* One pass of layer o with its implementation on a: its pack (forward) and run; without one (NULL),
  * oneDNN's product on the layer's weights and the exact tensors. */
 sdgp_status model_impl_run(sdgp_model *m, op *o, model_pass pass, model_args *a, sdgp_error *err);
-/* The tuner: every allowed implementation of the pass (plans made, the held one reused), run as a
- * step runs it on random tensors in the layer's own buffers (before the first step they are free),
- * interleaved for a few repetitions, the fastest adopted (ties to the earlier in the list), the
- * others' plans destroyed; *best_ms its time. Fewer than two candidates: nothing happens. */
-sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, double *best_ms, sdgp_error *err);
+/* The tuner of one layer's pass: the candidates, every allowed implementation of the pass
+ * (entries) or the one the layer holds, each that runs oneDNN's product (NULL included) on conv[0]
+ * and, where conv[1] is given, on it too; each run as a step runs it on random tensors in the
+ * layer's own buffers (before the first step they are free), interleaved for a few repetitions,
+ * the fastest adopted (ties to the earlier in the list, and to conv[0]), the others' plans
+ * destroyed; its time in the layer's times; *algo = 1 when it runs on conv[1]. Fewer than two
+ * candidates: nothing happens. */
+sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, int entries, sdgp_conv *const conv[2], int *algo,
+                            sdgp_error *err);
+/* model_tune.c: the tuner over all conv layers: each pass's entries where entries[pass] and the
+ * layer holds a choice among them (model_tune.c entries_tuned), and under algos oneDNN's algorithm
+ * of each pass. */
+sdgp_status model_tune(sdgp_model *m, const int entries[MODEL_NPASS], int algos, sdgp_error *err);
 /* The interleaved timer under every tuner: reps rounds of run(ctx, c) for each c < n with
  * wanted[c] (NULL: all), best[c] the shortest time of each (seconds; INFINITY where not run). */
 typedef sdgp_status (*model_timed_fn)(void *ctx, int c, sdgp_error *err);
@@ -289,13 +299,19 @@ int model_bwd_wanted(const sdgp_model *m, const op *o);
  * (a layer that a Winograd-domain entry supports uses only those), auto (all). */
 int model_bwd_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
 
-/* model_conv_tune.c: conv o's oneDNN convolution under the configuration (algos NULL; MEASURED
+/* model_conv.c: conv o's oneDNN convolution under the configuration (algos NULL; MEASURED
  * starts DIRECT) or with these per-pass algorithms, its layer info refreshed; the text of
  * sdgp_model_conv_choice parsed into per-pass algorithms (one row per conv); the one workspace
  * of all convs and weight-gradient plans, (re)sized to the largest they need and shared. */
 sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos, sdgp_error *err);
 sdgp_status model_conv_choice_parse(const sdgp_model *m, const char *text, sdgp_conv_algo (*algos)[3], sdgp_error *err);
 sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err);
+/* The tuner's convs of layer o: conv[0] every pass direct, conv[1] Winograd in each pass that has a
+ * Winograd kernel within --conv-workspace and runs; both NULL when no pass has one. */
+sdgp_status model_conv_candidates(sdgp_model *m, op *o, sdgp_conv *conv[2], sdgp_error *err);
+/* The layer's conv planned as chosen per pass (a candidate that is, or a new one), the candidates
+ * gone. */
+sdgp_status model_conv_settle(sdgp_model *m, op *o, sdgp_conv *conv[2], const sdgp_conv_algo chosen[3], sdgp_error *err);
 /* p[0..n) = values in [-1, 1) from an LCG seeded with s: test data for the start-up timings (every tuner's:
  * the kernels' times do not depend on the values). */
 void model_fill_random(float *p, size_t n, uint64_t s);
@@ -327,7 +343,7 @@ int model_fwd_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
 void model_fwd_product(sdgp_model *m, op *o, float *z, const float *x);
 /* After W~ changed: packs it into the sparse plan of a layer that runs it. */
 void model_fwd_pack(sdgp_model *m, op *o);
-/* Plans for every supported layer and the per-layer choice under --sparse-kernel (auto: timed). */
+/* Plans for every supported layer: the first allowed entry (model_tune times the others). */
 sdgp_status model_fwd_setup(sdgp_model *m, sdgp_error *err);
 
 /* model_memory.c: gradient buffers, transient activations, the activation arena (after the convs are
@@ -348,7 +364,6 @@ sdgp_status model_conv_backward_weights(sdgp_model *m, op *o, float *dw, const f
                                         sdgp_error *err);
 int model_wgrad_pruned(const sdgp_model *m, const op *o);
 int model_wgrad_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
-sdgp_status model_wgrad_tune(sdgp_model *m, sdgp_error *err);
 sdgp_status model_conv_backward_data(sdgp_model *m, op *o, float *dx, const float *dz, uint64_t step,
                                      sdgp_error *err);
 

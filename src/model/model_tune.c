@@ -1,29 +1,60 @@
-/* --sparse-kernel auto / --sdgp-domain auto: per layer that holds an implementation of its data
- * gradient (pruned layers, and those with block-masked weights: model_bwd.c), keep the fastest of
- * the allowed ones, and the kernel-choice text of checkpoints.
+/* The one tuner: per conv layer and pass, the implementations the configuration allows (and, under
+ * --conv-algo measured, oneDNN's direct and Winograd algorithms for those that run oneDNN's
+ * product) timed against each other, the fastest kept; the kernel-choice text of checkpoints.
  *
  * Each is timed as it runs in a step, pruning and weight packing included (dense = prune to a
- * dense tensor + oneDNN backward-data; sparse = prune to the compressed form + pack + sparse
- * kernel; winograd = pack U + the fused Winograd-domain kernel; sparse-weights = pack W~'s U + its
- * kernel). Interleaved repetitions, the
- * best of each, so a noisy neighbour hurts all alike. */
+ * dense tensor + oneDNN; sparse = prune to the compressed form + pack + sparse kernel; winograd =
+ * pack U + the fused Winograd-domain kernel; sparse-weights = pack W~ + its kernel; oneDNN's
+ * Winograd with its reorders). Interleaved repetitions, the best of each, so a noisy neighbour
+ * hurts all alike (model_impl.c). Why measure oneDNN's algorithm: Winograd's gain differs per pass
+ * (backward-weights reduces transformed tiles over the batch, backward-data transforms the output
+ * gradient; the reorders to and from oneDNN's blocked layout are a larger share of a pass on small
+ * planes and at large batches) and per shape, where a rule (conv_dnnl.c winograd_pays) gives all
+ * three passes of a layer one algorithm. */
 #include <string.h>
 
 #include "model/model_internal.h"
 
-sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
-    if (m->n_grad_pool < 1) return SDGP_OK;
-    int stats = m->grad_stats, timing = m->timing;
-    m->grad_stats = m->timing = 0;
+/* Whether the tuner chooses among the entries of layer o's pass: the layers that hold an entry of
+ * the data or weight gradient; the forward of a layer with sparse weights under auto / fastest
+ * (the image's conv keeps dense: its input is the caller's). */
+static int entries_tuned(const sdgp_model *m, const op *o, model_pass pass) {
+    if (pass != MODEL_FWD) return o->impl[pass] != NULL;
+    return o->fwd_ok && o->in != 0 && m->cfg.sparse != SDGP_SPARSE_ON && m->cfg.sparse != SDGP_SPARSE_OFF;
+}
+
+sdgp_status model_tune(sdgp_model *m, const int entries[MODEL_NPASS], int algos, sdgp_error *err) {
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         op *o = &m->ops[m->conv_ops[i]];
-        if (o->impl[MODEL_BWD_DATA] && o->in_mode != GRAD_NONE)
-            st = model_tune_pass(m, o, MODEL_BWD_DATA, &o->times.bwd_data_ms, err);
+        sdgp_conv *conv[2] = {o->dnnl, NULL};
+        if (algos && (st = model_conv_candidates(m, o, conv, err)) != SDGP_OK) break;
+        const int measure = conv[1] != NULL; /* else no pass has a Winograd kernel: the layer keeps its conv */
+        if (!measure) conv[0] = o->dnnl;
+        sdgp_conv_algo chosen[MODEL_NPASS] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT};
+        for (int p = 0; p < MODEL_NPASS && st == SDGP_OK; p++) {
+            if (p == MODEL_BWD_DATA && o->in_mode == GRAD_NONE) continue; /* the pass never runs */
+            int algo;
+            st = model_tune_pass(m, o, (model_pass)p, entries[p] && entries_tuned(m, o, (model_pass)p), conv, &algo, err);
+            if (algo) chosen[p] = SDGP_CONV_WINOGRAD;
+        }
+        if (measure && st == SDGP_OK) st = model_conv_settle(m, o, conv, chosen, err);
+        else if (measure) sdgp_conv_destroy(conv[0]), sdgp_conv_destroy(conv[1]);
     }
-    m->grad_stats = stats;
-    m->timing = timing;
-    return st;
+    return st == SDGP_OK ? model_conv_share_workspace(m, err) : st;
+}
+
+sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err) {
+    if (!m) return sdgp_fail(err, SDGP_ERR_INVALID, "model_tune_sparse: NULL model");
+    if (m->n_grad_pool < 1) return SDGP_OK;
+    static const int data_gradient[MODEL_NPASS] = {0, 1, 0};
+    return model_tune(m, data_gradient, 0, err);
+}
+
+sdgp_status sdgp_model_tune_conv(sdgp_model *m, sdgp_error *err) {
+    if (!m) return sdgp_fail(err, SDGP_ERR_INVALID, "model_tune_conv: NULL model");
+    static const int none[MODEL_NPASS] = {0, 0, 0};
+    return model_tune(m, none, 1, err);
 }
 
 /* ---- the kernel-choice text: data gradient [ '/' forward ] [ '|' weight gradient ], a letter per

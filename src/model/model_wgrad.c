@@ -1,8 +1,8 @@
 /* The weight gradient of a conv layer under --prune-wgrad: dL/dO pruned along positions, then
  * oneDNN's backward-weights on the dense pruned tensor, or the N:M weight-gradient kernel on its
  * compressed form (sdgp_sparse_wgrad, src/kernels/spwgrad.c). Which layers can take the kernel,
- * the per-layer choice (timed as the data gradient's is, model_tune.c; --sparse-kernel on / off
- * force it), and the choice's part of the kernel-choice text. */
+ * the per-layer choice (timed as the data gradient's is, model_tune.c: oneDNN on the dense pruned
+ * tensor against the kernel on the compressed one, pruning included; --sparse-kernel on / off force it), and the choice's part of the kernel-choice text. */
 #include <stdlib.h>
 
 #include "model/model_internal.h"
@@ -76,7 +76,7 @@ static const model_impl impl_sparse = {.pass = MODEL_BWD_WEIGHTS, .code = 'm', .
                                        .unsupported = sparse_unsupported, .create = sparse_create, .run = sparse_run,
                                        .workspace_bytes = sparse_workspace_bytes, .set_workspace = sparse_set_workspace,
                                        .destroy = sparse_destroy, .describe = sparse_describe};
-static const model_impl impl_dense = {.pass = MODEL_BWD_WEIGHTS, .code = '-', .name = "dense", .prunes = 1,
+static const model_impl impl_dense = {.pass = MODEL_BWD_WEIGHTS, .code = '-', .name = "dense", .prunes = 1, .onednn = 1,
                                       .unsupported = dense_unsupported, .run = dense_run};
 
 const model_impl *const model_wgrad_impls[] = {&impl_sparse, &impl_dense, NULL};
@@ -93,15 +93,4 @@ sdgp_status model_conv_backward_weights(sdgp_model *m, op *o, float *dw, const f
     sdgp_prune_cfg pc = model_prune_cfg(m, o, m->cfg.prune_wgrad, SDGP_AXIS_ROW, m->cfg.seed ^ MODEL_WGRAD_SEED, step);
     model_args a = {.out = dw, .x = x, .dz = dz, .pc = &pc};
     return model_impl_run(m, o, MODEL_BWD_WEIGHTS, &a, err);
-}
-
-/* Per layer: oneDNN on the dense pruned tensor against the kernel on the compressed one, pruning
- * included (model_tune_pass). */
-sdgp_status model_wgrad_tune(sdgp_model *m, sdgp_error *err) {
-    sdgp_status st = SDGP_OK;
-    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
-        op *o = &m->ops[m->conv_ops[i]];
-        if (o->impl[MODEL_BWD_WEIGHTS]) st = model_tune_pass(m, o, MODEL_BWD_WEIGHTS, NULL, err);
-    }
-    return st == SDGP_OK ? model_conv_share_workspace(m, err) : st;
 }

@@ -1,18 +1,6 @@
-/* --conv-algo measured: per conv layer and pass, the faster of oneDNN's direct and Winograd
- * convolution, measured at start (model_tune.c's way for the data-gradient kernels); the
- * per-pass choice as text for checkpoints; the shared conv workspace.
- *
- * Why measure: AUTO's rule (conv_dnnl.c winograd_pays) came from ResNet-9's layers and gives all
- * three passes of a layer one algorithm, but Winograd's gain differs per pass (backward-weights
- * reduces transformed tiles over the batch, backward-data transforms the output gradient; the
- * reorders to and from oneDNN's blocked layout are a larger share of a pass on small planes and
- * at large batches), and per shape (RegNet/ResNet-18/50: 4x4 and 7x7 planes, batch 512).
- *
- * Each candidate is timed as the model calls it (sdgp_conv_forward & co., Winograd's reorders
- * included), on random data of the layer's shapes in the activation arena (free before the first
- * step), interleaved repetitions, the best of each: a noisy neighbour hurts all alike. */
-#include <math.h>
-#include <stdio.h>
+/* Each conv layer's oneDNN convolution: its creation under the configuration or with per-pass
+ * algorithms, the per-pass choice as text for checkpoints (d | w per pass), the workspace all convs
+ * share, and the tuner's candidates under --conv-algo measured (model_tune.c times them). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,33 +145,7 @@ sdgp_status sdgp_model_set_conv_choice(sdgp_model *m, const char *choice, sdgp_e
     return st;
 }
 
-/* ---- measuring ---- */
-
-typedef sdgp_status (*pass_fn)(sdgp_conv *c, float *x, float *y, float *dx, float *dw, const float *w, sdgp_error *err);
-static sdgp_status run_fwd(sdgp_conv *c, float *x, float *y, float *dx, float *dw, const float *w, sdgp_error *err) {
-    (void)dx, (void)dw;
-    return sdgp_conv_forward(c, y, x, w, NULL, err);
-}
-static sdgp_status run_bwd_data(sdgp_conv *c, float *x, float *y, float *dx, float *dw, const float *w, sdgp_error *err) {
-    (void)x, (void)dw;
-    return sdgp_conv_backward_data(c, dx, y, w, err);
-}
-static sdgp_status run_bwd_weights(sdgp_conv *c, float *x, float *y, float *dx, float *dw, const float *w, sdgp_error *err) {
-    (void)dx, (void)w;
-    return sdgp_conv_backward_weights(c, dw, NULL, x, y, err);
-}
-static const pass_fn pass_run[3] = {run_fwd, run_bwd_data, run_bwd_weights}; /* by sdgp_conv_pass */
-
-/* The timer's candidates: pass c / 2 with algorithm c % 2 (DIRECT, WINOGRAD). */
-typedef struct {
-    sdgp_conv *conv[2];
-    float *x, *y, *dx, *dw;
-    const float *w;
-} pass_ctx;
-static sdgp_status run_pass(void *ctx, int c, sdgp_error *err) {
-    pass_ctx *t = ctx;
-    return pass_run[c / 2](t->conv[c % 2], t->x, t->y, t->dx, t->dw, t->w, err);
-}
+/* ---- measuring: the candidates of model_tune ---- */
 
 void model_fill_random(float *p, size_t n, uint64_t s) {
     for (size_t j = 0; j < n; j++) { /* the times are data independent: any values in [-1, 1) */
@@ -216,65 +178,50 @@ static sdgp_status winograd_candidate(const sdgp_model *m, const op *o, sdgp_con
     return st == SDGP_OK ? st : sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
 }
 
-/* Layer i: out[p] = the faster algorithm of each pass (DIRECT where Winograd is no candidate). */
-static sdgp_status tune_layer(sdgp_model *m, int i, sdgp_conv_algo *out, sdgp_error *err) {
-    op *o = &m->ops[m->conv_ops[i]];
-    const sdgp_conv_geom *g = &o->geom;
-    for (int p = 0; p < 3; p++) out[p] = SDGP_CONV_DIRECT;
+sdgp_status model_conv_candidates(sdgp_model *m, op *o, sdgp_conv *conv[2], sdgp_error *err) {
+    conv[0] = conv[1] = NULL;
     const size_t limit = (size_t)m->cfg.conv_workspace_mb << 20;
-    sdgp_conv *cand[2] = {NULL, NULL}; /* DIRECT, WINOGRAD */
-    int wino_passes[3];
-    sdgp_status st = winograd_candidate(m, o, &cand[1], wino_passes, err);
-    if (st != SDGP_OK || !cand[1]) return st; /* no Winograd kernel for this layer here */
-    int eligible[3], any = 0;
+    int wino_passes[3], any = 0;
+    sdgp_status st = winograd_candidate(m, o, &conv[1], wino_passes, err);
+    if (st != SDGP_OK || !conv[1]) return st; /* no Winograd kernel for this layer here */
+    sdgp_conv_algo algos[3];
     for (int p = 0; p < 3; p++) {
         /* a Winograd kernel, a split that fits the limit (WINOGRAD exceeds it when none does), and a
          * pass that runs */
-        eligible[p] = wino_passes[p] &&
-                      (limit == 0 || sdgp_conv_get_plan(cand[1], (sdgp_conv_pass)p).workspace_bytes <= limit) &&
-                      (p != SDGP_CONV_BACKWARD_DATA || o->in_mode != GRAD_NONE);
-        any |= eligible[p];
+        const int eligible = wino_passes[p] &&
+                             (limit == 0 || sdgp_conv_get_plan(conv[1], (sdgp_conv_pass)p).workspace_bytes <= limit) &&
+                             (p != SDGP_CONV_BACKWARD_DATA || o->in_mode != GRAD_NONE);
+        algos[p] = eligible ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
+        any |= eligible;
     }
-    if (!any || (st = sdgp_conv_create_algo(&cand[0], g, 0, m->cfg.threads, SDGP_CONV_DIRECT, err)) != SDGP_OK) {
-        sdgp_conv_destroy(cand[1]);
-        return st;
+    sdgp_conv_destroy(conv[1]);
+    conv[1] = NULL;
+    if (!any) return SDGP_OK;
+    static const sdgp_conv_algo direct[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT};
+    st = create_for(m, o, &conv[0], direct, err);
+    if (st == SDGP_OK) st = create_for(m, o, &conv[1], algos, err);
+    if (st != SDGP_OK) {
+        sdgp_conv_destroy(conv[0]);
+        sdgp_conv_destroy(conv[1]);
+        conv[0] = conv[1] = NULL;
     }
-    /* x, y (forward's output, the gradients' dL/dO) and dx in the activation arena when they fit */
-    const size_t nx = (size_t)g->B * g->H * g->W * g->Cin, ny = (size_t)g->B * g->Ho * g->Wo * g->Cout;
-    const size_t nw = (size_t)g->Cout * (g->Cin / g->groups) * g->kh * g->kw;
-    const size_t sx = model_align_up(nx), sy = model_align_up(ny), need = (2 * sx + sy) * sizeof(float);
-    float *own = need <= m->act_bytes ? NULL : aligned_alloc(64, need);
-    float *x = own ? own : (float *)m->act_arena, *y = x + sx, *dx = y + sy;
-    float *dw = malloc(nw * sizeof(float));
-    if ((!own && need > m->act_bytes) || !dw) {
-        st = sdgp_fail(err, SDGP_ERR_NOMEM, "model: %s: conv tuning buffers", o->name);
-        goto done;
-    }
-    model_fill_random(x, nx, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
-    model_fill_random(y, ny, 0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
-    double best[3][2];
-    const int wanted[6] = {eligible[0], eligible[0], eligible[1], eligible[1], eligible[2], eligible[2]};
-    pass_ctx ctx = {{cand[0], cand[1]}, x, y, dx, dw, model_op_weights(m, o)};
-    st = model_time_interleaved(run_pass, &ctx, 6, wanted, CONV_TUNE_REPS, &best[0][0], err);
-    for (int p = 0; p < 3; p++) /* ties go to direct: NHWC in place, no reorders */
-        if (eligible[p] && best[p][1] < best[p][0]) out[p] = SDGP_CONV_WINOGRAD;
-    o->times.fwd_ms = 1e3 * fmin(best[0][0], best[0][1]);
-    o->times.bwd_weights_ms = 1e3 * fmin(best[2][0], best[2][1]);
-done:
-    free(own);
-    free(dw);
-    sdgp_conv_destroy(cand[0]);
-    sdgp_conv_destroy(cand[1]);
     return st;
 }
 
-sdgp_status sdgp_model_tune_conv(sdgp_model *m, sdgp_error *err) {
-    if (!m) return sdgp_fail(err, SDGP_ERR_INVALID, "model_tune_conv: NULL model");
-    pass_algos *algos = calloc((size_t)m->n_convs + 1, sizeof *algos);
-    if (!algos) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
-    sdgp_status st = SDGP_OK;
-    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) st = tune_layer(m, i, algos[i], err);
-    if (st == SDGP_OK) st = apply_choice(m, algos, err);
-    free(algos);
-    return st;
+sdgp_status model_conv_settle(sdgp_model *m, op *o, sdgp_conv *conv[2], const sdgp_conv_algo chosen[3], sdgp_error *err) {
+    sdgp_conv *keep = NULL; /* a candidate that plans each pass as chosen */
+    for (int k = 0; k < 2 && !keep; k++) {
+        int same = 1;
+        for (int p = 0; p < 3; p++) same &= sdgp_conv_get_plan(conv[k], (sdgp_conv_pass)p).algo == chosen[p];
+        if (same) keep = conv[k];
+    }
+    sdgp_status st = keep ? SDGP_OK : create_for(m, o, &keep, chosen, err);
+    for (int k = 0; k < 2; k++)
+        if (conv[k] != keep) sdgp_conv_destroy(conv[k]);
+    conv[0] = conv[1] = NULL;
+    if (st != SDGP_OK) return st;
+    sdgp_conv_destroy(o->dnnl);
+    o->dnnl = keep;
+    refresh_info(o);
+    return SDGP_OK;
 }
