@@ -41,7 +41,7 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
     --prune magnitude --nm 2:4 --log "$T/log.jsonl" --checkpoint "$T/run.safetensors" --threads 2 --quiet
   expect 0 '"event":"epoch".*"test_acc"' -- cat "$T/log.jsonl"
   expect 0 "test accuracy .* step 12" -- "$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2
-  expect 0 "evaluated in [0-9.]+ s \([0-9]+ images/s\), kernels -" -- "$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2
+  expect 0 "evaluated in [0-9.]+ s \([0-9]+ images/s\), choice [-a-z]{3}:[dw]{3}," -- "$SDGP" eval --checkpoint "$T/run.safetensors" --threads 2
   # a checkpoint written before the later settings existed (their cfg.* keys removed; the CRC covers the
   # tensors only) loads as the run it was: the same evaluation, bit for bit
   /usr/bin/python3 - "$T/run.safetensors" "$T/old.safetensors" <<'PY'
@@ -98,21 +98,26 @@ PY
     --model smallcnn --batch-size 64 --max-steps 1 --no-tta --threads 2 --isa ref
   # the kernel choice: printed as text; --kernels runs on it instead of timing at start (the bits of the run that
   # had it: here --sparse-kernel on's), refused where it does not fit the model or a resumed run's
-  expect 0 "conv1=pruned\+dense; kernels -d \(as given\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 \
+  expect 0 "choice .* ---:[dw]{3},-d-:[dw]{3} \(as given\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 \
     --no-tta --prune magnitude --nm 2:4 --kernels -d --threads 2
-  expect 0 "kernels -s \(as given\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 --no-tta \
+  expect 0 "choice .* ---:[dw]{3},-s-:[dw]{3} \(as given\)" -- "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 --no-tta \
     --prune magnitude --nm 2:4 --kernels -s --threads 2 --checkpoint "$T/given.safetensors"
   "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 --no-tta --prune magnitude --nm 2:4 --sparse-kernel on \
     --threads 2 --checkpoint "$T/on.safetensors" --quiet > /dev/null 2>&1
   given_eval=$("$SDGP" eval --checkpoint "$T/given.safetensors" --threads 2 2>&1 | head -1)
   on_eval=$("$SDGP" eval --checkpoint "$T/on.safetensors" --threads 2 2>&1 | head -1)
   if [ -n "$on_eval" ] && [ "$given_eval" = "$on_eval" ]; then ok; else bad "--kernels -s: '$given_eval' vs on: '$on_eval'"; fi
-  expect 2 "kernel choice 'sss' does not fit a model of 2 conv layers" -- "$SDGP" train --model smallcnn --max-steps 1 \
+  # eval builds the training run's model with its choice: SDGP and sparse weights together (the data
+  # gradient's letters once did not fit a model built without pruning)
+  "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 --no-tta --prune rescaled --nm 2:4 --sparse-weights sste \
+    --weight-groups cout --threads 2 --checkpoint "$T/both.safetensors" --quiet > /dev/null 2>&1
+  expect 0 "choice ---:[dw]{3},c[sf]-:[dw]{3}" -- "$SDGP" eval --checkpoint "$T/both.safetensors" --threads 2
+  expect 2 "choice 'sss' does not fit a model of 2 conv layers" -- "$SDGP" train --model smallcnn --max-steps 1 \
     --prune magnitude --kernels sss --quiet
-  expect 2 "kernel choice 'ss': layer 0 cannot be 's'" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude \
+  expect 2 "choice 'ss': layer 0 \(conv0\) cannot be 's'" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude \
     --kernels ss --quiet
-  expect 2 "a resumed run keeps its kernels" -- "$SDGP" train --resume "$T/given.safetensors" --kernels -d --max-steps 3 --quiet
-  expect 0 "kernels -[sf] \(the checkpoint's, not timed\)" -- "$SDGP" train --resume "$T/on.safetensors" --max-steps 3
+  expect 2 "a resumed run keeps its choice" -- "$SDGP" train --resume "$T/given.safetensors" --kernels -d --max-steps 3 --quiet
+  expect 0 "choice .* ---:[dw]{3},-[sf]-:[dw]{3} \(the checkpoint's, not timed\)" -- "$SDGP" train --resume "$T/on.safetensors" --max-steps 3
   expect 2 "mask-block: 0 is out of range" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude --mask-block 0
   expect 2 "mvue-approx has no shared-mask form" -- "$SDGP" train --model smallcnn --max-steps 1 --prune mvue-approx --mask-block 2
   # a truncated checkpoint is never taken for good
@@ -191,14 +196,15 @@ assert abs(s["fwd_ratio"] - r) <= 0.001 + r * (0.0005 / s["fwd_ms"] + 0.0005 / s
 # came from another configuration than the step: bench layers forced the sparse kernel on); the variant ran
 # the step training runs (--sparse-kernel auto) and names its kernels
 assert 0 < s["convs_ms"] <= s["step_ms"] + 0.0015 and 0 < s["convs_variant_ms"] <= s["step_variant_ms"] + 0.0015, "convs > step"
-assert s["sparse_kernel"] == "auto" and s["kernels"].startswith("-"), s["kernels"]
+assert s["sparse_kernel"] == "auto" and s["choice"].startswith("---:"), s["choice"]
 ' "$out" 2>/dev/null; then ok; else bad "bench layers --interleave: $out"; fi
 # --sparse-kernel on: every pruned layer on a sparse kernel (the paper's Figure 9)
 out=$("$SDGP" bench layers --model smallcnn --batch 8 --steps 2 --nm 2:4 --sparse-kernel on --json --no-torch 2>&1)
 if python3 -c '
 import json, sys
 s = [json.loads(l) for l in sys.argv[1].splitlines() if "sums" in l][0]
-assert s["sparse_kernel"] == "on" and s["kernels"][0] == "-" and set(s["kernels"][1:]) <= set("sfw"), s["kernels"]
+layers = s["choice"].split(",")  # per layer "FBW:abc": the image conv has no data gradient, the others a sparse one
+assert s["sparse_kernel"] == "on" and layers[0][1] == "-" and {t[1] for t in layers[1:]} <= set("sfw"), s["choice"]
 ' "$out" 2>/dev/null; then ok; else bad "bench layers --sparse-kernel on: $out"; fi
 # bench prune names what ran: mvue 3:4 has no vector kernel on any ISA; --isa ref is the reference;
 # magnitude 2:4 runs the ISA the line names

@@ -59,4 +59,56 @@ static inline void tmp_path(char *buf, size_t size, const char *name) {
     snprintf(buf, size, "/tmp/sdgp_test_model_%d_%s", (int)getpid(), name);
 }
 
+/* One column of m's choice text (sdgp_model_choice: "FBW:abc" per conv layer), a letter per layer:
+ * col 0 forward, 1 data gradient, 2 weight gradient; 4, 5, 6 oneDNN's algorithm of each. */
+static inline const char *choice_column(const sdgp_model *m, int col, char *buf, size_t size) {
+    char text[SDGP_CHOICE_LEN];
+    sdgp_model_choice(m, text, sizeof text);
+    size_t k = 0;
+    for (const char *t = text; *t && k + 1 < size;) {
+        buf[k++] = t[col];
+        t += strcspn(t, ",");
+        t += *t == ',';
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+/* m's implementations as the earlier kernel-choice text that sdgp_model_set_choice still takes:
+ * the data gradient's letters, then '/' and the forward's, '|' and the weight gradient's where a
+ * layer holds one of those (e.g. "-sdwwsss/-ccccccc|--mm---m"). */
+static inline const char *kernel_text(const sdgp_model *m, char *buf, size_t size) {
+    char col[3][256];
+    for (int p = 0; p < 3; p++) choice_column(m, p, col[p], sizeof col[p]);
+    const int fwd = strspn(col[0], "-") < strlen(col[0]), wg = strspn(col[2], "-") < strlen(col[2]);
+    char text[800];
+    snprintf(text, sizeof text, "%s%s%s%s%s", col[1], fwd ? "/" : "", fwd ? col[0] : "", wg ? "|" : "", wg ? col[2] : "");
+    const size_t n = strlen(text) < size ? strlen(text) : size - 1; /* truncated as snprintf would */
+    memcpy(buf, text, n);
+    buf[n] = 0;
+    return buf;
+}
+
+/* m's oneDNN algorithms per conv layer as "abc,abc,..." (a, b, c: forward, data gradient, weight
+ * gradient, 'd' direct or 'w' Winograd), the part after ':' of each token of its choice text. */
+static inline const char *algos_text(const sdgp_model *m, char *buf, size_t size) {
+    char text[SDGP_CHOICE_LEN];
+    sdgp_model_choice(m, text, sizeof text);
+    size_t k = 0;
+    for (const char *t = strchr(text, ':'); t && k + 4 < size; t = strchr(t + 1, ':')) {
+        if (k) buf[k++] = ',';
+        memcpy(buf + k, t + 1, 3), k += 3;
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+/* m's choice text with its algorithms replaced by algos ("abc,abc,...", as algos_text gives them). */
+static inline const char *with_algos(const sdgp_model *m, const char *algos, char *buf, size_t size) {
+    sdgp_model_choice(m, buf, size);
+    size_t a = 0;
+    for (char *t = strchr(buf, ':'); t && a + 3 <= strlen(algos); t = strchr(t + 1, ':'), a += 4) memcpy(t + 1, algos + a, 3);
+    return buf;
+}
+
 #endif

@@ -42,13 +42,14 @@ TEST_CASE(checkpoint_resume_is_exact) {
     REQUIRE(sdgp_train(&cb, &res, NULL, &err) == SDGP_OK, "run b: %s", err.msg);
     sdgp_train_config rc;
     REQUIRE(sdgp_checkpoint_read_config(b, &rc, &err) == SDGP_OK, "read config: %s", err.msg);
-    CHECK(strlen(rc.model.conv_choice) == 7 && rc.model.conv_choice[3] == ',', "b's conv choice: '%s'", rc.model.conv_choice);
-    char measured[SDGP_CONV_CHOICE_LEN];
-    snprintf(measured, sizeof measured, "%s", rc.model.conv_choice);
+    CHECK(strlen(rc.model.choice) == 15 && rc.model.choice[7] == ',' && rc.model.choice[3] == ':', "b's choice: '%s'",
+          rc.model.choice);
+    char measured[SDGP_CHOICE_LEN];
+    snprintf(measured, sizeof measured, "%s", rc.model.choice);
     sdgp_train_config ca = run_config(a, 20);
-    snprintf(ca.model.conv_choice, sizeof ca.model.conv_choice, "%s", measured);
+    snprintf(ca.model.choice, sizeof ca.model.choice, "%s", measured);
     REQUIRE(sdgp_train(&ca, &res, NULL, &err) == SDGP_OK, "run a: %s", err.msg);
-    /* the resume (conv_choice empty, as a fresh configuration) takes b's from its checkpoint, and
+    /* the resume (choice empty, as a fresh configuration) takes b's from its checkpoint, and
      * says so on its start-up line */
     cb.max_steps = 20;
     cb.quiet = 0;
@@ -64,10 +65,10 @@ TEST_CASE(checkpoint_resume_is_exact) {
     fclose(out);
     CHECK(!strcmp(said, "ckpt"), "resumed start-up line: the checkpoint's conv algorithms (%s)", said);
     REQUIRE(sdgp_checkpoint_read_config(b, &rc, &err) == SDGP_OK, "read config: %s", err.msg);
-    CHECK(!strcmp(rc.model.conv_choice, measured), "resumed b ran '%s', measured '%s'", rc.model.conv_choice, measured);
+    CHECK(!strcmp(rc.model.choice, measured), "resumed b ran '%s', measured '%s'", rc.model.choice, measured);
 
     REQUIRE(sdgp_checkpoint_read_config(a, &rc, &err) == SDGP_OK, "read config: %s", err.msg);
-    CHECK(!strcmp(rc.model.conv_choice, measured), "a ran '%s', b measured '%s'", rc.model.conv_choice, measured);
+    CHECK(!strcmp(rc.model.choice, measured), "a ran '%s', b measured '%s'", rc.model.choice, measured);
     CHECK(rc.model.prune.fn == SDGP_PRUNE_MVUE && rc.model.prune.n == 2 && rc.model.seed == 11, "config round trip");
     CHECK(rc.model.weights.kind == SDGP_WEIGHTS_SSTE && rc.model.weights.group == SDGP_WGROUP_KERNEL &&
               rc.model.weights.classifier == 1 && rc.model.weights.first_layer == 0,
@@ -114,52 +115,55 @@ TEST_CASE(checkpoint_keeps_kernel_choice) {
     sdgp_error err;
     REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK && sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
     char choice[16];
-    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    kernel_text(b, choice, sizeof choice);
     CHECK(strcmp(choice, "-s") == 0 || strcmp(choice, "-f") == 0, "sparse on: %s", choice); /* f: s, its pruning fused */
-    CHECK(sdgp_model_set_sparse_choice(a, "-d", &err) == SDGP_OK, "%s", err.msg);
-    CHECK(sdgp_model_set_sparse_choice(a, "sd", &err) == SDGP_ERR_FORMAT, "the image conv has no data gradient to prune");
-    CHECK(sdgp_model_set_sparse_choice(a, "-dd", &err) == SDGP_ERR_FORMAT, "length");
+    CHECK(sdgp_model_set_choice(a, "-d", &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_choice(a, "sd", &err) == SDGP_ERR_FORMAT, "the image conv has no data gradient to prune");
+    CHECK(sdgp_model_set_choice(a, "-dd", &err) == SDGP_ERR_FORMAT, "length");
     char path[256];
     tmp_path(path, sizeof path, "kernels.safetensors");
     sdgp_train_config tc = sdgp_train_config_default();
     sdgp_checkpoint_state st = {0};
     REQUIRE(sdgp_checkpoint_save(path, a, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
     REQUIRE(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    kernel_text(b, choice, sizeof choice);
     CHECK(strcmp(choice, "-d") == 0, "restored choice: %s", choice);
     unlink(path);
     sdgp_model_destroy(a);
     sdgp_model_destroy(b);
 }
 
-/* --conv-algo measured: the per-pass choice is text that checkpoints keep. A forced mix plans what
- * it says and survives a checkpoint into a model that measured for itself (and into one built from
- * the checkpoint's configuration, without measuring); a model under another algorithm keeps its
- * own. Bad texts fail with the layer named, the model keeps its convs and still steps. */
+/* --conv-algo measured: the algorithms are part of the choice text that checkpoints keep. A forced
+ * mix plans what it says and survives a checkpoint into a model that measured for itself (and into
+ * one built from the checkpoint's configuration, without measuring); a model under another
+ * algorithm keeps its own. Bad texts fail with the layer named, the model keeps its convs and still
+ * steps. */
 TEST_CASE(checkpoint_keeps_conv_choice) {
     sdgp_model_config c = small_config(8);
     c.conv_algo = SDGP_CONV_MEASURED;
     sdgp_model *a, *b;
     sdgp_error err;
     REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK && sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
-    char choice[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_conv_choice(a, choice, sizeof choice);
+    char choice[SDGP_CHOICE_LEN], text[SDGP_CHOICE_LEN];
+    algos_text(a, choice, sizeof choice);
     CHECK(strlen(choice) == 7 && strspn(choice, "dw,") == 7, "measured: '%s'", choice);
     const int wino = sdgp_isa_supported(SDGP_ISA_AVX512);
     const char *mix = wino ? "ddd,wdw" : "ddd,ddd";
-    REQUIRE(sdgp_model_set_conv_choice(a, mix, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_conv_choice(a, choice, sizeof choice);
-    CHECK(!strcmp(choice, mix), "set: '%s'", choice);
+    REQUIRE(sdgp_model_set_choice(a, with_algos(a, mix, text, sizeof text), &err) == SDGP_OK, "%s", err.msg);
+    CHECK(!strcmp(algos_text(a, choice, sizeof choice), mix), "set: '%s'", choice);
     const sdgp_layer_info *li = sdgp_model_conv_info(a, 1);
     CHECK(li->plan[0].algo == (wino ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT) && li->plan[1].algo == SDGP_CONV_DIRECT &&
               li->winograd == wino,
           "layer info follows the plan");
-    const char *bad[] = {"ddd", "ddd,wdw,ddd", "ddd;wdw", "ddd,wxw", "DDD,ddd", ""};
+    const char *bad[] = {"---:ddd", "---:ddd,---:wdw,---:ddd", "---:ddd;---:wdw", "---:ddd,---:wxw", "---:DDD,---:ddd",
+                         "---:ddd,---=wdw", "", "---:ddd,"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        CHECK(sdgp_model_set_conv_choice(a, bad[i], &err) == SDGP_ERR_FORMAT && strstr(err.msg, "conv choice"), "'%s': %s",
-              bad[i], err.msg);
-    sdgp_model_conv_choice(a, choice, sizeof choice);
-    CHECK(!strcmp(choice, mix), "kept after errors: '%s'", choice);
+        CHECK(sdgp_model_set_choice(a, bad[i], &err) == SDGP_ERR_FORMAT && strstr(err.msg, "choice"), "'%s': %s", bad[i],
+              err.msg);
+    CHECK(!strcmp(algos_text(a, choice, sizeof choice), mix), "kept after errors: '%s'", choice);
+    /* tokens without algorithms keep the layers' */
+    CHECK(sdgp_model_set_choice(a, "---,---", &err) == SDGP_OK && !strcmp(algos_text(a, choice, sizeof choice), mix),
+          "FBW tokens: '%s' %s", choice, err.msg);
 
     {   /* Winograd forced where oneDNN has none: a 1x1 stride-2 downsample conv of ResNet-18 */
         sdgp_model_config rc18 = small_config(2);
@@ -167,18 +171,18 @@ TEST_CASE(checkpoint_keeps_conv_choice) {
         rc18.width = 0.25f;
         sdgp_model *r18;
         REQUIRE(sdgp_model_create(&r18, &rc18, &err) == SDGP_OK, "%s", err.msg);
-        char text[SDGP_CONV_CHOICE_LEN], kept[SDGP_CONV_CHOICE_LEN];
-        sdgp_model_conv_choice(r18, kept, sizeof kept);
+        char kept[SDGP_CHOICE_LEN];
+        sdgp_model_choice(r18, kept, sizeof kept);
         snprintf(text, sizeof text, "%s", kept);
         int ds = -1;
         for (int i = 0; i < sdgp_model_conv_count(r18) && ds < 0; i++)
             if (strstr(sdgp_model_conv_info(r18, i)->layer, "downsample")) ds = i;
         REQUIRE(ds > 0, "ResNet-18 has a downsample conv");
-        text[4 * ds + 2] = 'w';
-        CHECK(sdgp_model_set_conv_choice(r18, text, &err) == SDGP_ERR_UNSUPPORTED && strstr(err.msg, "downsample") &&
+        text[8 * ds + 6] = 'w';
+        CHECK(sdgp_model_set_choice(r18, text, &err) == SDGP_ERR_UNSUPPORTED && strstr(err.msg, "downsample") &&
                   strstr(err.msg, "Winograd") && strstr(err.msg, "backward-weights"),
               "Winograd on a 1x1 conv: %s", err.msg);
-        sdgp_model_conv_choice(r18, text, sizeof text);
+        sdgp_model_choice(r18, text, sizeof text);
         CHECK(!strcmp(text, kept), "kept after the refusal: '%s'", text);
         sdgp_model_destroy(r18);
     }
@@ -188,31 +192,31 @@ TEST_CASE(checkpoint_keeps_conv_choice) {
     tc.model = c;
     sdgp_checkpoint_state st = {0};
     REQUIRE(sdgp_checkpoint_save(path, a, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
-    REQUIRE(sdgp_model_set_conv_choice(b, wino ? "ddd,dwd" : "ddd,ddd", &err) == SDGP_OK, "%s", err.msg);
+    REQUIRE(sdgp_model_set_choice(b, with_algos(b, wino ? "ddd,dwd" : "ddd,ddd", text, sizeof text), &err) == SDGP_OK, "%s",
+            err.msg);
     REQUIRE(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_conv_choice(b, choice, sizeof choice);
-    CHECK(!strcmp(choice, mix), "restored: '%s'", choice);
+    CHECK(!strcmp(algos_text(b, choice, sizeof choice), mix), "restored: '%s'", choice);
     sdgp_train_config rc;
     REQUIRE(sdgp_checkpoint_read_config(path, &rc, &err) == SDGP_OK, "%s", err.msg);
-    CHECK(!strcmp(rc.model.conv_choice, mix) && rc.model.conv_algo == SDGP_CONV_MEASURED, "config: '%s'", rc.model.conv_choice);
+    sdgp_model_choice(a, text, sizeof text);
+    CHECK(!strcmp(rc.model.choice, text) && rc.model.conv_algo == SDGP_CONV_MEASURED, "config: '%s'", rc.model.choice);
     sdgp_model_config gc = c;
-    snprintf(gc.conv_choice, sizeof gc.conv_choice, "%s", rc.model.conv_choice);
+    snprintf(gc.choice, sizeof gc.choice, "%s", rc.model.choice);
     sdgp_model *g;
     REQUIRE(sdgp_model_create(&g, &gc, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_conv_choice(g, choice, sizeof choice);
-    CHECK(!strcmp(choice, mix), "built from the given choice: '%s'", choice);
+    CHECK(!strcmp(algos_text(g, choice, sizeof choice), mix), "built from the given choice: '%s'", choice);
     sdgp_model_destroy(g);
-    snprintf(gc.conv_choice, sizeof gc.conv_choice, "%s", "ddd,qqq");
-    CHECK(sdgp_model_create(&g, &gc, &err) == SDGP_ERR_FORMAT && g == NULL, "a bad given choice: %s", err.msg);
+    snprintf(gc.choice, sizeof gc.choice, "%s", "---:ddd,---:qqq");
+    CHECK(sdgp_model_create(&g, &gc, &err) == SDGP_ERR_INVALID && g == NULL && strstr(err.msg, "layer 1"),
+          "a bad given choice: %s", err.msg);
     /* not measured: the checkpoint's algorithms are no business of an AUTO model */
     sdgp_model_config ac = small_config(8);
     sdgp_model *m_auto;
     REQUIRE(sdgp_model_create(&m_auto, &ac, &err) == SDGP_OK, "%s", err.msg);
-    char before[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_conv_choice(m_auto, before, sizeof before);
+    char before[SDGP_CHOICE_LEN];
+    algos_text(m_auto, before, sizeof before);
     REQUIRE(sdgp_checkpoint_load(path, m_auto, NULL, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_conv_choice(m_auto, choice, sizeof choice);
-    CHECK(!strcmp(choice, before), "auto model re-planned: '%s' -> '%s'", before, choice);
+    CHECK(!strcmp(algos_text(m_auto, choice, sizeof choice), before), "auto model re-planned: '%s' -> '%s'", before, choice);
     sdgp_model_destroy(m_auto);
     /* a and b now plan the same: a step gives bitwise the same gradients */
     double f1, l1, f2, l2;

@@ -398,22 +398,22 @@ TEST_CASE(sdgp_wino_in_a_model) {
     sdgp_error err;
     sdgp_status st = sdgp_model_create(&m, &c, &err);
     REQUIRE(st == SDGP_OK, "%s", err.msg);
-    char choice[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_conv_choice(m, choice, sizeof choice);
+    char choice[SDGP_CHOICE_LEN], text[SDGP_CHOICE_LEN];
+    algos_text(m, choice, sizeof choice);
     CHECK(strlen(choice) == 7 && strspn(choice, "dw,") == 7, "measured: '%s'", choice);
-    REQUIRE(sdgp_model_set_conv_choice(m, "ddd,wwd", &err) == SDGP_OK, "%s", err.msg);
+    REQUIRE(sdgp_model_set_choice(m, with_algos(m, "ddd,wwd", text, sizeof text), &err) == SDGP_OK, "%s", err.msg);
     const sdgp_layer_info *li = sdgp_model_conv_info(m, 1);
     CHECK(li->plan[0].algo == W && !strcmp(li->plan[0].impl, "sdgp") && li->plan[1].algo == W &&
               !strcmp(li->plan[1].impl, "sdgp") && li->plan[2].algo == D,
           "ddd,wwd: %s/%s %s/%s %s", sdgp_conv_algo_name(li->plan[0].algo), li->plan[0].impl,
           sdgp_conv_algo_name(li->plan[1].algo), li->plan[1].impl, sdgp_conv_algo_name(li->plan[2].algo));
-    REQUIRE(sdgp_model_set_conv_choice(m, "ddd,dww", &err) == SDGP_OK, "%s", err.msg);
+    REQUIRE(sdgp_model_set_choice(m, with_algos(m, "ddd,dww", text, sizeof text), &err) == SDGP_OK, "%s", err.msg);
     li = sdgp_model_conv_info(m, 1);
     CHECK(li->plan[0].algo == D && li->plan[2].algo == W && !strcmp(li->plan[2].impl, "sdgp"), "ddd,dww: %s/%s",
           sdgp_conv_algo_name(li->plan[2].algo), li->plan[2].impl);
     setenv("SDGP_WINOGRAD", "onednn", 1);
-    st = sdgp_model_set_conv_choice(m, "ddd,wdw", &err);
-    sdgp_model_conv_choice(m, choice, sizeof choice);
+    st = sdgp_model_set_choice(m, with_algos(m, "ddd,wdw", text, sizeof text), &err);
+    algos_text(m, choice, sizeof choice);
     CHECK(avx512 ? st == SDGP_OK : st == SDGP_ERR_UNSUPPORTED && !strcmp(choice, "ddd,dww"),
           "onednn only, ddd,wdw: status %d, '%s': %s", (int)st, choice, err.msg);
     sdgp_model_destroy(m);

@@ -351,9 +351,9 @@ TEST_CASE(sparse_fastest_prunes_only_where_sparse) {
     sdgp_error err;
     REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK, "%s", err.msg);
     char choice[16];
-    sdgp_model_sparse_choice(a, choice, sizeof choice);
+    kernel_text(a, choice, sizeof choice);
     CHECK(choice[0] == '-' && strchr("swfu", choice[1]) && !strchr(choice, 'd'), "fastest: %s", choice);
-    REQUIRE(sdgp_model_set_sparse_choice(a, "-u", &err) == SDGP_OK, "%s", err.msg);
+    REQUIRE(sdgp_model_set_choice(a, "-u", &err) == SDGP_OK, "%s", err.msg);
     CHECK(!sdgp_model_conv_info(a, 1)->pruned && !strcmp(sdgp_model_conv_info(a, 1)->bwd_kernel, "unpruned"), "u: not pruned");
     size_t n = (size_t)c.batch * c.height * c.width_px * c.channels;
     float *x = test_xmalloc(n * sizeof(float)), *dl = test_xmalloc((size_t)c.batch * c.num_classes * sizeof(float));
@@ -372,7 +372,7 @@ TEST_CASE(sparse_fastest_prunes_only_where_sparse) {
     REQUIRE(sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
     REQUIRE(sdgp_checkpoint_save(path, a, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
     REQUIRE(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    kernel_text(b, choice, sizeof choice);
     CHECK(strcmp(choice, "-u") == 0, "restored choice: %s", choice);
     unlink(path);
     free(x), free(dl);
@@ -393,12 +393,12 @@ TEST_CASE(winograd_domain_choice) {
     sdgp_error err;
     REQUIRE(sdgp_model_create(&a, &c, &err) == SDGP_OK, "%s", err.msg);
     char choice[16];
-    sdgp_model_sparse_choice(a, choice, sizeof choice);
+    kernel_text(a, choice, sizeof choice);
     CHECK(strcmp(choice, "-w") == 0, "winograd domain: %s", choice);
     c.domain = SDGP_DOMAIN_PIXEL;
     c.sparse = SDGP_SPARSE_ON;
     REQUIRE(sdgp_model_create(&b, &c, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    kernel_text(b, choice, sizeof choice);
     CHECK(strcmp(choice, "-s") == 0 || strcmp(choice, "-f") == 0, "pixel domain: %s", choice);
     char path[256];
     tmp_path(path, sizeof path, "wino.safetensors");
@@ -406,10 +406,10 @@ TEST_CASE(winograd_domain_choice) {
     sdgp_checkpoint_state st = {0};
     REQUIRE(sdgp_checkpoint_save(path, a, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
     REQUIRE(sdgp_checkpoint_load(path, b, NULL, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(b, choice, sizeof choice);
+    kernel_text(b, choice, sizeof choice);
     CHECK(strcmp(choice, "-w") == 0, "restored choice: %s", choice);
     CHECK(!strcmp(sdgp_model_conv_info(b, 1)->bwd_kernel, "winograd"), "restored kernel: %s", sdgp_model_conv_info(b, 1)->bwd_kernel);
-    CHECK(sdgp_model_set_sparse_choice(b, "-x", &err) == SDGP_ERR_FORMAT, "unknown code");
+    CHECK(sdgp_model_set_choice(b, "-x", &err) == SDGP_ERR_FORMAT, "unknown code");
     unlink(path);
     sdgp_model_destroy(a);
     sdgp_model_destroy(b);
@@ -423,7 +423,7 @@ TEST_CASE(winograd_domain_choice) {
         CHECK(!strcmp(sdgp_prune_domain_name((sdgp_prune_domain)i), sdgp_prune_domain_names[i]), "name %d", i);
 }
 
-/* cfg.sparse_choice: create takes the kernels as given under every mode (no timing), the same bits as a
+/* cfg.choice: create takes the kernels as given under every mode (no timing), the same bits as a
  * model that chose them itself, and refuses a text that does not fit the model. */
 TEST_CASE(given_kernel_choice) {
     sdgp_model_config c = small_config(8);
@@ -433,21 +433,21 @@ TEST_CASE(given_kernel_choice) {
     char choice[16];
     const char *const texts[] = {"-d", "-s"};
     for (int t = 0; t < 2; t++) {
-        snprintf(c.sparse_choice, sizeof c.sparse_choice, "%s", texts[t]);
+        snprintf(c.choice, sizeof c.choice, "%s", texts[t]);
         REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s: %s", texts[t], err.msg);
-        sdgp_model_sparse_choice(m, choice, sizeof choice);
+        kernel_text(m, choice, sizeof choice);
         CHECK(!strcmp(choice, texts[t]), "given %s, has %s", texts[t], choice);
         sdgp_model_destroy(m);
     }
     /* "-s" under auto trains as --sparse-kernel on does; "-d" (the pruned tensor through oneDNN) rounds otherwise */
     sdgp_model_config on = c;
     on.sparse = SDGP_SPARSE_ON;
-    on.sparse_choice[0] = '\0';
+    on.choice[0] = '\0';
     float *want, *got, *other;
     size_t n_want = 0, n_got = 0, n_other = 0;
     one_step_grads(&on, &want, &n_want);
     one_step_grads(&c, &got, &n_got);
-    snprintf(c.sparse_choice, sizeof c.sparse_choice, "-d");
+    snprintf(c.choice, sizeof c.choice, "-d");
     one_step_grads(&c, &other, &n_other);
     REQUIRE(want && got && other && n_want == n_got && n_want == n_other, "three models trained");
     CHECK(test_bitwise_equal(want, got, n_want * sizeof *want), "--kernels -s differs from --sparse-kernel on");
@@ -462,9 +462,9 @@ TEST_CASE(given_kernel_choice) {
         sdgp_model_config cf = c;
         cf.prune.fn = fns[f % 4];
         cf.prune.mask_block = f < 4 ? 1 : 2;
-        snprintf(cf.sparse_choice, sizeof cf.sparse_choice, "-s");
+        snprintf(cf.choice, sizeof cf.choice, "-s");
         one_step_grads(&cf, &want, &n_want);
-        snprintf(cf.sparse_choice, sizeof cf.sparse_choice, "-f");
+        snprintf(cf.choice, sizeof cf.choice, "-f");
         one_step_grads(&cf, &got, &n_got);
         REQUIRE(want && got && n_want == n_got, "%s: both trained", sdgp_prune_fn_name(fns[f % 4]));
         CHECK(test_bitwise_equal(want, got, n_want * sizeof *want), "%s mask block %d: -f differs from -s",
@@ -472,12 +472,12 @@ TEST_CASE(given_kernel_choice) {
         free(want);
         free(got);
     }
-    snprintf(c.sparse_choice, sizeof c.sparse_choice, "-ss");
+    snprintf(c.choice, sizeof c.choice, "-ss");
     CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "does not fit a model of 2 conv layers"),
           "wrong length: %s", err.msg);
-    snprintf(c.sparse_choice, sizeof c.sparse_choice, "s-");
-    CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "layer 0 cannot be 's'"), "image conv: %s", err.msg);
-    memset(c.sparse_choice, 'd', sizeof c.sparse_choice);
+    snprintf(c.choice, sizeof c.choice, "s-");
+    CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "layer 0 (conv0) cannot be 's'"), "image conv: %s", err.msg);
+    memset(c.choice, 'd', sizeof c.choice);
     CHECK(sdgp_model_create(&m, &c, &err) == SDGP_ERR_INVALID && strstr(err.msg, "not a terminated text"), "unterminated: %s",
           err.msg);
 }

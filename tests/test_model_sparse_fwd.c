@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "model_util.h"
 #include "sdgp/train.h"
 
 #define NCONV 8 /* ResNet-9 */
@@ -40,9 +41,9 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     sdgp_error err;
     REQUIRE(sdgp_model_create(&on, &con, &err) == SDGP_OK && sdgp_model_create(&off, &coff, &err) == SDGP_OK, "%s", err.msg);
     char choice[64], want_on[] = "--xxxxxx/-swwwwww", want_off[] = "--------/-ddddddd";
-    sdgp_model_sparse_choice(on, choice, sizeof choice);
+    kernel_text(on, choice, sizeof choice);
     CHECK(strcmp(choice, want_on) == 0, "on: %s (the image conv has dense weights)", choice);
-    sdgp_model_sparse_choice(off, choice, sizeof choice);
+    kernel_text(off, choice, sizeof choice);
     CHECK(strcmp(choice, want_off) == 0, "off: %s", choice);
     CHECK(sdgp_model_conv_info(on, 1)->sparse_forward && !sdgp_model_conv_info(off, 1)->sparse_forward &&
               !sdgp_model_conv_info(on, 0)->sparse_forward,
@@ -63,7 +64,7 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     /* the direct sparse kernel: close to dense too, and its own rounding */
     CHECK(sdgp_model_conv_info(on, 2)->sparse_forward == 2 && sdgp_model_conv_info(on, 1)->sparse_forward == 1, "Winograd info");
     CHECK(!strcmp(sdgp_model_conv_info(on, 2)->fwd_kernel, "sparse-weights-winograd"), "%s", sdgp_model_conv_info(on, 2)->fwd_kernel);
-    CHECK(sdgp_model_set_sparse_choice(on, "--------/-sssssss", &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_choice(on, "--------/-sssssss", &err) == SDGP_OK, "%s", err.msg);
     CHECK(sdgp_model_conv_info(on, 2)->sparse_forward == 1 && sdgp_model_conv_info(off, 2)->sparse_forward == 0, "direct info");
     /* each pass's implementation by name (sdgp_layer_info), as `sdgp kernels` lists them */
     CHECK(!strcmp(sdgp_model_conv_info(on, 2)->fwd_kernel, "sparse-weights") &&
@@ -77,25 +78,25 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
           "direct sparse forward: rel err %g to dense, or the bits of another implementation", test_rel_err(b, d, n));
 
     /* the dense choice, with the '/' part or without one: the dense model's bits */
-    CHECK(sdgp_model_set_sparse_choice(on, want_off, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_choice(on, want_off, &err) == SDGP_OK, "%s", err.msg);
     logits_of(on, x, b);
     CHECK(test_bitwise_equal(b, d, n * sizeof(float)), "dense choice: not the dense model's logits");
-    CHECK(sdgp_model_set_sparse_choice(on, want_on, &err) == SDGP_OK, "%s", err.msg);
-    CHECK(sdgp_model_set_sparse_choice(on, "--------", &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_choice(on, want_on, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_choice(on, "--------", &err) == SDGP_OK, "%s", err.msg);
     logits_of(on, x, b);
     CHECK(test_bitwise_equal(b, d, n * sizeof(float)), "a text without a forward part: dense");
 
     /* bad texts change nothing */
-    CHECK(sdgp_model_set_sparse_choice(on, want_on, &err) == SDGP_OK, "%s", err.msg);
-    CHECK(sdgp_model_set_sparse_choice(on, "--------/-swwwwwx", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 7"),
+    CHECK(sdgp_model_set_choice(on, want_on, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_choice(on, "--------/-swwwwwx", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 7"),
           "bad character: %s", err.msg);
-    CHECK(sdgp_model_set_sparse_choice(on, "--------/-swwwww", &err) == SDGP_ERR_FORMAT, "short forward part");
-    CHECK(sdgp_model_set_sparse_choice(on, "--------/swwwwww-", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 0"),
+    CHECK(sdgp_model_set_choice(on, "--------/-swwwww", &err) == SDGP_ERR_FORMAT, "short forward part");
+    CHECK(sdgp_model_set_choice(on, "--------/swwwwww-", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 0"),
           "the image conv has no sparse plan: %s", err.msg);
-    CHECK(sdgp_model_set_sparse_choice(on, "-------s/-ddddddd", &err) == SDGP_ERR_FORMAT, "bad data-gradient part");
+    CHECK(sdgp_model_set_choice(on, "-------s/-ddddddd", &err) == SDGP_ERR_FORMAT, "bad data-gradient part");
     logits_of(on, x, b);
     CHECK(test_bitwise_equal(a, b, n * sizeof(float)), "a refused text changed the forward");
-    sdgp_model_sparse_choice(on, choice, sizeof choice);
+    kernel_text(on, choice, sizeof choice);
     CHECK(strcmp(choice, want_on) == 0, "after refused texts: %s", choice);
 
     /* checkpoints keep it: the on model's choice into the off model */
@@ -105,7 +106,7 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
     sdgp_checkpoint_state st = {0};
     REQUIRE(sdgp_checkpoint_save(path, on, &tc, &st, &err) == SDGP_OK, "%s", err.msg);
     REQUIRE(sdgp_checkpoint_load(path, off, NULL, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(off, choice, sizeof choice);
+    kernel_text(off, choice, sizeof choice);
     CHECK(strcmp(choice, want_on) == 0, "restored: %s", choice);
     logits_of(off, x, b);
     CHECK(test_bitwise_equal(a, b, n * sizeof(float)), "restored model: not the sparse forward's logits (rel err %g)", test_rel_err(a, b, n));
@@ -118,7 +119,7 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
         const sdgp_param *p0 = sdgp_model_param(on, 0);
         const char *texts[2] = {"--xxxxxx/-ddddddd", "--------/-ddddddd"};
         for (int k = 0; k < 2; k++) {
-            CHECK(sdgp_model_set_sparse_choice(on, texts[k], &err) == SDGP_OK, "%s", err.msg);
+            CHECK(sdgp_model_set_choice(on, texts[k], &err) == SDGP_OK, "%s", err.msg);
             sdgp_softmax_xent(dl, NULL, sdgp_model_forward(on, x, 1), y, con.batch, con.num_classes, 0.0f);
             CHECK(sdgp_model_backward(on, dl, 0, &err) == SDGP_OK, "%s", err.msg);
             g[k] = test_xmalloc(p0->count * sizeof(float));
@@ -127,12 +128,12 @@ TEST_CASE(sparse_forward_choice_runs_and_round_trips) {
         CHECK(sdgp_model_conv_info(on, 3)->sparse_data == 0, "'-' runs oneDNN");
         CHECK(test_rel_err(g[0], g[1], p0->count) < 1e-4 && !test_bitwise_equal(g[0], g[1], p0->count * sizeof(float)),
               "sparse-weight data gradient: rel err %g to oneDNN's, or its bits", test_rel_err(g[0], g[1], p0->count));
-        CHECK(sdgp_model_set_sparse_choice(on, "--xxxxxu/-ddddddd", &err) == SDGP_OK && !sdgp_model_conv_info(on, 7)->sparse_data,
+        CHECK(sdgp_model_set_choice(on, "--xxxxxu/-ddddddd", &err) == SDGP_OK && !sdgp_model_conv_info(on, 7)->sparse_data,
               "'u' (oneDNN, exact dL/dO) is a choice too: %s", err.msg);
-        CHECK(sdgp_model_set_sparse_choice(on, "-xxxxxxx/-ddddddd", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 1"),
+        CHECK(sdgp_model_set_choice(on, "-xxxxxxx/-ddddddd", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 1"),
               "5x5 stride-2 layer 1 has no sparse-weight data gradient: %s", err.msg);
         free(g[0]), free(g[1]);
-        CHECK(sdgp_model_set_sparse_choice(on, want_on, &err) == SDGP_OK, "%s", err.msg);
+        CHECK(sdgp_model_set_choice(on, want_on, &err) == SDGP_OK, "%s", err.msg);
     }
 
     unlink(path);
@@ -191,7 +192,7 @@ TEST_CASE(pruned_sparse_weights_and_shared_wgrad_masks) {
     const sdgp_param *p0 = sdgp_model_param(m, 0);
     const char *texts[2] = {"-dvvvvvv/-ddddddd", "-ddddddd/-ddddddd"};
     for (int k = 0; k < 2; k++) {
-        CHECK(sdgp_model_set_sparse_choice(m, texts[k], &err) == SDGP_OK, "%s: %s", texts[k], err.msg);
+        CHECK(sdgp_model_set_choice(m, texts[k], &err) == SDGP_OK, "%s: %s", texts[k], err.msg);
         CHECK(sdgp_model_conv_info(m, 4)->sparse_data == !k && sdgp_model_conv_info(m, 4)->pruned, "%s: layer info", texts[k]);
         sdgp_softmax_xent(dl, NULL, sdgp_model_forward(m, x, 1), y, c.batch, c.num_classes, 0.0f);
         CHECK(sdgp_model_backward(m, dl, 3, &err) == SDGP_OK, "%s", err.msg);
@@ -200,7 +201,7 @@ TEST_CASE(pruned_sparse_weights_and_shared_wgrad_masks) {
     }
     CHECK(test_rel_err(g[0], g[1], p0->count) < 1e-4 && !test_bitwise_equal(g[0], g[1], p0->count * sizeof(float)),
           "pruned+sparse-weights: rel err %g to oneDNN on the same pruned dL/dO, or its bits", test_rel_err(g[0], g[1], p0->count));
-    CHECK(sdgp_model_set_sparse_choice(m, "-vvvvvvv/-ddddddd", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 1"),
+    CHECK(sdgp_model_set_choice(m, "-vvvvvvv/-ddddddd", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 1"),
           "5x5 stride-2 layer 1 has no sparse-weight data gradient: %s", err.msg);
     free(g[0]), free(g[1]), free(x);
     sdgp_model_destroy(m);

@@ -6,6 +6,7 @@
  * change nothing; forms the kernel does not take (shared row masks, m = 3) leave the text without
  * the part; auto times each layer and picks one of the two. */
 #include "harness.h"
+#include "model_util.h"
 #include "sdgp/train.h"
 
 #define NCONV 8 /* ResNet-9 */
@@ -50,7 +51,7 @@ TEST_CASE(wgrad_kernel_choice_runs_and_round_trips) {
     REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
     char choice[64];
     const char *on = "--------|mmmmmmmm", *off = "--------|--------";
-    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    kernel_text(m, choice, sizeof choice);
     CHECK(strcmp(choice, on) == 0, "on: %s", choice);
     for (int i = 0; i < NCONV; i++)
         CHECK(sdgp_model_conv_info(m, i)->sparse_wgrad && !strcmp(sdgp_model_conv_info(m, i)->bwd_weights_kernel, "sparse"),
@@ -62,7 +63,7 @@ TEST_CASE(wgrad_kernel_choice_runs_and_round_trips) {
     const size_t n = grads_of(m, x, NULL);
     float *a = test_xmalloc(n * sizeof(float)), *d = test_xmalloc(n * sizeof(float)), *b = test_xmalloc(n * sizeof(float));
     grads_of(m, x, a);
-    CHECK(sdgp_model_set_sparse_choice(m, off, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_choice(m, off, &err) == SDGP_OK, "%s", err.msg);
     CHECK(!sdgp_model_conv_info(m, 3)->sparse_wgrad && !strcmp(sdgp_model_conv_info(m, 3)->bwd_weights_kernel, "dense"),
           "off: layer info");
     grads_of(m, x, d);
@@ -73,24 +74,25 @@ TEST_CASE(wgrad_kernel_choice_runs_and_round_trips) {
      * (checked above); the kernel's own bits are tests/test_sparse_wgrad.c's. */
 
     /* a text without the part: oneDNN everywhere, its bits; back to the kernel: its bits */
-    CHECK(sdgp_model_set_sparse_choice(m, on, &err) == SDGP_OK && sdgp_model_set_sparse_choice(m, "--------", &err) == SDGP_OK,
+    CHECK(sdgp_model_set_choice(m, on, &err) == SDGP_OK && sdgp_model_set_choice(m, "--------", &err) == SDGP_OK,
           "%s", err.msg);
     grads_of(m, x, b);
     CHECK(test_bitwise_equal(b, d, n * sizeof(float)), "no weight-gradient part: not oneDNN's gradients");
-    CHECK(sdgp_model_set_sparse_choice(m, on, &err) == SDGP_OK, "%s", err.msg);
+    CHECK(sdgp_model_set_choice(m, on, &err) == SDGP_OK, "%s", err.msg);
     grads_of(m, x, b);
     CHECK(test_bitwise_equal(b, a, n * sizeof(float)), "the kernel again: not its own bits");
     /* a mixed choice round-trips */
-    CHECK(sdgp_model_set_sparse_choice(m, "--------|m-m-m-m-", &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    CHECK(sdgp_model_set_choice(m, "--------|m-m-m-m-", &err) == SDGP_OK, "%s", err.msg);
+    kernel_text(m, choice, sizeof choice);
     CHECK(strcmp(choice, "--------|m-m-m-m-") == 0, "mixed: %s", choice);
 
     /* bad texts change nothing */
     const char *bad[] = {"--------|mmmmmmmx", "--------|mmm", "--------|", "--------|mmmmmmmmm"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        CHECK(sdgp_model_set_sparse_choice(m, bad[i], &err) == SDGP_ERR_FORMAT && strstr(err.msg, "weight-gradient"),
+        CHECK(sdgp_model_set_choice(m, bad[i], &err) == SDGP_ERR_FORMAT &&
+                  (strstr(err.msg, "weight-gradient part") || strstr(err.msg, "bwd_weights pass")),
               "'%s': %s", bad[i], err.msg);
-        sdgp_model_sparse_choice(m, choice, sizeof choice);
+        kernel_text(m, choice, sizeof choice);
         CHECK(strcmp(choice, "--------|m-m-m-m-") == 0, "'%s' changed the choice to %s", bad[i], choice);
     }
     free(a), free(b), free(d), free(x);
@@ -104,27 +106,27 @@ TEST_CASE(wgrad_kernel_where_it_applies) {
     /* off: oneDNN everywhere, no part */
     sdgp_model_config c = wgrad_config(SDGP_SPARSE_OFF, 2, 4);
     REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    kernel_text(m, choice, sizeof choice);
     CHECK(strcmp(choice, "--------") == 0, "off: %s", choice);
-    CHECK(sdgp_model_set_sparse_choice(m, "--------|mmmmmmmm", &err) == SDGP_ERR_FORMAT, "off takes no kernel: %s", err.msg);
+    CHECK(sdgp_model_set_choice(m, "--------|mmmmmmmm", &err) == SDGP_ERR_FORMAT, "off takes no kernel: %s", err.msg);
     sdgp_model_destroy(m);
     /* row masks shared by channels, and m = 3: forms the kernel does not take */
     c = wgrad_config(SDGP_SPARSE_ON, 2, 4);
     c.prune_wgrad.mask_block = 8;
     REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    kernel_text(m, choice, sizeof choice);
     CHECK(strcmp(choice, "--------") == 0, "shared masks: %s", choice);
     sdgp_model_destroy(m);
     c = wgrad_config(SDGP_SPARSE_ON, 1, 3);
     c.batch = 3; /* every layer's positions a multiple of 3 */
     REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    kernel_text(m, choice, sizeof choice);
     CHECK(strcmp(choice, "--------") == 0, "1:3: %s", choice);
     sdgp_model_destroy(m);
     /* auto: each layer timed, one of the two kept */
     c = wgrad_config(SDGP_SPARSE_AUTO, 1, 4);
     REQUIRE(sdgp_model_create(&m, &c, &err) == SDGP_OK, "%s", err.msg);
-    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    kernel_text(m, choice, sizeof choice);
     CHECK(strlen(choice) == 2 * NCONV + 1 && choice[NCONV] == '|' && strspn(choice + NCONV + 1, "m-") == NCONV, "auto: %s",
           choice);
     sdgp_model_destroy(m);
@@ -149,11 +151,11 @@ TEST_CASE(wgrad_first_conv_stays_dense) {
         sdgp_model *m = NULL;
         REQUIRE(sdgp_model_create(&m, &c[k], &err) == SDGP_OK, "%s", err.msg);
         char choice[64];
-        sdgp_model_sparse_choice(m, choice, sizeof choice);
+        kernel_text(m, choice, sizeof choice);
         if (k == 0) {
             CHECK(strcmp(choice, "--------|-mmmmmmm") == 0, "default: %s", choice);
             CHECK(!sdgp_model_conv_info(m, 0)->pruned_wgrad && sdgp_model_conv_info(m, 1)->pruned_wgrad, "layer info");
-            CHECK(sdgp_model_set_sparse_choice(m, "--------|mmmmmmmm", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 0"),
+            CHECK(sdgp_model_set_choice(m, "--------|mmmmmmmm", &err) == SDGP_ERR_FORMAT && strstr(err.msg, "layer 0"),
                   "the first conv took the kernel: %s", err.msg);
         }
         n = grads_of(m, x, NULL);

@@ -96,9 +96,9 @@ typedef enum { SDGP_RECOMPUTE_NONE = 0, SDGP_RECOMPUTE_BLOCKS = 1 } sdgp_recompu
 /* The names, indexed by the enum and NULL-terminated: "none", "blocks". */
 extern SDGP_API const char *const sdgp_recompute_names[];
 
-/* Room for sdgp_model_conv_choice's text (4 characters per conv layer, up to 255 layers) and for
- * sdgp_model_sparse_choice's (up to 3 per conv layer). */
-#define SDGP_CONV_CHOICE_LEN 1024
+/* Room for sdgp_model_choice's text: 8 characters per conv layer, up to 127 layers (the registry's
+ * largest model, RegNetX-400MF, has 71). */
+#define SDGP_CHOICE_LEN 1024
 
 typedef struct {
     sdgp_model_kind kind;
@@ -111,14 +111,13 @@ typedef struct {
     int threads;          /* OpenMP team size (0 = default) */
     sdgp_conv_algo conv_algo; /* dense convolutions: DIRECT, WINOGRAD (error where oneDNN has none), AUTO, MEASURED */
     int conv_workspace_mb;    /* workspace limit of each conv pass, MB (sdgp_conv_options; 0 = none) */
-    /* MEASURED only: a per-pass choice (sdgp_model_conv_choice's text) to plan instead of measuring,
-     * e.g. a checkpoint's; "" = measure at create. Ignored under the other algorithms. */
-    char conv_choice[SDGP_CONV_CHOICE_LEN];
-    /* A per-layer kernel choice (sdgp_model_sparse_choice's text: a checkpoint's, or the one a run
-     * printed) that create applies instead of measuring (SPARSE_AUTO and FASTEST, DOMAIN_AUTO, the
-     * weight gradient's kernel); "" = measure. The kernels differ in rounding and the measurement in
-     * what a loaded machine times, so a run is bitwise reproducible only under the same choice. */
-    char sparse_choice[SDGP_CONV_CHOICE_LEN];
+    /* Every conv layer's implementation of each pass and oneDNN's algorithm of each (sdgp_model_choice's
+     * text: a checkpoint's, or the one a run printed) that create applies instead of measuring them
+     * (SPARSE_AUTO and FASTEST, DOMAIN_AUTO, the weight gradient's kernel, MEASURED's algorithms; a
+     * text without the algorithms leaves them to conv_algo); "" = measure. The implementations and
+     * algorithms differ in rounding and the measurement in what a loaded machine times, so a run is
+     * bitwise reproducible only under the same choice. */
+    char choice[SDGP_CHOICE_LEN];
     uint64_t seed;        /* initialisation and pruning randomness */
 
     /* SDGP (data-gradient pruning); fn = SDGP_PRUNE_NONE turns it off */
@@ -215,13 +214,12 @@ SDGP_API void sdgp_model_enable_grad_stats(sdgp_model *m, int on);
 SDGP_API int sdgp_model_conv_count(const sdgp_model *m);
 SDGP_API const sdgp_layer_info *sdgp_model_conv_info(const sdgp_model *m, int i);
 
-/* Per layer with more than one allowed implementation of its data gradient (SPARSE_AUTO: dense or
- * sparse; DOMAIN_AUTO: also the Winograd domain; block-masked sparse weights: also the sparse-weight
- * kernel), measures each (a few repetitions on random data, pruning and packing included) and
- * keeps the fastest. Called by create, which then makes the same choice for the weight gradient
- * under --prune-wgrad (oneDNN or the N:M weight-gradient kernel).
- * It uses the activation buffers as its test data: do not call it between a forward and its
- * backward. */
+/* The tuner on the data gradient alone: per layer with more than one allowed implementation of
+ * it (SPARSE_AUTO: dense or sparse; DOMAIN_AUTO: also the Winograd domain; block-masked sparse
+ * weights: also the sparse-weight kernel), measures each (a few repetitions on random data,
+ * pruning and packing included) and keeps the fastest. Create runs the same tuner over every pass
+ * (sdgp_model_choice). It uses the activation buffers as its test data: do not call it between a
+ * forward and its backward. */
 SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 
 /* The implementation lists the model chooses each conv pass's product from (`sdgp kernels`), pass
@@ -233,7 +231,7 @@ SDGP_API sdgp_status sdgp_model_tune_sparse(sdgp_model *m, sdgp_error *err);
 typedef struct {
     const char *pass;    /* "fwd", "bwd_data", "bwd_weights" */
     const char *name;    /* as sdgp_layer_info names it */
-    char code;           /* its letter in the kernel-choice text (sdgp_model_sparse_choice) */
+    char code;           /* its letter in the choice text (sdgp_model_choice) */
     int sparse;          /* skips pruned work or W~'s zeros */
     char isa[32];
     char blocking[160];
@@ -254,47 +252,38 @@ SDGP_API sdgp_status sdgp_impl_describe(int i, int threads, sdgp_impl_info *out,
  * nor between a backward and the update. */
 typedef struct {
     const char *name;    /* as sdgp_impl_info names it; "onednn" for the baseline */
-    char code;           /* its letter in the kernel-choice text; 0 for the baseline */
+    char code;           /* its letter in the choice text; 0 for the baseline */
     int sparse, chosen;
     double ms;
 } sdgp_impl_time;
 SDGP_API sdgp_status sdgp_model_time_impls(sdgp_model *m, int i, const char *pass, int reps, sdgp_impl_time *out, int max,
                                            int *n, sdgp_error *err);
 
-/* The per-layer kernel choice as text, one character per conv layer: 's' sparse kernel, 'w'
- * Winograd-domain sparse kernel, 'd' dense kernel on the pruned tensor, 'u' left unpruned by
- * SDGP_SPARSE_FASTEST, '-' not pruned (e.g. "-sdwwsss"). With block-masked or cout-form sparse
- * weights (--weight-groups block16 | block32 | cout) a second part follows after '/', the forward's
- * kernel per conv layer: 's' the sparse-weight kernel, 'w' the same in the Winograd domain, 'c' the
- * cout form's kernel, 'd' oneDNN on W~, '-' none applies (e.g.
- * "-sdwwsss/-sdsssss"); a text without it runs every forward dense. With --prune-wgrad on a form the
- * N:M weight-gradient kernel takes (m | 8, one mask per channel) a last part follows after '|', per
- * conv layer: 'm' that kernel, '-' oneDNN on the dense pruned tensor (e.g. "-sdwwsss|mm-----"); a
- * text without it runs every weight gradient on oneDNN. Checkpoints store it, so a resumed run
- * uses the same kernels (their results differ in rounding) and stays bitwise exact. */
-SDGP_API void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size);
-/* Applies such a text (from sdgp_model_sparse_choice of the same configuration). */
-SDGP_API sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err);
+/* Every conv layer's choice for its three passes as text, a token per layer, ',' between:
+ * "FBW:abc", F, B and W the letters (sdgp_impl_info.code, `sdgp kernels`) of the implementations of
+ * its forward, data gradient and weight gradient, '-' where it holds none (oneDNN's product on the
+ * exact tensors; for the weight gradient also the entry that prunes into oneDNN), then a, b, c
+ * oneDNN's algorithm of each pass, 'd' direct or 'w' Winograd (what a pass that runs oneDNN's
+ * product uses). E.g. "---:ddd,sdm:dwd,cf-:ddw". Checkpoints store it, so a resumed run computes
+ * with the same implementations and algorithms (their results differ in rounding) and stays
+ * bitwise exact. */
+SDGP_API void sdgp_model_choice(const sdgp_model *m, char *buf, size_t size);
+/* Applies such a text (from sdgp_model_choice of the same configuration): tokens "FBW" leave the
+ * layer's algorithms as they are; the earlier kernel-choice text (data gradient [ '/' forward ]
+ * [ '|' weight gradient ], a letter per layer each) is taken too. Every letter is checked before
+ * anything changes: SDGP_ERR_FORMAT naming the layer and pass for a malformed text, one of another
+ * layer count or an implementation the layer cannot run. */
+SDGP_API sdgp_status sdgp_model_set_choice(sdgp_model *m, const char *choice, sdgp_error *err);
 
 /* --conv-algo measured: per conv layer and pass (forward, backward-data, backward-weights), times
- * DIRECT and WINOGRAD (each as the model calls it, oneDNN's reorders included; interleaved
- * repetitions, the best of each, random data of the layer's shapes) and plans each pass with the
- * faster. WINOGRAD is a candidate in the passes a Winograd kernel runs (3x3, stride 1, ungrouped:
- * oneDNN's with AVX-512, else sdgp's) and where its workspace
- * fits the limit; a pass the model never runs (the image conv's backward-data) stays DIRECT. Called by
- * create under MEASURED unless cfg.conv_choice is given. Uses the activation buffers as test data
- * (not between a forward and its backward); takes about 2 x TUNE_REPS steps' worth of conv time. */
+ * DIRECT and WINOGRAD for the implementation the pass holds where it runs oneDNN's product (each as
+ * the model calls it, oneDNN's reorders included; interleaved repetitions, the best of each, random
+ * data of the layer's shapes) and plans each pass with the faster. WINOGRAD is a candidate in the
+ * passes a Winograd kernel runs (3x3, stride 1, ungrouped: oneDNN's with AVX-512, else sdgp's) and
+ * where its workspace fits the limit; a pass the model never runs (the image conv's backward-data)
+ * stays DIRECT. Create runs it with the implementations' tuner unless cfg.choice gives the
+ * algorithms. Uses the activation buffers as test data (not between a forward and its backward). */
 SDGP_API sdgp_status sdgp_model_tune_conv(sdgp_model *m, sdgp_error *err);
-/* Each conv layer's per-pass algorithm as text: three characters per layer, forward,
- * backward-data, backward-weights, each 'd' (DIRECT) or 'w' (WINOGRAD), layers separated by ','
- * (e.g. "ddd,wdw,www"). Checkpoints store it beside the kernel choice: a run resumed under
- * MEASURED plans exactly these (Winograd's rounding differs from direct's) without measuring. */
-SDGP_API void sdgp_model_conv_choice(const sdgp_model *m, char *buf, size_t size);
-/* Re-plans every conv with such a text (any conv_algo; the workspace limit still bounds each
- * Winograd split as for WINOGRAD). SDGP_ERR_FORMAT for a malformed text or one of another layer
- * count, SDGP_ERR_UNSUPPORTED where no Winograd kernel runs a 'w' pass; on error the
- * model keeps its convs. */
-SDGP_API sdgp_status sdgp_model_set_conv_choice(sdgp_model *m, const char *choice, sdgp_error *err);
 
 /* Per-layer times of the last forward/backward (ms), for `sdgp bench layers`: forward conv,
  * backward-data (dense or sparse), pruning (of the data gradient's dL/dO), backward-weights (with

@@ -80,8 +80,7 @@ typedef struct {
                         prune, bwd-weights): part of that step, so never above ms */
     double layer[MAX_CONVS][5]; /* fwd, bwd-data, prune, bwd-weights, sparse? per conv */
     int n_layers;
-    char kernels[3 * MAX_CONVS + 3];    /* sdgp_model_sparse_choice: each layer's data-gradient (forward, weight-gradient) kernel */
-    char convs[SDGP_CONV_CHOICE_LEN];   /* sdgp_model_conv_choice: each layer's per-pass dense algorithm */
+    char choice[SDGP_CHOICE_LEN];       /* sdgp_model_choice: each layer's implementations and oneDNN algorithms */
     double create_s;                    /* building the model (with --conv-algo measured: its timing) */
     char kernel_name[MAX_CONVS][24]; /* per layer: sdgp_layer_info.bwd_kernel, "-" when neither pruned nor sparse-weight */
     char err[SDGP_ERROR_MSG_LEN + 64];
@@ -130,7 +129,7 @@ static int run_open(step_run *s, const sdgp_model_config *mc, int steps, int fla
         return 0;
     }
     r->create_s = cli_now() - tc;
-    sdgp_model_conv_choice(s->m, r->convs, sizeof r->convs);
+    sdgp_model_choice(s->m, r->choice, sizeof r->choice);
     size_t B = (size_t)mc->batch, img = (size_t)mc->height * mc->width_px * mc->channels;
     s->x = cli_alloc_floats(B * img), s->dl = cli_alloc_floats(B * mc->num_classes);
     s->y = calloc(B, sizeof *s->y);
@@ -182,7 +181,6 @@ static int run_step(step_run *s, int i, result *r) {
 /* The medians into r (when no step failed), then everything freed. */
 static void run_close(step_run *s, int steps, result *r) {
     if (s->m && !r->err[0]) {
-        sdgp_model_sparse_choice(s->m, r->kernels, sizeof r->kernels);
         for (int l = 0; l < s->n_conv && l < MAX_CONVS; l++) {
             const sdgp_layer_info *li = sdgp_model_conv_info(s->m, l);
             snprintf(r->kernel_name[l], sizeof r->kernel_name[l], "%s", li->pruned || li->sparse_data ? li->bwd_kernel : "-");
@@ -644,8 +642,7 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                    bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, rec_note(mc.recompute),
                    o.inference ? " inference forward" : "", ours.ms, ours.rss_mb);
         if (!o.json && o.conv_algo == SDGP_CONV_MEASURED) /* what was measured, and what it cost */
-            printf("%-24s   per-pass algorithms (fwd,bwd-data,bwd-weights per layer) %s, model built in %.1f s\n", bm->name,
-                   ours.convs, ours.create_s);
+            printf("%-24s   choice %s, model built in %.1f s\n", bm->name, ours.choice, ours.create_s);
         if (o.interleave && mi / o.n_rec % o.n_algos > 0 && !interleave_algos(&o, bm, &mc, flags)) return 1;
         fflush(stdout);
         /* Variant rows: each SDGP function x n:m x domain x block, all with the --sparse-weights and
@@ -689,19 +686,19 @@ int sdgp_cmd_bench_step(int argc, char **argv) {
                 scope_note(&o, o.fns[f], scope_kv, sizeof scope_kv, scope_txt, sizeof scope_txt);
                 if (o.json)
                     printf("{\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"conv_algo\":\"%s\",\"conv_ws_mb\":%d,\"prune\":\"%s\",\"nm\":\"%d:%d\","
-                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,%s\"recompute\":\"%s\",\"sparse_kernel\":\"%s\",\"kernels\":\"%s\",\"interleaved\":%s,"
+                           "\"sdgp_domain\":\"%s\",\"mask_block\":%d,%s\"recompute\":\"%s\",\"sparse_kernel\":\"%s\",\"choice\":\"%s\",\"interleaved\":%s,"
                            "%s\"dense_ms\":%.2f,\"sdgp_ms\":%.2f,\"speedup\":%.3f,\"torch_ms\":%.2f,\"vs_torch\":%.3f,%s%s}\n",
                            bm->name, bm->batch, o.threads, sdgp_conv_algo_name(o.conv_algo), o.conv_ws_mb, sdgp_prune_fn_name(o.fns[f]),
                            o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block, scope_kv, sdgp_recompute_names[pc.recompute],
-                           sdgp_sparse_mode_names[pc.sparse], sd->kernels, o.interleave ? "true" : "false",
+                           sdgp_sparse_mode_names[pc.sparse], sd->choice, o.interleave ? "true" : "false",
                            o.inference ? "\"inference\":true," : "", dense_ms, sd->ms,
                            dense_ms / sd->ms, torch.ms, o.torch ? torch.ms / sd->ms : 0, rss, extras);
                 else
-                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s%s %8.1f ms  vs our dense%s%s x%.3f  kernels %s%s", bm->name,
+                    printf("%-24s   SDGP %-9s %2d:%-2d %-8s P=%-2d%s%s%s %8.1f ms  vs our dense%s%s x%.3f  choice %s%s", bm->name,
                            sdgp_prune_fn_name(o.fns[f]), o.nm[k][0], o.nm[k][1], sdgp_prune_domain_name(pc.domain), pc.prune.mask_block,
                            scope_txt, other ? "  with " : "", other ? extras : "", sd->ms, o.inference ? " inference" : "",
                            o.interleave ? " (interleaved)" : "", dense_ms / sd->ms,
-                           sd->kernels, o.torch ? "" : "\n");
+                           sd->choice, o.torch ? "" : "\n");
                 if (!o.json && o.torch) printf("  vs torch x%.2f\n", torch.ms / sd->ms);
                 fflush(stdout);
             }
@@ -728,17 +725,17 @@ static void print_layer_sums(const options *o, const bench_model *bm, const resu
                "\"fwd_ms\":%.3f,\"fwd_variant_ms\":%.3f,\"fwd_ratio\":%.3f,\"bwd_data_dense_ms\":%.3f,\"bwd_data_sparse_prune_ms\":%.3f,"
                "\"bwd_data_ratio\":%.3f,\"bwd_weights_ms\":%.3f,\"bwd_weights_variant_ms\":%.3f,\"bwd_weights_ratio\":%.3f,"
                "\"step_ms\":%.3f,\"step_variant_ms\":%.3f,\"step_ratio\":%.3f,\"convs_ms\":%.3f,\"convs_variant_ms\":%.3f,"
-               "\"sparse_kernel\":\"%s\",\"kernels\":\"%s\"}\n",
+               "\"sparse_kernel\":\"%s\",\"choice\":\"%s\"}\n",
                bm->name, dense->n_layers - 1, o->threads, sdgp_prune_fn_name(fn), nm[0], nm[1], o->interleave ? "true" : "false",
                fd, fv, fd / fv, bd, bv, bd / bv, wd, wv, wd / wv, dense->ms, sp->ms, dense->ms / sp->ms, dense->convs_ms,
-               sp->convs_ms, sdgp_sparse_mode_names[variant->sparse], sp->kernels);
+               sp->convs_ms, sdgp_sparse_mode_names[variant->sparse], sp->choice);
     else
         printf("%-24s sums conv1-conv%d%s: fwd %.1f -> %.1f ms (x%.3f)  bwd-data %.1f -> %.1f ms with pruning (x%.3f)  "
                "bwd-weights %.1f -> %.1f ms (x%.3f)\n"
-               "%-24s step %.1f -> %.1f ms (x%.3f), of which conv products %.1f -> %.1f ms; --sparse-kernel %s, kernels %s\n",
+               "%-24s step %.1f -> %.1f ms (x%.3f), of which conv products %.1f -> %.1f ms; --sparse-kernel %s, choice %s\n",
                bm->name, dense->n_layers - 1, o->interleave ? " (interleaved)" : "", fd, fv, fd / fv, bd, bv, bd / bv, wd, wv, wd / wv,
                bm->name, dense->ms, sp->ms, dense->ms / sp->ms, dense->convs_ms, sp->convs_ms,
-               sdgp_sparse_mode_names[variant->sparse], sp->kernels);
+               sdgp_sparse_mode_names[variant->sparse], sp->choice);
 }
 
 int sdgp_cmd_bench_layers(int argc, char **argv) {

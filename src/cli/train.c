@@ -217,13 +217,8 @@ static int open_checkpoint(opened_checkpoint *oc, const char *path, int argc, ch
         mc.width_px = oc->test.w;
         mc.channels = oc->test.c;
         mc.num_classes = oc->test.num_classes;
-        mc.prune.fn = SDGP_PRUNE_NONE; /* no backward here */
-        mc.prune_wgrad.fn = SDGP_PRUNE_NONE;
-        /* the checkpoint's kernel choice replaces what create would time (sdgp_checkpoint_load): take
-         * the sparse kernels at once instead of timing every layer's implementations first (about
-         * 1.5 s of a 4 s eval of ResNet-9 w0.25 with block-masked weights) */
-        if (mc.sparse == SDGP_SPARSE_AUTO || mc.sparse == SDGP_SPARSE_FASTEST) mc.sparse = SDGP_SPARSE_ON;
-        mc.sparse_choice[0] = '\0'; /* a training run's --kernels: its data gradients do not exist here */
+        /* the training run's model with its choice (sdgp_checkpoint_read_config: the checkpoint's), so
+         * nothing is timed: the forward computes as it did in training */
         st = sdgp_model_create(&oc->model, &mc, &err);
     }
     if (st == SDGP_OK) st = sdgp_checkpoint_load(path, oc->model, &oc->state, &err);
@@ -302,10 +297,9 @@ static int eval_run(int argc, char **argv, const sdgp_dist *dist) {
                (long long)oc.test.count, oc.cfg.data, (long long)oc.state.step, oc.cfg.tta ? ", with flip TTA" : "");
         /* the evaluation alone (not the data's and checkpoint's loading): what sparse forward kernels
          * change; on a line of its own, so the result line stays comparable between runs */
-        char kernels[512];
-        sdgp_model_sparse_choice(oc.model, kernels, sizeof kernels);
-        printf("evaluated in %.3f s (%.0f images/s), kernels %s\n", eval_s, (double)oc.test.count / fmax(eval_s, 1e-9),
-               kernels[0] ? kernels : "dense");
+        char choice[SDGP_CHOICE_LEN];
+        sdgp_model_choice(oc.model, choice, sizeof choice);
+        printf("evaluated in %.3f s (%.0f images/s), choice %s\n", eval_s, (double)oc.test.count / fmax(eval_s, 1e-9), choice);
         char text[512]; /* %.17g: the doubles exactly, so that runs compare bitwise */
         snprintf(text, sizeof text, "{\"step\":%lld,\"data\":\"%s\",\"images\":%lld,\"correct\":%lld,\"test_acc\":%.17g,"
                  "\"test_loss\":%.17g,\"tta\":%d,\"batch_size\":%d,\"ranks\":%d}\n", (long long)oc.state.step, oc.cfg.data,

@@ -360,23 +360,8 @@ static sdgp_status alloc_params(sdgp_model *m, sdgp_error *err) {
 
 static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
     const sdgp_prune_cfg *pc = &m->cfg.prune;
-    /* MEASURED with a given choice (a checkpoint's): planned from it, nothing measured */
-    sdgp_conv_algo(*given)[3] = NULL;
-    if (m->cfg.conv_algo == SDGP_CONV_MEASURED && m->cfg.conv_choice[0]) {
-        if (!(given = calloc((size_t)m->n_convs + 1, sizeof *given)))
-            return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
-        sdgp_status st = model_conv_choice_parse(m, m->cfg.conv_choice, given, err);
-        if (st != SDGP_OK) {
-            free(given);
-            return st;
-        }
-    }
     sdgp_status st = SDGP_OK;
-    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
-        op *o = &m->ops[m->conv_ops[i]];
-        st = model_conv_create(m, o, given ? given[i] : NULL, err);
-    }
-    free(given);
+    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) st = model_conv_create(m, &m->ops[m->conv_ops[i]], NULL, err);
     if (st != SDGP_OK) return st;
     int pruning = pc->fn != SDGP_PRUNE_NONE && pc->n < pc->m; /* n = m keeps everything: the dense path, bitwise */
     for (int i = 0; i < m->n_convs; i++) {
@@ -406,14 +391,13 @@ static sdgp_status setup_convs(sdgp_model *m, sdgp_error *err) {
     return model_conv_share_workspace(m, err);
 }
 
-/* cfg.sparse_choice: applied where it differs from what create set up untimed (a model that prunes
- * nothing and has no sparse weights has "--...-" and nothing to apply). */
-static sdgp_status apply_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
-    char mine[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_sparse_choice(m, mine, sizeof mine);
+/* cfg.choice: applied where it differs from what create set up untimed. */
+static sdgp_status apply_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
+    char mine[SDGP_CHOICE_LEN];
+    sdgp_model_choice(m, mine, sizeof mine);
     if (!strcmp(mine, choice)) return SDGP_OK;
     sdgp_error e;
-    if (sdgp_model_set_sparse_choice(m, choice, &e) != SDGP_OK) return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s", e.msg);
+    if (sdgp_model_set_choice(m, choice, &e) != SDGP_OK) return sdgp_fail(err, SDGP_ERR_INVALID, "model: %s", e.msg);
     return SDGP_OK;
 }
 
@@ -423,10 +407,8 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
     if (cfg->batch < 1 || cfg->batch > 65536) return sdgp_fail(err, SDGP_ERR_INVALID, "model: batch %d out of range [1, 65536]", cfg->batch);
     if ((unsigned)cfg->conv_algo > SDGP_CONV_MEASURED)
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: unknown conv algorithm %d", (int)cfg->conv_algo);
-    if (memchr(cfg->conv_choice, 0, sizeof cfg->conv_choice) == NULL)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "model: conv choice is not a terminated text");
-    if (memchr(cfg->sparse_choice, 0, sizeof cfg->sparse_choice) == NULL)
-        return sdgp_fail(err, SDGP_ERR_INVALID, "model: kernel choice is not a terminated text");
+    if (memchr(cfg->choice, 0, sizeof cfg->choice) == NULL)
+        return sdgp_fail(err, SDGP_ERR_INVALID, "model: choice is not a terminated text");
     if (cfg->conv_workspace_mb < 0 || cfg->conv_workspace_mb > (1 << 20))
         return sdgp_fail(err, SDGP_ERR_INVALID, "model: conv workspace %d MB out of range [0, %d]", cfg->conv_workspace_mb,
                          1 << 20);
@@ -484,12 +466,12 @@ sdgp_status sdgp_model_create(sdgp_model **out, const sdgp_model_config *cfg, sd
         m->nm.n = cfg->prune.n;
         m->nm.m = cfg->prune.m;
         m->nm.axis = SDGP_AXIS_CHANNEL;
-        /* the kernels as given (a checkpoint's) are not measured, nor oneDNN's algorithms as given */
-        const int given = cfg->sparse_choice[0] != '\0';
-        const int measure = cfg->conv_algo == SDGP_CONV_MEASURED && !cfg->conv_choice[0];
+        /* implementations as given (a checkpoint's) are not measured, nor oneDNN's algorithms as given */
+        const int given = cfg->choice[0] != '\0';
+        const int measure = cfg->conv_algo == SDGP_CONV_MEASURED && !(given && strchr(cfg->choice, ':'));
         const int entries[MODEL_NPASS] = {!given, !given, !given};
         st = model_fwd_setup(m, err);
-        if (st == SDGP_OK && given) st = apply_sparse_choice(m, cfg->sparse_choice, err);
+        if (st == SDGP_OK && given) st = apply_choice(m, cfg->choice, err);
         if (st == SDGP_OK && (measure || !given)) st = model_tune(m, entries, measure, err);
     }
     if (st != SDGP_OK) {

@@ -1,6 +1,6 @@
 /* Each conv layer's oneDNN convolution: its creation under the configuration or with per-pass
- * algorithms, the per-pass choice as text for checkpoints (d | w per pass), the workspace all convs
- * share, and the tuner's candidates under --conv-algo measured (model_tune.c times them). */
+ * algorithms (the choice text's, model_tune.c), the workspace all convs share, and the tuner's
+ * candidates under --conv-algo measured (model_tune.c times them). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +9,6 @@
 #include "model/model_internal.h"
 
 #define CONV_TUNE_REPS 5
-
-typedef sdgp_conv_algo pass_algos[3]; /* indexed by sdgp_conv_pass: DIRECT or WINOGRAD */
 
 /* Layer o's conv under the configuration (algos NULL; MEASURED starts DIRECT until measured) or
  * with these per-pass algorithms; errors name the layer. */
@@ -80,13 +78,15 @@ sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err) {
     return SDGP_OK;
 }
 
-/* Re-plans every conv with algos[i] (all created before any is replaced: on error nothing changes). */
-static sdgp_status apply_choice(sdgp_model *m, const pass_algos *algos, sdgp_error *err) {
+sdgp_status model_conv_apply(sdgp_model *m, const sdgp_conv_algo (*algos)[3], sdgp_error *err) {
     sdgp_conv **made = calloc((size_t)m->n_convs + 1, sizeof *made);
     if (!made) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory re-planning convs");
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
-        st = create_for(m, &m->ops[m->conv_ops[i]], &made[i], algos[i], err);
+        const op *o = &m->ops[m->conv_ops[i]];
+        int same = 1; /* a layer planned so already keeps its conv */
+        for (int p = 0; p < 3; p++) same &= sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)p).algo == algos[i][p];
+        if (!same) st = create_for(m, o, &made[i], algos[i], err);
     }
     if (st != SDGP_OK) {
         for (int i = 0; i < m->n_convs; i++) sdgp_conv_destroy(made[i]);
@@ -95,54 +95,13 @@ static sdgp_status apply_choice(sdgp_model *m, const pass_algos *algos, sdgp_err
     }
     for (int i = 0; i < m->n_convs; i++) {
         op *o = &m->ops[m->conv_ops[i]];
+        if (!made[i]) continue;
         sdgp_conv_destroy(o->dnnl);
         o->dnnl = made[i];
         refresh_info(o);
     }
     free(made);
     return model_conv_share_workspace(m, err);
-}
-
-/* ---- the text ---- */
-
-void sdgp_model_conv_choice(const sdgp_model *m, char *buf, size_t size) {
-    size_t k = 0;
-    for (int i = 0; i < m->n_convs && k + 4 < size; i++) {
-        const sdgp_conv *c = m->ops[m->conv_ops[i]].dnnl;
-        if (i) buf[k++] = ',';
-        for (int p = 0; p < 3; p++) buf[k++] = sdgp_conv_get_plan(c, (sdgp_conv_pass)p).algo == SDGP_CONV_WINOGRAD ? 'w' : 'd';
-    }
-    if (size) buf[k < size ? k : size - 1] = 0;
-}
-
-sdgp_status model_conv_choice_parse(const sdgp_model *m, const char *text, sdgp_conv_algo (*algos)[3], sdgp_error *err) {
-    size_t len = text ? strlen(text) : 0;
-    if (!text || len != (size_t)(m->n_convs ? 4 * m->n_convs - 1 : 0))
-        return sdgp_fail(err, SDGP_ERR_FORMAT,
-                         "conv choice '%.200s' does not fit a model of %d conv layers (3 letters d|w per layer, ',' between)",
-                         text ? text : "(null)", m->n_convs);
-    for (int i = 0; i < m->n_convs; i++) {
-        for (int p = 0; p < 3; p++) {
-            char ch = text[4 * i + p];
-            if (ch != 'd' && ch != 'w')
-                return sdgp_fail(err, SDGP_ERR_FORMAT, "conv choice '%.200s': layer %d has '%c' (expected d or w)", text, i,
-                                 ch);
-            algos[i][p] = ch == 'w' ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
-        }
-        if (i + 1 < m->n_convs && text[4 * i + 3] != ',')
-            return sdgp_fail(err, SDGP_ERR_FORMAT, "conv choice '%.200s': expected ',' after layer %d", text, i);
-    }
-    return SDGP_OK;
-}
-
-sdgp_status sdgp_model_set_conv_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
-    if (!m) return sdgp_fail(err, SDGP_ERR_INVALID, "model_set_conv_choice: NULL model");
-    pass_algos *algos = calloc((size_t)m->n_convs + 1, sizeof *algos);
-    if (!algos) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
-    sdgp_status st = model_conv_choice_parse(m, choice, algos, err);
-    if (st == SDGP_OK) st = apply_choice(m, algos, err);
-    free(algos);
-    return st;
 }
 
 /* ---- measuring: the candidates of model_tune ---- */

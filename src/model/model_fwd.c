@@ -8,8 +8,8 @@
  * by --sparse-kernel as for the data gradient: on = a sparse kernel wherever one runs (Winograd
  * where the layer has it: fewer multiplies by 2.25x), off = dense, auto and fastest = the fastest
  * of all, timed at start with the packing included (never slower than dense). The choice is part of
- * the kernel-choice text that checkpoints keep (model_tune.c), one letter per layer, so a resumed
- * run computes the same bits: the implementations differ in rounding. */
+ * the choice text that checkpoints keep (model_tune.c), a letter per layer, so a resumed run
+ * computes the same bits: the implementations differ in rounding. */
 #include <string.h>
 
 #include "model/model_internal.h"

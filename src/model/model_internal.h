@@ -220,7 +220,7 @@ typedef struct {
  * the fastest; adding a kernel is one entry. */
 struct model_impl {
     model_pass pass;
-    char code;          /* its letter in the kernel-choice text of checkpoints */
+    char code;          /* its letter in the choice text of checkpoints (sdgp_model_choice) */
     const char *name;   /* "sparse", "winograd", ...: sdgp_layer_info, start-up lines, bench rows, sdgp kernels */
     int sparse;         /* skips pruned work or W~'s zeros (--sparse-kernel on / off select by this) */
     int prunes;         /* gradients: prunes dL/dO (0: the exact dL/dO) */
@@ -252,7 +252,7 @@ extern const model_impl *const *const model_impls[MODEL_NPASS]; /* per pass, NUL
 const char *model_pass_name(model_pass pass);                      /* "fwd", "bwd_data", "bwd_weights" */
 const model_impl *model_impl_find(model_pass pass, char code);
 /* Whether the model could hand layer o this entry at all, whatever the configuration's rules: it supports
- * the layer, and (data gradient) the layer has one and prunes if the entry does (the kernel-choice text's
+ * the layer, and (data gradient) the layer has one and prunes if the entry does (the choice text's
  * rule); what sdgp_model_time_impls and tests/test_impls.c run. */
 int model_impl_reachable(const sdgp_model *m, const op *o, const model_impl *impl);
 /* Whether the configuration lets layer o use impl (the pass's rule: model_fwd_allowed & co.). */
@@ -300,11 +300,12 @@ int model_bwd_wanted(const sdgp_model *m, const op *o);
 int model_bwd_allowed(const sdgp_model *m, const op *o, const model_impl *impl);
 
 /* model_conv.c: conv o's oneDNN convolution under the configuration (algos NULL; MEASURED
- * starts DIRECT) or with these per-pass algorithms, its layer info refreshed; the text of
- * sdgp_model_conv_choice parsed into per-pass algorithms (one row per conv); the one workspace
- * of all convs and weight-gradient plans, (re)sized to the largest they need and shared. */
+ * starts DIRECT) or with these per-pass algorithms, its layer info refreshed; every conv re-planned
+ * with algos[i] where it differs (all created before any is replaced: on error nothing changes);
+ * the one workspace of all convs and implementations' plans, (re)sized to the largest they need
+ * and shared. */
 sdgp_status model_conv_create(sdgp_model *m, op *o, const sdgp_conv_algo *algos, sdgp_error *err);
-sdgp_status model_conv_choice_parse(const sdgp_model *m, const char *text, sdgp_conv_algo (*algos)[3], sdgp_error *err);
+sdgp_status model_conv_apply(sdgp_model *m, const sdgp_conv_algo (*algos)[3], sdgp_error *err);
 sdgp_status model_conv_share_workspace(sdgp_model *m, sdgp_error *err);
 /* The tuner's convs of layer o: conv[0] every pass direct, conv[1] Winograd in each pass that has a
  * Winograd kernel within --conv-workspace and runs; both NULL when no pass has one. */

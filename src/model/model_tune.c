@@ -1,6 +1,6 @@
 /* The one tuner: per conv layer and pass, the implementations the configuration allows (and, under
  * --conv-algo measured, oneDNN's direct and Winograd algorithms for those that run oneDNN's
- * product) timed against each other, the fastest kept; the kernel-choice text of checkpoints.
+ * product) timed against each other, the fastest kept; the choice text of checkpoints.
  *
  * Each is timed as it runs in a step, pruning and weight packing included (dense = prune to a
  * dense tensor + oneDNN; sparse = prune to the compressed form + pack + sparse kernel; winograd =
@@ -11,8 +11,10 @@
  * gradient; the reorders to and from oneDNN's blocked layout are a larger share of a pass on small
  * planes and at large batches) and per shape, where a rule (conv_dnnl.c winograd_pays) gives all
  * three passes of a layer one algorithm. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "model/model_choice.h"
 #include "model/model_internal.h"
 
 /* Whether the tuner chooses among the entries of layer o's pass: the layers that hold an entry of
@@ -57,49 +59,58 @@ sdgp_status sdgp_model_tune_conv(sdgp_model *m, sdgp_error *err) {
     return model_tune(m, none, 1, err);
 }
 
-/* ---- the kernel-choice text: data gradient [ '/' forward ] [ '|' weight gradient ], a letter per
- * conv layer and pass: its implementation's code, '-' for none ---- */
+/* ---- the choice text: per conv layer "FBW:abc" (sdgp_model_choice) ---- */
 
-/* What '-' stands for in a pass's part: the oneDNN entry where the layer holds one (forward: a
- * layer with sparse weights runs oneDNN on W~; weight gradient: a pruned layer prunes into oneDNN),
- * else none (oneDNN on the exact tensors). */
+#define TOKEN 7 /* "FBW:abc" */
+
+/* What '-' stands for in a pass: the oneDNN entry where the layer holds one (forward: a layer with
+ * sparse weights runs oneDNN on W~; weight gradient: a pruned layer prunes into oneDNN), else none
+ * (oneDNN on the exact tensors). */
 static const model_impl *plain_for(const sdgp_model *m, const op *o, model_pass pass) {
     if (pass == MODEL_FWD) return o->fwd_ok ? model_impl_find(pass, 'd') : NULL;
     if (pass == MODEL_BWD_WEIGHTS) return model_wgrad_pruned(m, o) ? model_impl_find(pass, '-') : NULL;
     return NULL;
 }
 
-/* Whether a pass has a part in the text: the data gradient always; the forward where some layer has
- * sparse weights it can run; the weight gradient where some layer can run its kernel. */
-static int pass_in_text(const sdgp_model *m, model_pass pass) {
-    if (pass == MODEL_BWD_DATA) return 1;
-    for (int i = 0; i < m->n_convs; i++) {
-        const op *o = &m->ops[m->conv_ops[i]];
-        if (pass == MODEL_FWD ? o->fwd_ok : !model_impl_find(pass, 'm')->unsupported(m, o)) return 1;
-    }
-    return 0;
-}
-
-static const char pass_mark[MODEL_NPASS] = {'/', 0, '|'}; /* before a part */
-static const char *const part_label[MODEL_NPASS] = {"forward", "data-gradient", "weight-gradient"};
-
-void sdgp_model_sparse_choice(const sdgp_model *m, char *buf, size_t size) {
-    static const model_pass order[] = {MODEL_BWD_DATA, MODEL_FWD, MODEL_BWD_WEIGHTS};
+void sdgp_model_choice(const sdgp_model *m, char *buf, size_t size) {
     size_t k = 0;
-    for (int p = 0; p < 3; p++) {
-        const model_pass pass = order[p];
-        if (!pass_in_text(m, pass)) continue;
-        if (pass_mark[pass] && k + 1 < size) buf[k++] = pass_mark[pass];
-        for (int i = 0; i < m->n_convs && k + 1 < size; i++) {
-            const model_impl *impl = m->ops[m->conv_ops[i]].impl[pass];
-            buf[k++] = impl ? impl->code : '-';
-        }
+    for (int i = 0; i < m->n_convs && k + TOKEN + 1 < size; i++) {
+        const op *o = &m->ops[m->conv_ops[i]];
+        if (i) buf[k++] = ',';
+        for (int p = 0; p < MODEL_NPASS; p++) buf[k++] = o->impl[p] ? o->impl[p]->code : '-';
+        buf[k++] = ':';
+        for (int p = 0; p < MODEL_NPASS; p++)
+            buf[k++] = sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)p).algo == SDGP_CONV_WINOGRAD ? 'w' : 'd';
     }
     if (size) buf[k] = 0;
 }
 
-/* The entry letter c names for layer o in pass's part (*out; NULL for oneDNN on the exact tensors),
- * or an error naming the layer. */
+sdgp_status model_choice_from_legacy(const char *kernels, const char *convs, char *out, size_t size, sdgp_error *err) {
+    const char *wg = strchr(kernels, '|');
+    const size_t head = wg ? (size_t)(wg - kernels) : strlen(kernels);
+    const char *fwd = memchr(kernels, '/', head);
+    const size_t n = fwd ? (size_t)(fwd - kernels) : head; /* the data-gradient part: a letter per layer */
+    const char *part = fwd && head - n - 1 != n ? "forward" : wg && strlen(wg + 1) != n ? "weight-gradient" : NULL;
+    if (part)
+        return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%.200s': its %s part is not a letter for each of its %zu "
+                         "layers", kernels, part, n);
+    if ((convs && strlen(convs) != (n ? 4 * n - 1 : 0)) || (n ? n * (TOKEN + 1) : 1) > size)
+        return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%.200s' with algorithms '%.200s': not one abc per layer, or "
+                         "too long", kernels, convs ? convs : "");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i) out[k++] = ',';
+        out[k++] = fwd ? fwd[1 + i] : '-';
+        out[k++] = kernels[i];
+        out[k++] = wg ? wg[1 + i] : '-';
+        if (convs) out[k++] = ':', memcpy(out + k, convs + 4 * i, 3), k += 3;
+    }
+    out[k] = 0;
+    return SDGP_OK;
+}
+
+/* The entry letter c names for layer o's pass (*out; NULL for oneDNN on the exact tensors), or an
+ * error naming the layer. */
 static sdgp_status parse_letter(const sdgp_model *m, const op *o, int i, model_pass pass, char c, const model_impl **out,
                                 const char *text, sdgp_error *err) {
     const model_impl *impl = model_impl_find(pass, c);
@@ -111,43 +122,62 @@ static sdgp_status parse_letter(const sdgp_model *m, const op *o, int i, model_p
     if (!why && pass == MODEL_BWD_DATA && !impl && o->prune) why = "the layer prunes";
     *out = impl;
     if (!why) return SDGP_OK;
-    return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': layer %d cannot be '%c' in the %s part (%s: %s)", text, i, c,
-                     part_label[pass], o->name, why);
+    return sdgp_fail(err, SDGP_ERR_FORMAT, "choice '%.200s': layer %d (%s) cannot be '%c' in its %s pass: %s", text, i,
+                     o->name, c, model_pass_name(pass), why);
 }
 
-sdgp_status sdgp_model_set_sparse_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
-    if (!choice) return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice (null) does not fit a model of %d conv layers", m->n_convs);
-    /* the parts; a text without the forward's runs every forward dense, without the weight
-     * gradient's every weight gradient on oneDNN */
-    const char *wg = strchr(choice, '|');
-    const size_t head = wg ? (size_t)(wg - choice) : strlen(choice);
-    const char *fwd = memchr(choice, '/', head);
-    const char *part[MODEL_NPASS] = {fwd ? fwd + 1 : NULL, choice, wg ? wg + 1 : NULL};
-    const size_t len[MODEL_NPASS] = {fwd ? head - (size_t)(fwd + 1 - choice) : 0, fwd ? (size_t)(fwd - choice) : head,
-                                     wg ? strlen(wg + 1) : 0};
-    if ((int)len[MODEL_BWD_DATA] != m->n_convs)
-        return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s' does not fit a model of %d conv layers", choice, m->n_convs);
-    for (int p = 0; p < MODEL_NPASS; p++)
-        if (part[p] && (int)len[p] != m->n_convs)
-            return sdgp_fail(err, SDGP_ERR_FORMAT, "kernel choice '%s': its %s part does not fit %d conv layers", choice,
-                             part_label[p], m->n_convs);
+/* Whether text is the earlier kernel-choice text: parts split by '/' or '|', or a letter per layer
+ * with no token separators. */
+static int legacy_text(const sdgp_model *m, const char *text) {
+    return strpbrk(text, "/|") || (!strpbrk(text, ",:") && strlen(text) == (size_t)m->n_convs);
+}
+
+sdgp_status sdgp_model_set_choice(sdgp_model *m, const char *choice, sdgp_error *err) {
+    if (!m || !choice) return sdgp_fail(err, SDGP_ERR_INVALID, "model_set_choice: NULL argument");
+    char converted[SDGP_CHOICE_LEN];
+    const char *given = choice; /* what errors quote */
+    if (legacy_text(m, choice)) {
+        sdgp_status st = model_choice_from_legacy(choice, NULL, converted, sizeof converted, err);
+        if (st != SDGP_OK) return st;
+        choice = converted;
+    }
+    const model_impl *(*impls)[MODEL_NPASS] = calloc((size_t)m->n_convs + 1, sizeof *impls);
+    sdgp_conv_algo(*algos)[3] = calloc((size_t)m->n_convs + 1, sizeof *algos);
+    sdgp_status st = impls && algos ? SDGP_OK : sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory");
     /* every letter checked before anything changes */
-    for (int i = 0; i < m->n_convs; i++)
-        for (int p = 0; p < MODEL_NPASS; p++) {
-            const model_impl *impl;
-            sdgp_status st = parse_letter(m, &m->ops[m->conv_ops[i]], i, (model_pass)p, part[p] ? part[p][i] : '-', &impl,
-                                          choice, err);
-            if (st != SDGP_OK) return st;
+    const char *t = choice;
+    int with_algos = 0;
+    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
+        const op *o = &m->ops[m->conv_ops[i]];
+        const size_t len = strcspn(t, ",");
+        if ((len != 3 && len != TOKEN) || (len == TOKEN && t[3] != ':') || (i + 1 < m->n_convs && t[len] != ',')) {
+            st = sdgp_fail(err, SDGP_ERR_FORMAT, "choice '%.200s' does not fit a model of %d conv layers: layer %d is "
+                           "not FBW:abc", given, m->n_convs, i);
+            break;
         }
-    for (int i = 0; i < m->n_convs; i++)
-        for (int p = 0; p < MODEL_NPASS; p++) {
+        for (int p = 0; p < MODEL_NPASS && st == SDGP_OK; p++) {
+            st = parse_letter(m, o, i, (model_pass)p, t[p], &impls[i][p], given, err);
+            const int wino = sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)p).algo == SDGP_CONV_WINOGRAD;
+            const char a = len == TOKEN ? t[4 + p] : wino ? 'w' : 'd';
+            algos[i][p] = a == 'w' ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
+            if (st == SDGP_OK && a != 'd' && a != 'w')
+                st = sdgp_fail(err, SDGP_ERR_FORMAT, "choice '%.200s': layer %d (%s) has algorithm '%c' in its %s pass "
+                               "(d or w)", given, i, o->name, a, model_pass_name((model_pass)p));
+        }
+        with_algos |= len == TOKEN;
+        t += len + (t[len] == ',');
+    }
+    if (st == SDGP_OK && *t)
+        st = sdgp_fail(err, SDGP_ERR_FORMAT, "choice '%.200s' has more than the model's %d conv layers", given, m->n_convs);
+    if (st == SDGP_OK && with_algos) st = model_conv_apply(m, (const sdgp_conv_algo(*)[3])algos, err);
+    for (int i = 0; i < m->n_convs && st == SDGP_OK; i++)
+        for (int p = 0; p < MODEL_NPASS && st == SDGP_OK; p++) {
             op *o = &m->ops[m->conv_ops[i]];
             if (p == MODEL_BWD_DATA && o->in == 0) continue; /* a conv on the image: no data gradient */
-            const model_impl *impl;
-            sdgp_status st = parse_letter(m, o, i, (model_pass)p, part[p] ? part[p][i] : '-', &impl, choice, err);
-            if (st == SDGP_OK) st = model_impl_set(m, o, (model_pass)p, impl, err);
+            st = model_impl_set(m, o, (model_pass)p, impls[i][p], err);
             if (st == SDGP_OK && p == MODEL_FWD) model_fwd_pack(m, o);
-            if (st != SDGP_OK) return st;
         }
-    return model_conv_share_workspace(m, err);
+    free(impls);
+    free(algos);
+    return st == SDGP_OK ? model_conv_share_workspace(m, err) : st;
 }

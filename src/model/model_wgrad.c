@@ -2,8 +2,8 @@
  * oneDNN's backward-weights on the dense pruned tensor, or the N:M weight-gradient kernel on its
  * compressed form (sdgp_sparse_wgrad, src/kernels/spwgrad.c). Which layers can take the kernel,
  * the per-layer choice (timed as the data gradient's is, model_tune.c: oneDNN on the dense pruned
- * tensor against the kernel on the compressed one, pruning included; --sparse-kernel on / off force it), and the choice's part of the kernel-choice text. */
-#include <stdlib.h>
+ * tensor against the kernel on the compressed one, pruning included; --sparse-kernel on / off
+ * force it). */
 
 #include "model/model_internal.h"
 
@@ -70,8 +70,8 @@ static sdgp_status sparse_describe(const sdgp_conv_geom *g, int threads, sdgp_im
     return st;
 }
 
-/* The kernel-choice text's letters: 'm' the kernel, '-' oneDNN (on the pruned tensor where the
- * layer prunes). */
+/* The choice text's letters: 'm' the kernel, '-' oneDNN (on the pruned tensor where the layer
+ * prunes). */
 static const model_impl impl_sparse = {.pass = MODEL_BWD_WEIGHTS, .code = 'm', .name = "sparse", .sparse = 1, .prunes = 1,
                                        .unsupported = sparse_unsupported, .create = sparse_create, .run = sparse_run,
                                        .workspace_bytes = sparse_workspace_bytes, .set_workspace = sparse_set_workspace,

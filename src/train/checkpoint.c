@@ -6,6 +6,7 @@
 
 #include "sdgp/safetensors.h"
 #include "sdgp/train.h"
+#include "model/model_choice.h"
 #include "train/train_internal.h"
 
 #define CKPT_FORMAT "sdgp-checkpoint-1"
@@ -42,9 +43,8 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
                                        p->momentum};
         }
     }
-    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], kernels[SDGP_CONV_CHOICE_LEN], convs[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_sparse_choice(m, kernels, sizeof kernels);
-    sdgp_model_conv_choice(m, convs, sizeof convs);
+    char sig[256], step[32], epoch[32], lsum[64], lcount[32], norm[256], choice[SDGP_CHOICE_LEN];
+    sdgp_model_choice(m, choice, sizeof choice);
     model_signature(m, sig, sizeof sig);
     snprintf(step, sizeof step, "%lld", (long long)state->step);
     snprintf(epoch, sizeof epoch, "%d", state->epoch);
@@ -61,8 +61,7 @@ sdgp_status sdgp_checkpoint_save(const char *path, const sdgp_model *m, const sd
     meta[nm++] = (sdgp_st_meta){"loss_sum", lsum};
     meta[nm++] = (sdgp_st_meta){"loss_count", lcount};
     meta[nm++] = (sdgp_st_meta){"normalisation", norm};
-    meta[nm++] = (sdgp_st_meta){"kernels", kernels};
-    meta[nm++] = (sdgp_st_meta){"conv_algos", convs}; /* under any --conv-algo: what each pass ran */
+    meta[nm++] = (sdgp_st_meta){"choice", choice}; /* every pass's implementation and algorithm */
     for (int i = 0; i < nf; i++) {
         const char *name = sdgp_train_config_field(cfg, i, NULL, vals[i], sizeof vals[i]);
         snprintf(keys[i], sizeof keys[i], "cfg.%s", name);
@@ -107,6 +106,31 @@ static sdgp_status open_checkpoint(sdgp_st_file **f, const char *path, sdgp_erro
     return SDGP_OK;
 }
 
+void choice_drop_algos(char *choice) {
+    size_t k = 0;
+    for (const char *c = choice; *c; c++)
+        if (*c == ':') c += strcspn(c, ",") - 1; /* to the token's last character */
+        else choice[k++] = *c;
+    choice[k] = '\0';
+}
+
+/* The checkpoint's choice text (sdgp_model_choice's) into choice (SDGP_CHOICE_LEN bytes; "" when
+ * it has none): its "choice", or from before that existed its "kernels" and "conv_algos". Without
+ * measured (a model not under --conv-algo measured) the tokens lose their algorithms: such a model
+ * plans its own by its rule, which may differ on another host (where the checkpoint's need not run). */
+static sdgp_status read_choice(const sdgp_st_file *f, const char *path, int measured, char *choice, sdgp_error *err) {
+    const char *text = sdgp_safetensors_meta(f, "choice");
+    const char *kernels = sdgp_safetensors_meta(f, "kernels"), *convs = sdgp_safetensors_meta(f, "conv_algos");
+    choice[0] = '\0';
+    if (text && strlen(text) >= SDGP_CHOICE_LEN) return sdgp_fail(err, SDGP_ERR_FORMAT, "%s: choice text too long", path);
+    sdgp_error e;
+    if (text) snprintf(choice, SDGP_CHOICE_LEN, "%s", text);
+    else if (kernels && model_choice_from_legacy(kernels, convs, choice, SDGP_CHOICE_LEN, &e) != SDGP_OK)
+        return sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s", path, e.msg);
+    if (!measured) choice_drop_algos(choice);
+    return SDGP_OK;
+}
+
 sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoint_state *state, sdgp_error *err) {
     sdgp_st_file *f;
     sdgp_status st = open_checkpoint(&f, path, err);
@@ -132,43 +156,24 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
             st = sdgp_safetensors_copy(f, name, SDGP_DT_F32, p->ndim, p->shape, p->momentum, err);
         }
     }
-    /* the same data-gradient kernels as the run that wrote it (a model built without pruning, as
-     * for evaluation, has no choice to make) */
-    const char *kernels = sdgp_safetensors_meta(f, "kernels");
-    char mine[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_sparse_choice(m, mine, sizeof mine);
-    if (st == SDGP_OK && kernels && strspn(mine, "-") == strlen(mine)) kernels = NULL;
-    if (st == SDGP_OK && kernels) {
+    /* the same implementations and algorithms as the run that wrote it */
+    char choice[SDGP_CHOICE_LEN], mine[SDGP_CHOICE_LEN];
+    if (st == SDGP_OK) st = read_choice(f, path, sdgp_model_get_config(m)->conv_algo == SDGP_CONV_MEASURED, choice, err);
+    sdgp_model_choice(m, mine, sizeof mine);
+    if (st == SDGP_OK && choice[0] && strcmp(choice, mine)) {
         sdgp_error e;
-        if (sdgp_model_set_sparse_choice(m, kernels, &e) != SDGP_OK)
-            st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s", path, e.msg);
-    }
-    /* --conv-algo measured: the dense passes' algorithms of the run that wrote it (the trainer
-     * builds the model with them already; a model built otherwise is re-planned) */
-    const char *convs = sdgp_safetensors_meta(f, "conv_algos");
-    char mine_convs[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_conv_choice(m, mine_convs, sizeof mine_convs);
-    if (st == SDGP_OK && convs && sdgp_model_get_config(m)->conv_algo == SDGP_CONV_MEASURED && strcmp(convs, mine_convs)) {
-        sdgp_error e;
-        if (sdgp_model_set_conv_choice(m, convs, &e) != SDGP_OK) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s", path, e.msg);
+        if (sdgp_model_set_choice(m, choice, &e) != SDGP_OK) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s", path, e.msg);
     }
     sdgp_safetensors_free(f);
     if (st == SDGP_OK && state) *state = s;
     return st;
 }
 
-sdgp_status checkpoint_read_choices(const char *path, char *convs, char *kernels, sdgp_error *err) {
+sdgp_status checkpoint_read_choice(const char *path, int measured, char *choice, sdgp_error *err) {
     sdgp_st_file *f;
     sdgp_status st = open_checkpoint(&f, path, err);
     if (st != SDGP_OK) return st;
-    const char *const keys[2] = {"conv_algos", "kernels"}; /* conv_algos: absent before --conv-algo measured */
-    char *const out[2] = {convs, kernels};
-    for (int i = 0; i < 2; i++) {
-        const char *v = sdgp_safetensors_meta(f, keys[i]);
-        out[i][0] = '\0';
-        if (v && strlen(v) >= SDGP_CONV_CHOICE_LEN) st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s text too long", path, keys[i]);
-        else if (v) snprintf(out[i], SDGP_CONV_CHOICE_LEN, "%s", v);
-    }
+    st = read_choice(f, path, measured, choice, err);
     sdgp_safetensors_free(f);
     return st;
 }
@@ -193,9 +198,9 @@ sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg
         if (sdgp_train_config_set(&c, name, v, &e) != SDGP_OK)
             st = sdgp_fail(err, SDGP_ERR_FORMAT, "%s: bad setting in the checkpoint: %s", path, e.msg);
     }
-    /* the measured per-pass algorithms, for a model built from this configuration (eval, resume) */
-    const char *convs = sdgp_safetensors_meta(f, "conv_algos");
-    if (convs && strlen(convs) < sizeof c.model.conv_choice) snprintf(c.model.conv_choice, sizeof c.model.conv_choice, "%s", convs);
+    /* every pass's implementation and algorithm, for a model built from this configuration (eval,
+     * resume): nothing timed */
+    if (st == SDGP_OK) st = read_choice(f, path, c.model.conv_algo == SDGP_CONV_MEASURED, c.model.choice, err);
     sdgp_safetensors_free(f);
     if (st == SDGP_OK) *cfg = c;
     return st;

@@ -124,9 +124,9 @@ static const field fields[] = {
      "auto | on | off | fastest (per layer the sparse kernel where it beats dense, else that layer unpruned); "
      "also the forward of block16/block32 sparse weights: dense, direct or Winograd F(4x4) per layer (on: a sparse one, "
      "Winograd where the layer is 3x3 stride 1; fastest as auto)"},
-    {"kernels", F_STRING, OFF(model.sparse_choice), SZ(model.sparse_choice), 0, 0, NULL,
-     "each layer's kernels as a run printed them (`kernels -sssssss`): used instead of timed at start, so a run "
-     "repeats another's bits whatever the machine's load"},
+    {"kernels", F_STRING, OFF(model.choice), SZ(model.choice), 0, 0, NULL,
+     "each conv layer's implementations and oneDNN algorithms as a run printed them (`choice ---:ddd,sfm:dwd,...`): "
+     "used instead of timed at start, so a run repeats another's bits whatever the machine's load"},
     {"sdgp-domain", F_ENUM, OFF(model.domain), 0, 0, 0, sdgp_prune_domain_names,
      "pixel | winograd | auto: prune dL/dO itself, or its F(2x2,3x3) transform in 3x3 layers (auto: per layer the faster)"},
     {"mask-block", F_INT, OFF(model.prune.mask_block), 0, 1, SDGP_MASK_BLOCK_MAX, NULL,

@@ -300,17 +300,12 @@ sdgp_status dist_check_eval(const sdgp_dist *d, const sdgp_model *m, const sdgp_
 }
 
 sdgp_status dist_share_kernels(const sdgp_dist *d, sdgp_model *m, sdgp_error *err) {
-    char choice[1024];
-    sdgp_model_sparse_choice(m, choice, sizeof choice);
+    /* every rank on rank 0's implementations and algorithms (each measured its own) */
+    char choice[SDGP_CHOICE_LEN], mine[SDGP_CHOICE_LEN];
+    sdgp_model_choice(m, choice, sizeof choice);
+    memcpy(mine, choice, sizeof mine);
     sdgp_status st = d->bcast(d->ctx, choice, sizeof choice, 0, err);
-    if (st == SDGP_OK && d->rank != 0) st = sdgp_model_set_sparse_choice(m, choice, err);
-    /* measured dense passes: every rank on rank 0's algorithms, as for the kernels above */
-    char convs[SDGP_CONV_CHOICE_LEN], mine[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_conv_choice(m, convs, sizeof convs);
-    memcpy(mine, convs, sizeof mine);
-    if (st == SDGP_OK && sdgp_model_get_config(m)->conv_algo == SDGP_CONV_MEASURED)
-        st = d->bcast(d->ctx, convs, sizeof convs, 0, err);
-    if (st == SDGP_OK && d->rank != 0 && strcmp(convs, mine)) st = sdgp_model_set_conv_choice(m, convs, err);
+    if (st == SDGP_OK && d->rank != 0 && strcmp(choice, mine)) st = sdgp_model_set_choice(m, choice, err);
     return st;
 }
 

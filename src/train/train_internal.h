@@ -18,11 +18,12 @@ typedef struct grad_sync grad_sync;
  * when every checkpoint has it (config.c). */
 const char *train_config_field_before(int i);
 
-/* The choices a checkpoint records, each "" when it has none: the per-pass conv algorithms
- * (sdgp_model_conv_choice's text) and the kernels (sdgp_model_sparse_choice's), each into
- * SDGP_CONV_CHOICE_LEN bytes, for building a resumed model without measuring; one read of the file
- * (checkpoint.c). */
-sdgp_status checkpoint_read_choices(const char *path, char *convs, char *kernels, sdgp_error *err);
+/* The choice a checkpoint records (sdgp_model_choice's text; "" when it has none; its tokens without
+ * their algorithms unless measured, for a model under --conv-algo measured) into SDGP_CHOICE_LEN
+ * bytes, for building a resumed model without measuring (checkpoint.c). */
+sdgp_status checkpoint_read_choice(const char *path, int measured, char *choice, sdgp_error *err);
+/* "FBW:abc,..." -> "FBW,...": a choice text without its algorithms, in place. */
+void choice_drop_algos(char *choice);
 
 typedef struct {
     int buckets;
@@ -54,7 +55,7 @@ sdgp_status dist_check_config(const sdgp_dist *d, const sdgp_train_config *cfg, 
  * difference is an error on every process; the ones that differ name the first input. */
 sdgp_status dist_check_eval(const sdgp_dist *d, const sdgp_model *m, const sdgp_dataset *ds, const sdgp_augment *aug,
                             int tta, float smoothing, sdgp_error *err);
-/* Process 0's data-gradient kernel choice (timed at start, so it may differ) for every process. */
+/* Process 0's choice (timed at start, so it may differ) for every process. */
 sdgp_status dist_share_kernels(const sdgp_dist *d, sdgp_model *m, sdgp_error *err);
 /* Process 0's BatchNorm running statistics (per-process BatchNorm lets them differ) for every process. */
 sdgp_status dist_share_bn_stats(const sdgp_dist *d, sdgp_model *m, sdgp_error *err);

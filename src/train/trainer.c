@@ -115,8 +115,7 @@ typedef struct {
     const sdgp_dist *d;      /* data parallel over several processes, else NULL */
     int lead;                /* this process logs, prints and writes checkpoints (rank 0, or the only one) */
     int batch;               /* this process's rows of each batch */
-    int conv_choice_given;   /* --conv-algo measured planned from a given choice (a checkpoint's), not measured */
-    int kernels_given;       /* the sparse-kernel choice was not measured: KERNELS_AS_GIVEN (--kernels) or _FROM_CHECKPOINT */
+    int kernels_given;       /* the choice was not measured: KERNELS_AS_GIVEN (--kernels) or _FROM_CHECKPOINT */
     grad_sync *gs;
 } run;
 
@@ -234,24 +233,26 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     mc.width_px = r->train.w;
     mc.channels = r->train.c;
     mc.num_classes = r->train.num_classes;
-    /* resumed: the checkpoint's per-pass algorithms (under measured) and kernels, so that the model is built
-     * as the run it continues, bitwise, without timing anything (checkpoint loading would set them anyway) */
-    r->kernels_given = mc.sparse_choice[0] ? KERNELS_AS_GIVEN : KERNELS_MEASURED;
+    /* resumed: the checkpoint's implementations and algorithms, so that the model is built as the run
+     * it continues, bitwise, without timing anything (checkpoint loading would set them anyway) */
+    r->kernels_given = mc.choice[0] ? KERNELS_AS_GIVEN : KERNELS_MEASURED;
+    const int measured = mc.conv_algo == SDGP_CONV_MEASURED;
+    char saved[SDGP_CHOICE_LEN] = "";
     if (cfg->resume[0]) {
-        char convs[SDGP_CONV_CHOICE_LEN], saved[SDGP_CONV_CHOICE_LEN];
-        if ((st = checkpoint_read_choices(cfg->resume, convs, saved, err)) != SDGP_OK) return st;
-        if (mc.conv_algo == SDGP_CONV_MEASURED && !mc.conv_choice[0]) snprintf(mc.conv_choice, sizeof mc.conv_choice, "%s", convs);
-        if (mc.sparse_choice[0] && saved[0] && strcmp(saved, mc.sparse_choice))
-            return sdgp_fail(err, SDGP_ERR_INVALID, "--kernels %s: the run in %s ran on %s, and a resumed run keeps its kernels",
-                             mc.sparse_choice, cfg->resume, saved);
-        if (!mc.sparse_choice[0] && saved[0]) {
-            snprintf(mc.sparse_choice, sizeof mc.sparse_choice, "%s", saved);
-            r->kernels_given = KERNELS_FROM_CHECKPOINT;
-        }
+        if ((st = checkpoint_read_choice(cfg->resume, measured, saved, err)) != SDGP_OK) return st;
+        if (!mc.choice[0] && saved[0]) snprintf(mc.choice, sizeof mc.choice, "%s", saved);
+        if (saved[0] && !strcmp(mc.choice, saved)) r->kernels_given = KERNELS_FROM_CHECKPOINT; /* read_config's too */
     }
-    r->conv_choice_given = mc.conv_algo == SDGP_CONV_MEASURED && mc.conv_choice[0];
     st = sdgp_model_create(&r->model, &mc, err);
     if (st != SDGP_OK) return st;
+    if (r->kernels_given == KERNELS_AS_GIVEN && saved[0]) { /* --kernels on a resume: only the run's own choice */
+        char mine[SDGP_CHOICE_LEN];
+        sdgp_model_choice(r->model, mine, sizeof mine);
+        if (!measured) choice_drop_algos(mine);
+        if (strcmp(mine, saved))
+            return sdgp_fail(err, SDGP_ERR_INVALID, "--kernels %s: the run in %s ran on %s, and a resumed run keeps its choice",
+                             mc.choice, cfg->resume, saved);
+    }
     memset(state, 0, sizeof *state);
     if (cfg->resume[0]) {
         st = sdgp_checkpoint_load(cfg->resume, r->model, state, err);
@@ -317,9 +318,9 @@ static void report_layers(run *r) {
     fprintf(r->out, "dense convolutions (--conv-algo %s%s --conv-workspace %d; fwd,bwd-data,bwd-weights):",
             sdgp_conv_algo_name(r->cfg->model.conv_algo),
             r->cfg->model.conv_algo != SDGP_CONV_MEASURED ? ""
-            : !r->conv_choice_given                        ? " [timed at start]"
-            : r->cfg->resume[0]                            ? " [the checkpoint's, not timed]"
-                                                           : " [as given, not timed]",
+            : r->kernels_given == KERNELS_MEASURED          ? " [timed at start]"
+            : r->kernels_given == KERNELS_FROM_CHECKPOINT   ? " [the checkpoint's, not timed]"
+                                                            : " [as given, not timed]",
             r->cfg->model.conv_workspace_mb);
     for (int i = 0; i < sdgp_model_conv_count(r->model); i++) {
         const sdgp_layer_info *li = sdgp_model_conv_info(r->model, i);
@@ -378,13 +379,19 @@ static void report_layers(run *r) {
         fprintf(r->out, " %s=%s", li->layer,
                 !li->pruned ? (li->bwd_kernel[0] == 'd' ? "dense" : li->bwd_kernel) : !li->sparse_kernel ? "pruned+dense" : li->bwd_kernel);
     }
-    /* the choice as text: `--kernels TEXT` runs a fresh run on the same kernels, so with the same bits */
-    char kernels[SDGP_CONV_CHOICE_LEN];
-    sdgp_model_sparse_choice(r->model, kernels, sizeof kernels);
-    fprintf(r->out, "; kernels %s (%s)\n", kernels,
-            r->kernels_given == KERNELS_AS_GIVEN          ? "as given"
-            : r->kernels_given == KERNELS_FROM_CHECKPOINT ? "the checkpoint's, not timed"
-                                                          : "timed at start; --kernels replays them");
+    fprintf(r->out, "\n");
+}
+
+/* The choice as text: `--kernels TEXT` runs a fresh run on the same implementations and
+ * algorithms, so with the same bits. */
+static void report_choice(run *r) {
+    if (r->cfg->quiet || !r->lead) return;
+    char choice[SDGP_CHOICE_LEN];
+    sdgp_model_choice(r->model, choice, sizeof choice);
+    fprintf(r->out, "choice (per conv layer: fwd, bwd-data, bwd-weights implementation : oneDNN algorithms) %s (%s)\n",
+            choice, r->kernels_given == KERNELS_AS_GIVEN          ? "as given"
+                    : r->kernels_given == KERNELS_FROM_CHECKPOINT ? "the checkpoint's, not timed"
+                                                                  : "timed at start; --kernels replays it");
 }
 
 sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FILE *out, sdgp_error *err) {
@@ -403,6 +410,7 @@ sdgp_status sdgp_train(const sdgp_train_config *cfg, sdgp_train_result *res, FIL
         return st;
     }
     report_layers(&r);
+    report_choice(&r);
     const int B = cfg->model.batch, K = r.train.num_classes;
     r.t_start = sdgp_now_s();
     double lr = 0;
