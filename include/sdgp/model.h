@@ -243,9 +243,11 @@ SDGP_API sdgp_status sdgp_impl_describe(int i, int threads, sdgp_impl_info *out,
 /* For benchmarks (`sdgp bench impls`): conv layer i's pass ("fwd", "bwd_data", "bwd_weights") run
  * by every implementation of its list the model could hand that layer under its configuration
  * (whether or not the configuration lets the tuner pick it), and first by oneDNN's product on the
- * exact tensors (name "onednn", code 0: the dense baseline, with the algorithm --conv-algo gave
- * the pass), each as a step runs it (pruning and packing included) on random tensors in the
- * layer's buffers, reps interleaved rounds, the best of each. chosen marks what the layer runs.
+ * exact tensors (name "onednn", code 0: the dense baseline), each implementation that runs
+ * oneDNN's product (the baseline too) once with oneDNN's direct algorithm and once with its
+ * Winograd where a Winograd kernel runs the pass (algo), each as a step runs it (pruning and
+ * packing included) on random tensors in the layer's buffers, reps interleaved rounds, the best
+ * of each. chosen marks what the layer runs.
  * The layer keeps its choice. *n results (none for the data gradient of a conv on the image);
  * SDGP_ERR_INVALID when they do not fit max. It overwrites the layer's activation buffers and its
  * weight gradient: call it before a step or between steps, not between a forward and its backward
@@ -253,6 +255,7 @@ SDGP_API sdgp_status sdgp_impl_describe(int i, int threads, sdgp_impl_info *out,
 typedef struct {
     const char *name;    /* as sdgp_impl_info names it; "onednn" for the baseline */
     char code;           /* its letter in the choice text; 0 for the baseline */
+    const char *algo;    /* "direct" or "winograd": oneDNN's algorithm where it runs oneDNN's product, else "" */
     int sparse, chosen;
     double ms;
 } sdgp_impl_time;

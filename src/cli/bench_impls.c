@@ -4,6 +4,7 @@
  * tuner chooses from, and more) against oneDNN's dense product on the same layer, pruning and
  * packing included, interleaved in one process, so a ratio survives the host's drift. The recipe
  * is `sdgp train`'s flags, through the same configuration table; the shapes are the model's own. */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 #include "sdgp/model.h"
 
 #define MAX_ISAS 4
-#define MAX_RESULTS 12
+#define MAX_RESULTS 16 /* sdgp_model_time_impls's rows of a pass */
 
 typedef struct {
     int json, reps;
@@ -144,8 +145,8 @@ static void print_header(const options *o, const sdgp_model_config *mc, sdgp_isa
     }
     printf("# host %s; sdgp ISA %s, oneDNN %s; L1d %lld KiB, L2 %lld KiB (%s); %d threads; FMA ceiling %.1f GFLOP/s\n"
            "# %s w%g, batch %d, input %dx%dx%d; data gradient %s; best of %d interleaved rounds\n"
-           "# ms per implementation; x = onednn / it; GF/s in dense terms (2 x the direct conv's multiply-adds);"
-           " * = the model's choice\n",
+           "# ms per implementation (:direct / :winograd, oneDNN's algorithm where it runs oneDNN); x = the faster\n"
+           "# onednn row / it; GF/s in dense terms (2 x the direct conv's multiply-adds); * = the model's choice\n",
            cpu, sdgp_isa_name(isa), sdgp_conv_onednn_isa(), (long long)(ci->l1d >> 10), (long long)(ci->l2 >> 10),
            ci->source, mc->threads, ceiling, sdgp_model_zoo((int)mc->kind)->name, (double)mc->width, mc->batch, mc->height,
            mc->width_px, mc->channels, prune, o->reps);
@@ -161,12 +162,16 @@ static void print_row(const options *o, sdgp_isa isa, const sdgp_layer_info *li,
     const double gfs = dense_flops(g) / (t->ms * 1e-3) * 1e-9;
     if (o->json)
         printf("{\"layer\":\"%s\",\"count\":%d,\"shape\":\"%s\",\"isa\":\"%s\",\"pass\":\"%s\",\"impl\":\"%s\",\"code\":\"%c\","
-               "\"sparse\":%d,\"chosen\":%d,\"ms\":%.4f,\"onednn_ms\":%.4f,\"speedup\":%.3f,\"dense_gflops\":%.1f}\n",
-               li->layer, count, shape, sdgp_isa_name(isa), pass_names[pass], t->name, t->code ? t->code : '-', t->sparse,
-               t->chosen, t->ms, base_ms, base_ms / t->ms, gfs);
-    else
-        printf("%-22s x%-2d %-24s %-11s %c %-24s %9.3f ms  x%5.2f  %6.1f GF/s\n", li->layer, count, shape, pass_names[pass],
-               t->chosen ? '*' : ' ', t->name, t->ms, base_ms / t->ms, gfs);
+               "\"algo\":\"%s\",\"sparse\":%d,\"chosen\":%d,\"ms\":%.4f,\"onednn_ms\":%.4f,\"speedup\":%.3f,"
+               "\"dense_gflops\":%.1f}\n",
+               li->layer, count, shape, sdgp_isa_name(isa), pass_names[pass], t->name, t->code ? t->code : '-', t->algo,
+               t->sparse, t->chosen, t->ms, base_ms, base_ms / t->ms, gfs);
+    else {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s%s", t->name, t->algo[0] ? ":" : "", t->algo);
+        printf("%-22s x%-2d %-24s %-11s %c %-30s %9.3f ms  x%5.2f  %6.1f GF/s\n", li->layer, count, shape, pass_names[pass],
+               t->chosen ? '*' : ' ', name, t->ms, base_ms / t->ms, gfs);
+    }
 }
 
 /* One model (one ISA path): every distinct layer, every wanted pass. */
@@ -207,13 +212,15 @@ static int run_model(const options *o, sdgp_isa isa) { /* isa resolved: the path
                 break;
             }
             if (n == 0) continue;
-            double best = t[0].ms, chosen = t[0].ms; /* t[0]: oneDNN */
+            double base = t[0].ms; /* the faster of oneDNN's rows (code 0: direct, then Winograd) */
+            for (int k = 1; k < n && !t[k].code; k++) base = fmin(base, t[k].ms);
+            double best = base, chosen = base;
             for (int k = 0; k < n; k++) {
-                print_row(o, isa, li, count, p, &t[k], t[0].ms);
+                print_row(o, isa, li, count, p, &t[k], base);
                 if (t[k].ms < best) best = t[k].ms;
                 if (t[k].chosen) chosen = t[k].ms;
             }
-            tot[p].base += count * t[0].ms, tot[p].chosen += count * chosen, tot[p].best += count * best;
+            tot[p].base += count * base, tot[p].chosen += count * chosen, tot[p].best += count * best;
         }
     }
     for (int p = 0; p < 3 && !rc; p++) {
@@ -224,7 +231,7 @@ static int run_model(const options *o, sdgp_isa isa) { /* isa resolved: the path
                    pass_names[p], sdgp_isa_name(isa), tot[p].base, tot[p].chosen, tot[p].best, tot[p].base / tot[p].chosen,
                    tot[p].base / tot[p].best);
         else
-            printf("# total %-11s onednn %9.2f ms, the model's choices %9.2f ms (x%.3f), the fastest each %9.2f ms (x%.3f)\n",
+            printf("# total %-11s oneDNN (the faster) %9.2f ms, the model's choices %9.2f ms (x%.3f), the fastest each %9.2f ms (x%.3f)\n",
                    pass_names[p], tot[p].base, tot[p].chosen, tot[p].base / tot[p].chosen, tot[p].best,
                    tot[p].base / tot[p].best);
     }

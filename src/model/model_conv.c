@@ -113,51 +113,29 @@ void model_fill_random(float *p, size_t n, uint64_t s) {
     }
 }
 
-/* The Winograd candidate of layer o: WINOGRAD in every pass a Winograd kernel runs (oneDNN's, or
- * sdgp's where oneDNN has none; SDGP_WINOGRAD=onednn can leave a pass without one), DIRECT in the
- * others (*wino_passes says which); NULL where no pass has one. */
-static sdgp_status winograd_candidate(const sdgp_model *m, const op *o, sdgp_conv **out, int wino_passes[3],
-                                      sdgp_error *err) {
-    const sdgp_conv_options wino = {SDGP_CONV_WINOGRAD, (size_t)m->cfg.conv_workspace_mb << 20};
-    sdgp_conv_algo algos[3];
-    sdgp_error e;
-    *out = NULL;
-    for (int p = 0; p < 3; p++) { /* which passes: each alone, the others direct */
-        sdgp_conv_algo one[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT};
-        one[p] = SDGP_CONV_WINOGRAD;
-        sdgp_conv *c = NULL;
-        sdgp_status st = sdgp_conv_create_passes(&c, &o->geom, 0, m->cfg.threads, one, &wino, &e);
-        sdgp_conv_destroy(c);
-        if (st != SDGP_OK && st != SDGP_ERR_UNSUPPORTED) return sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
-        wino_passes[p] = st == SDGP_OK;
-        algos[p] = wino_passes[p] ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
-    }
-    if (!wino_passes[0] && !wino_passes[1] && !wino_passes[2]) return SDGP_OK;
-    sdgp_status st = sdgp_conv_create_passes(out, &o->geom, 0, m->cfg.threads, algos, &wino, &e);
-    return st == SDGP_OK ? st : sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
-}
-
 sdgp_status model_conv_candidates(sdgp_model *m, op *o, sdgp_conv *conv[2], sdgp_error *err) {
     conv[0] = conv[1] = NULL;
     const size_t limit = (size_t)m->cfg.conv_workspace_mb << 20;
-    int wino_passes[3], any = 0;
-    sdgp_status st = winograd_candidate(m, o, &conv[1], wino_passes, err);
-    if (st != SDGP_OK || !conv[1]) return st; /* no Winograd kernel for this layer here */
-    sdgp_conv_algo algos[3];
+    sdgp_conv_algo algos[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT};
+    int any = 0;
     for (int p = 0; p < 3; p++) {
-        /* a Winograd kernel, a split that fits the limit (WINOGRAD exceeds it when none does), and a
-         * pass that runs */
-        const int eligible = wino_passes[p] &&
-                             (limit == 0 || sdgp_conv_get_plan(conv[1], (sdgp_conv_pass)p).workspace_bytes <= limit) &&
-                             (p != SDGP_CONV_BACKWARD_DATA || o->in_mode != GRAD_NONE);
-        algos[p] = eligible ? SDGP_CONV_WINOGRAD : SDGP_CONV_DIRECT;
-        any |= eligible;
+        /* Winograd in pass p alone: a kernel (oneDNN's, or sdgp's where oneDNN has none;
+         * SDGP_WINOGRAD=onednn can leave a pass without one), a split within the limit (WINOGRAD
+         * exceeds it when none fits), and a pass that runs */
+        if (p == SDGP_CONV_BACKWARD_DATA && o->in_mode == GRAD_NONE) continue;
+        sdgp_conv_algo one[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT};
+        one[p] = SDGP_CONV_WINOGRAD;
+        sdgp_conv *c = NULL;
+        sdgp_error e;
+        sdgp_status st = create_for(m, o, &c, one, &e);
+        if (st == SDGP_OK && (limit == 0 || sdgp_conv_get_plan(c, (sdgp_conv_pass)p).workspace_bytes <= limit))
+            algos[p] = SDGP_CONV_WINOGRAD, any = 1;
+        sdgp_conv_destroy(c);
+        if (st != SDGP_OK && st != SDGP_ERR_UNSUPPORTED) return sdgp_fail(err, st, "%s", e.msg);
     }
-    sdgp_conv_destroy(conv[1]);
-    conv[1] = NULL;
-    if (!any) return SDGP_OK;
+    if (!any) return SDGP_OK; /* no Winograd kernel for this layer here */
     static const sdgp_conv_algo direct[3] = {SDGP_CONV_DIRECT, SDGP_CONV_DIRECT, SDGP_CONV_DIRECT};
-    st = create_for(m, o, &conv[0], direct, err);
+    sdgp_status st = create_for(m, o, &conv[0], direct, err);
     if (st == SDGP_OK) st = create_for(m, o, &conv[1], algos, err);
     if (st != SDGP_OK) {
         sdgp_conv_destroy(conv[0]);

@@ -165,7 +165,13 @@ typedef struct {
     const model_impl *cand[MAX_CANDIDATES];
     int algo[MAX_CANDIDATES]; /* 1: on conv[1] */
     void *plans[MAX_CANDIDATES];
+    int made;                 /* the plans were made (the layer's entry and plan are the timer's) */
 } tune_ctx;
+
+/* conv[1] as the Winograd candidate of the context's pass: only where it plans that pass so. */
+static void keep_winograd(tune_ctx *t) {
+    if (t->conv[1] && sdgp_conv_get_plan(t->conv[1], (sdgp_conv_pass)t->pass).algo != SDGP_CONV_WINOGRAD) t->conv[1] = NULL;
+}
 
 /* impl as a candidate, twice (direct, then Winograd: ties go to direct, NHWC in place) where it
  * runs oneDNN's product and conv[1] is there. */
@@ -219,6 +225,7 @@ static sdgp_status time_candidates(tune_ctx *t, const model_impl **held, int rep
     sdgp_conv *own = t->o->dnnl;
     t->m->timing = t->m->grad_stats = 0;
     st = plans_make(t, held, err);
+    t->made = 1;
     if (st == SDGP_OK) st = model_time_interleaved(run_candidate, t, t->n, NULL, reps, best, err);
     t->m->timing = timing;
     t->m->grad_stats = stats;
@@ -230,6 +237,7 @@ static sdgp_status time_candidates(tune_ctx *t, const model_impl **held, int rep
 sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, int entries, sdgp_conv *const conv[2], int *algo,
                             sdgp_error *err) {
     tune_ctx t = {.m = m, .o = o, .pass = pass, .conv = {conv[0], conv[1]}};
+    keep_winograd(&t);
     *algo = 0;
     if (entries) {
         for (const model_impl *const *l = model_impls[pass]; *l; l++)
@@ -272,27 +280,42 @@ sdgp_status sdgp_model_time_impls(sdgp_model *m, int conv, const char *pass_name
         return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: pass '%s' is not fwd, bwd_data or bwd_weights", pass_name);
     op *o = &m->ops[m->conv_ops[conv]];
     if (pass == MODEL_BWD_DATA && o->in == 0) return SDGP_OK; /* a conv on the image has no data gradient */
+    /* oneDNN's product with each algorithm the pass has: the layer's convs with this pass direct and Winograd */
     tune_ctx t = {.m = m, .o = o, .pass = (model_pass)pass, .conv = {o->dnnl, NULL}};
+    sdgp_conv *cands[2];
+    sdgp_status st = model_conv_candidates(m, o, cands, err);
+    if (st != SDGP_OK) return st;
+    if (cands[0]) t.conv[0] = cands[0], t.conv[1] = cands[1];
+    keep_winograd(&t);
     add_candidate(&t, NULL);
     for (const model_impl *const *l = model_impls[pass]; *l; l++)
         if (model_impl_reachable(m, o, *l)) add_candidate(&t, *l);
-    if (t.n > max) return sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: %d results do not fit %d", t.n, max);
-    const model_impl *held;
+    const model_impl *held = o->impl[pass];
     double best[MAX_CANDIDATES];
-    sdgp_status st = time_candidates(&t, &held, reps, best, err);
-    int keep = -1; /* the layer gets its entry back, with its plan */
-    for (int c = 1; c < t.n; c++)
-        if (t.cand[c] == held) keep = c;
-    plans_release(&t, keep);
-    if (keep >= 0) {
-        model_impl_adopt(m, o, (model_pass)pass, held, t.plans[keep]);
-        if (pass == MODEL_FWD) model_fwd_pack(m, o);
+    st = t.n > max ? sdgp_fail(err, SDGP_ERR_INVALID, "model_time_impls: %d results do not fit %d", t.n, max)
+                   : time_candidates(&t, &held, reps, best, err);
+    const int wino = sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)pass).algo == SDGP_CONV_WINOGRAD; /* the layer's */
+    int keep = -1, chosen = -1; /* the layer gets its entry back, with its plan; what it runs */
+    for (int c = 0; c < t.n; c++) {
+        if (held && t.cand[c] == held && keep < 0) keep = c;
+        const int onednn = !t.cand[c] || t.cand[c]->onednn;
+        if (t.cand[c] == held && (!onednn || !t.conv[1] || t.algo[c] == wino)) chosen = c;
     }
+    if (t.made) {
+        plans_release(&t, keep);
+        if (keep >= 0) {
+            model_impl_adopt(m, o, (model_pass)pass, held, t.plans[keep]);
+            if (pass == MODEL_FWD) model_fwd_pack(m, o);
+        }
+    }
+    if (cands[0]) sdgp_conv_destroy(cands[0]), sdgp_conv_destroy(cands[1]);
     if (st != SDGP_OK) return st;
-    for (int c = 0; c < t.n; c++)
+    for (int c = 0; c < t.n; c++) {
+        const int onednn = !t.cand[c] || t.cand[c]->onednn;
         out[c] = (sdgp_impl_time){.name = t.cand[c] ? t.cand[c]->name : "onednn", .code = t.cand[c] ? t.cand[c]->code : 0,
-                                  .sparse = t.cand[c] && t.cand[c]->sparse, .chosen = t.cand[c] == held,
-                                  .ms = 1e3 * best[c]};
+                                  .algo = !onednn ? "" : t.algo[c] ? "winograd" : "direct",
+                                  .sparse = t.cand[c] && t.cand[c]->sparse, .chosen = c == chosen, .ms = 1e3 * best[c]};
+    }
     *n = t.n;
     return SDGP_OK;
 }
