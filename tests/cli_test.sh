@@ -111,7 +111,7 @@ PY
   # gradient's letters once did not fit a model built without pruning)
   "$SDGP" train --model smallcnn --batch-size 64 --max-steps 2 --no-tta --prune rescaled --nm 2:4 --sparse-weights sste \
     --weight-groups cout --threads 2 --checkpoint "$T/both.safetensors" --quiet > /dev/null 2>&1
-  expect 0 "choice ---:[dw]{3},c[a-z]-:[dw]{3}" -- "$SDGP" eval --checkpoint "$T/both.safetensors" --threads 2
+  expect 0 "choice ---:[dw]{3},[cd][a-z]-:[dw]{3}" -- "$SDGP" eval --checkpoint "$T/both.safetensors" --threads 2
   expect 2 "choice 'sss' does not fit a model of 2 conv layers" -- "$SDGP" train --model smallcnn --max-steps 1 \
     --prune magnitude --kernels sss --quiet
   expect 2 "choice 'ss': layer 0 \(conv0\) cannot be 's'" -- "$SDGP" train --model smallcnn --max-steps 1 --prune magnitude \

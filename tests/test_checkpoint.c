@@ -185,6 +185,12 @@ TEST_CASE(checkpoint_keeps_conv_choice) {
         sdgp_model_choice(r18, text, sizeof text);
         CHECK(!strcmp(text, kept), "kept after the refusal: '%s'", text);
         sdgp_model_destroy(r18);
+        /* measured: the tuner gives Winograd only to passes that have it (never the 1x1 downsample) */
+        rc18.conv_algo = SDGP_CONV_MEASURED;
+        REQUIRE(sdgp_model_create(&r18, &rc18, &err) == SDGP_OK, "measured ResNet-18: %s", err.msg);
+        algos_text(r18, text, sizeof text);
+        CHECK(!strncmp(text + 4 * ds, "ddd", 3), "measured: the downsample conv planned '%.3s'", text + 4 * ds);
+        sdgp_model_destroy(r18);
     }
     char path[256];
     tmp_path(path, sizeof path, "convs.safetensors");

@@ -252,7 +252,7 @@ sdgp_status model_tune_pass(sdgp_model *m, op *o, model_pass pass, int entries, 
     int win = 0;
     for (int c = 1; c < t.n; c++)
         if (best[c] < best[win]) win = c;
-    plans_release(&t, st == SDGP_OK ? win : -1);
+    if (t.made) plans_release(&t, st == SDGP_OK ? win : -1); /* else the layer still holds its own */
     if (st != SDGP_OK) return st;
     model_impl_adopt(m, o, pass, t.cand[win], t.plans[win]);
     if (pass == MODEL_FWD) model_fwd_pack(m, o);

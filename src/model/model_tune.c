@@ -165,7 +165,7 @@ sdgp_status sdgp_model_set_choice(sdgp_model *m, const char *choice, sdgp_error 
                                "(d or w)", given, i, o->name, a, model_pass_name((model_pass)p));
         }
         with_algos |= len == TOKEN;
-        t += len + (t[len] == ',');
+        t += len + (i + 1 < m->n_convs); /* past the ',' checked above */
     }
     if (st == SDGP_OK && *t)
         st = sdgp_fail(err, SDGP_ERR_FORMAT, "choice '%.200s' has more than the model's %d conv layers", given, m->n_convs);
