@@ -75,22 +75,25 @@ static int winograd_pays(const sdgp_conv_geom *g, int used_twelfths) {
 #define SDGP_USED 4   /* 33 % */
 
 /* sdgp's 5x5 stride-2 passes run its 3x3 kernels by space-to-depth (conv_sdgp_wino.c). Against
- * oneDNN's direct kernel on Zen 3 (`KERNEL_AB_ALGOS=direct,winograd build/sdgp_kernel_ab
+ * oneDNN's direct kernel on Zen 3, AVX2 (`KERNEL_AB_ALGOS=direct,winograd build/sdgp_kernel_ab
  * dense-fwd|dense-data|dense-wgrad`, docs/bench/hosts/amd-zen3-f25m1/dense-s2d.txt), at 32 / 64 / 128 input
  * channels: backward-weights 1.53x / 1.72x / 2.82x, forward 1.15x / 1.26x / 1.78x, backward-data
  * 0.85x / 1.02x / 1.28x. At 32 the forward's gain (1.06-1.30x in three runs) did not pay for its
  * rounding (F(4x4)'s: 4x the direct kernel's rms) at ResNet-9's 5x5 layer: it put the PyTorch
  * golden step's gradients past its tolerance in 9 of 66 data seeds against 6 with the direct
  * forward (rounding across a ReLU or max-pool boundary, as the 3x3 Winograd layers do;
- * tests/golden_step.py), failing one case. So below 64 input channels those two stay direct. Where
- * oneDNN has its Winograd kernel (AVX-512) its direct kernel runs at about 0.9 of the FMA ceiling
- * (src/kernels/README.md) and these passes were not measured: AUTO keeps them direct there unless
- * SDGP_WINOGRAD=sdgp (sdgp_first). oneDNN's ISA decides, not the CPU's: under DNNL_MAX_CPU_ISA=AVX2
- * an AVX-512 CPU runs oneDNN as the Zen 3 host did. */
+ * tests/golden_step.py), failing one case. So below 64 input channels those two stay direct.
+ * Where oneDNN runs its AVX-512 kernels (direct at about 0.9 of the FMA ceiling) the gains differ:
+ * on Zen 5 (`sdgp bench impls`, ResNet-9's 5x5 layer, 2 threads, docs/bench/hosts/amd-zen5-f26m2/impls/
+ * s2d-5x5.txt), at 32 / 64 / 128 input channels: forward 1.02-1.05x / 1.35x / 1.40x, backward-data
+ * 1.23-1.26x / 1.55x / 1.70x, backward-weights 0.83-0.89x / 1.16x / 1.33x: there all three pay from
+ * 64 input channels and backward-data from 32, backward-weights not at 32. SDGP_WINOGRAD=sdgp
+ * (sdgp_first) takes the AVX2 rule on any host. oneDNN's ISA decides, not the CPU's: under
+ * DNNL_MAX_CPU_ISA=AVX2 an AVX-512 CPU runs oneDNN as the Zen 3 host did. */
 static int s2d_pass_pays(const sdgp_conv_geom *g, sdgp_conv_pass pass, int sdgp_first) {
     if (!conv_sdgp_wino_s2d(g)) return 1;
     const int onednn_avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
-    if (!sdgp_first && onednn_avx512) return 0;
+    if (!sdgp_first && onednn_avx512) return g->Cin >= 64 || (pass == SDGP_CONV_BACKWARD_DATA && g->Cin >= 32);
     return pass == SDGP_CONV_BACKWARD_WEIGHTS || g->Cin >= 64;
 }
 
