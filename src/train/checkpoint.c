@@ -106,19 +106,12 @@ static sdgp_status open_checkpoint(sdgp_st_file **f, const char *path, sdgp_erro
     return SDGP_OK;
 }
 
-void choice_drop_algos(char *choice) {
-    size_t k = 0;
-    for (const char *c = choice; *c; c++)
-        if (*c == ':') c += strcspn(c, ",") - 1; /* to the token's last character */
-        else choice[k++] = *c;
-    choice[k] = '\0';
-}
-
 /* The checkpoint's choice text (sdgp_model_choice's) into choice (SDGP_CHOICE_LEN bytes; "" when
- * it has none): its "choice", or from before that existed its "kernels" and "conv_algos". Without
- * measured (a model not under --conv-algo measured) the tokens lose their algorithms: such a model
- * plans its own by its rule, which may differ on another host (where the checkpoint's need not run). */
-static sdgp_status read_choice(const sdgp_st_file *f, const char *path, int measured, char *choice, sdgp_error *err) {
+ * it has none): its "choice", or from before that existed its "kernels" and "conv_algos" (written
+ * under every --conv-algo: what each pass ran). The algorithms are part of a run's bits as the
+ * kernels are, so a model loading it plans them whatever its --conv-algo: a resume stays exact when
+ * AUTO's rule changes between versions. */
+static sdgp_status read_choice(const sdgp_st_file *f, const char *path, char *choice, sdgp_error *err) {
     const char *text = sdgp_safetensors_meta(f, "choice");
     const char *kernels = sdgp_safetensors_meta(f, "kernels"), *convs = sdgp_safetensors_meta(f, "conv_algos");
     choice[0] = '\0';
@@ -127,7 +120,6 @@ static sdgp_status read_choice(const sdgp_st_file *f, const char *path, int meas
     if (text) snprintf(choice, SDGP_CHOICE_LEN, "%s", text);
     else if (kernels && model_choice_from_legacy(kernels, convs, choice, SDGP_CHOICE_LEN, &e) != SDGP_OK)
         return sdgp_fail(err, SDGP_ERR_FORMAT, "%s: %s", path, e.msg);
-    if (!measured) choice_drop_algos(choice);
     return SDGP_OK;
 }
 
@@ -158,7 +150,7 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
     }
     /* the same implementations and algorithms as the run that wrote it */
     char choice[SDGP_CHOICE_LEN], mine[SDGP_CHOICE_LEN];
-    if (st == SDGP_OK) st = read_choice(f, path, sdgp_model_get_config(m)->conv_algo == SDGP_CONV_MEASURED, choice, err);
+    if (st == SDGP_OK) st = read_choice(f, path, choice, err);
     sdgp_model_choice(m, mine, sizeof mine);
     if (st == SDGP_OK && choice[0] && strcmp(choice, mine)) {
         sdgp_error e;
@@ -169,11 +161,11 @@ sdgp_status sdgp_checkpoint_load(const char *path, sdgp_model *m, sdgp_checkpoin
     return st;
 }
 
-sdgp_status checkpoint_read_choice(const char *path, int measured, char *choice, sdgp_error *err) {
+sdgp_status checkpoint_read_choice(const char *path, char *choice, sdgp_error *err) {
     sdgp_st_file *f;
     sdgp_status st = open_checkpoint(&f, path, err);
     if (st != SDGP_OK) return st;
-    st = read_choice(f, path, measured, choice, err);
+    st = read_choice(f, path, choice, err);
     sdgp_safetensors_free(f);
     return st;
 }
@@ -200,7 +192,7 @@ sdgp_status sdgp_checkpoint_read_config(const char *path, sdgp_train_config *cfg
     }
     /* every pass's implementation and algorithm, for a model built from this configuration (eval,
      * resume): nothing timed */
-    if (st == SDGP_OK) st = read_choice(f, path, c.model.conv_algo == SDGP_CONV_MEASURED, c.model.choice, err);
+    if (st == SDGP_OK) st = read_choice(f, path, c.model.choice, err);
     sdgp_safetensors_free(f);
     if (st == SDGP_OK) *cfg = c;
     return st;

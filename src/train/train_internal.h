@@ -18,12 +18,9 @@ typedef struct grad_sync grad_sync;
  * when every checkpoint has it (config.c). */
 const char *train_config_field_before(int i);
 
-/* The choice a checkpoint records (sdgp_model_choice's text; "" when it has none; its tokens without
- * their algorithms unless measured, for a model under --conv-algo measured) into SDGP_CHOICE_LEN
- * bytes, for building a resumed model without measuring (checkpoint.c). */
-sdgp_status checkpoint_read_choice(const char *path, int measured, char *choice, sdgp_error *err);
-/* "FBW:abc,..." -> "FBW,...": a choice text without its algorithms, in place. */
-void choice_drop_algos(char *choice);
+/* The choice a checkpoint records (sdgp_model_choice's text; "" when it has none) into
+ * SDGP_CHOICE_LEN bytes, for building a resumed model without measuring (checkpoint.c). */
+sdgp_status checkpoint_read_choice(const char *path, char *choice, sdgp_error *err);
 
 typedef struct {
     int buckets;

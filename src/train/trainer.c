@@ -236,10 +236,9 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     /* resumed: the checkpoint's implementations and algorithms, so that the model is built as the run
      * it continues, bitwise, without timing anything (checkpoint loading would set them anyway) */
     r->kernels_given = mc.choice[0] ? KERNELS_AS_GIVEN : KERNELS_MEASURED;
-    const int measured = mc.conv_algo == SDGP_CONV_MEASURED;
     char saved[SDGP_CHOICE_LEN] = "";
     if (cfg->resume[0]) {
-        if ((st = checkpoint_read_choice(cfg->resume, measured, saved, err)) != SDGP_OK) return st;
+        if ((st = checkpoint_read_choice(cfg->resume, saved, err)) != SDGP_OK) return st;
         if (!mc.choice[0] && saved[0]) snprintf(mc.choice, sizeof mc.choice, "%s", saved);
         if (saved[0] && !strcmp(mc.choice, saved)) r->kernels_given = KERNELS_FROM_CHECKPOINT; /* read_config's too */
     }
@@ -248,7 +247,6 @@ static sdgp_status setup(run *r, sdgp_checkpoint_state *state, sdgp_error *err) 
     if (r->kernels_given == KERNELS_AS_GIVEN && saved[0]) { /* --kernels on a resume: only the run's own choice */
         char mine[SDGP_CHOICE_LEN];
         sdgp_model_choice(r->model, mine, sizeof mine);
-        if (!measured) choice_drop_algos(mine);
         if (strcmp(mine, saved))
             return sdgp_fail(err, SDGP_ERR_INVALID, "--kernels %s: the run in %s ran on %s, and a resumed run keeps its choice",
                              mc.choice, cfg->resume, saved);
