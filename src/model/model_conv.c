@@ -1,14 +1,11 @@
 /* Each conv layer's oneDNN convolution: its creation under the configuration or with per-pass
  * algorithms (the choice text's, model_tune.c), the workspace all convs share, and the tuner's
  * candidates under --conv-algo measured (model_tune.c times them). */
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/align.h"
 #include "model/model_internal.h"
-
-#define CONV_TUNE_REPS 5
 
 /* Layer o's conv under the configuration (algos NULL; MEASURED starts DIRECT until measured) or
  * with these per-pass algorithms; errors name the layer. */
@@ -20,6 +17,13 @@ static sdgp_status create_for(const sdgp_model *m, const op *o, sdgp_conv **c, c
     sdgp_status st = algos ? sdgp_conv_create_passes(c, &o->geom, 0, m->cfg.threads, algos, &opt, &e)
                            : sdgp_conv_create_opts(c, &o->geom, 0, m->cfg.threads, &opt, &e);
     return st == SDGP_OK ? st : sdgp_fail(err, st, "model: %s: %s", o->name, e.msg);
+}
+
+/* Whether conv c plans each pass with algos[pass]. */
+static int plans_as(const sdgp_conv *c, const sdgp_conv_algo algos[3]) {
+    for (int p = 0; p < 3; p++)
+        if (sdgp_conv_get_plan(c, (sdgp_conv_pass)p).algo != algos[p]) return 0;
+    return 1;
 }
 
 static void refresh_info(op *o) {
@@ -84,9 +88,7 @@ sdgp_status model_conv_apply(sdgp_model *m, const sdgp_conv_algo (*algos)[3], sd
     sdgp_status st = SDGP_OK;
     for (int i = 0; i < m->n_convs && st == SDGP_OK; i++) {
         const op *o = &m->ops[m->conv_ops[i]];
-        int same = 1; /* a layer planned so already keeps its conv */
-        for (int p = 0; p < 3; p++) same &= sdgp_conv_get_plan(o->dnnl, (sdgp_conv_pass)p).algo == algos[i][p];
-        if (!same) st = create_for(m, o, &made[i], algos[i], err);
+        if (!plans_as(o->dnnl, algos[i])) st = create_for(m, o, &made[i], algos[i], err); /* else it keeps its conv */
     }
     if (st != SDGP_OK) {
         for (int i = 0; i < m->n_convs; i++) sdgp_conv_destroy(made[i]);
@@ -105,13 +107,6 @@ sdgp_status model_conv_apply(sdgp_model *m, const sdgp_conv_algo (*algos)[3], sd
 }
 
 /* ---- measuring: the candidates of model_tune ---- */
-
-void model_fill_random(float *p, size_t n, uint64_t s) {
-    for (size_t j = 0; j < n; j++) { /* the times are data independent: any values in [-1, 1) */
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        p[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
-    }
-}
 
 sdgp_status model_conv_candidates(sdgp_model *m, op *o, sdgp_conv *conv[2], sdgp_error *err) {
     conv[0] = conv[1] = NULL;
@@ -146,12 +141,7 @@ sdgp_status model_conv_candidates(sdgp_model *m, op *o, sdgp_conv *conv[2], sdgp
 }
 
 sdgp_status model_conv_settle(sdgp_model *m, op *o, sdgp_conv *conv[2], const sdgp_conv_algo chosen[3], sdgp_error *err) {
-    sdgp_conv *keep = NULL; /* a candidate that plans each pass as chosen */
-    for (int k = 0; k < 2 && !keep; k++) {
-        int same = 1;
-        for (int p = 0; p < 3; p++) same &= sdgp_conv_get_plan(conv[k], (sdgp_conv_pass)p).algo == chosen[p];
-        if (same) keep = conv[k];
-    }
+    sdgp_conv *keep = plans_as(conv[0], chosen) ? conv[0] : plans_as(conv[1], chosen) ? conv[1] : NULL;
     sdgp_status st = keep ? SDGP_OK : create_for(m, o, &keep, chosen, err);
     for (int k = 0; k < 2; k++)
         if (conv[k] != keep) sdgp_conv_destroy(conv[k]);

@@ -117,7 +117,15 @@ sdgp_status model_time_interleaved(model_timed_fn run, void *ctx, int n, const i
     return SDGP_OK;
 }
 
-/* ---- timing a layer's pass: the tuners and sdgp_model_time_impls ---- */
+/* ---- timing a layer's pass: the tuner and sdgp_model_time_impls ---- */
+
+/* p[0..n) = values in [-1, 1) from an LCG seeded with s: the kernels' times do not depend on them. */
+static void fill_random(float *p, size_t n, uint64_t s) {
+    for (size_t j = 0; j < n; j++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        p[j] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+    }
+}
 
 /* Random tensors in layer o's own buffers (free before the first step; the image gets a buffer of
  * its own) for timing one of its passes as a step runs it: the arguments and the step's pruning
@@ -137,8 +145,8 @@ static sdgp_status timing_make(sdgp_model *m, op *o, model_pass pass, timing_dat
         if (!x) return sdgp_fail(err, SDGP_ERR_NOMEM, "model: out of memory timing %s", o->name);
     }
     /* any values will do: the kernels' times and the masks' cost do not depend on them */
-    if (pass == MODEL_FWD) model_fill_random(x, m->slots[o->in].count, seed);
-    else model_fill_random(m->slots[o->out].act, m->slots[o->out].count, seed);
+    if (pass == MODEL_FWD) fill_random(x, m->slots[o->in].count, seed);
+    else fill_random(m->slots[o->out].act, m->slots[o->out].count, seed);
     if (pass == MODEL_BWD_DATA)
         t->pc = o->prune ? model_prune_cfg(m, o, m->cfg.prune, SDGP_AXIS_CHANNEL, m->cfg.seed, 0) : m->cfg.prune;
     else if (pass == MODEL_BWD_WEIGHTS)

@@ -313,9 +313,6 @@ sdgp_status model_conv_candidates(sdgp_model *m, op *o, sdgp_conv *conv[2], sdgp
 /* The layer's conv planned as chosen per pass (a candidate that is, or a new one), the candidates
  * gone. */
 sdgp_status model_conv_settle(sdgp_model *m, op *o, sdgp_conv *conv[2], const sdgp_conv_algo chosen[3], sdgp_error *err);
-/* p[0..n) = values in [-1, 1) from an LCG seeded with s: test data for the start-up timings (every tuner's:
- * the kernels' times do not depend on the values). */
-void model_fill_random(float *p, size_t n, uint64_t s);
 
 /* model_weights.c: N:M sparse weights (S-STE, SR-STE; sdgp_weights_cfg) */
 /* Whether a conv (conv_index >= 0) or the classifier (-1) gets sparse weights. */
